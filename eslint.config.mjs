@@ -1,0 +1,136 @@
+// @ts-check
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+const honoOnlyInHttp = {
+  group: ['hono', 'hono/*', '@hono/*'],
+  message:
+    'Only src/http/ may import Hono (DESIGN.md "Source layout and boundaries"); keep the rest framework-free and testable.',
+};
+
+/** Module boundaries from DESIGN.md, each with its reason. */
+const boundaries = [
+  {
+    files: ['src/errors.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['./*', '../*'],
+              message:
+                'errors.ts imports nothing internal, so every module can depend on it without cycles.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['src/token/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            honoOnlyInHttp,
+            {
+              group: ['../proxy/*', '../http/*', '../proxy', '../http'],
+              message:
+                'token/ never imports proxy/ or http/: the token keeper must work without the proxy.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['src/proxy/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            honoOnlyInHttp,
+            {
+              group: ['../token/*', '../token', '../http/*', '../http'],
+              message:
+                'proxy/ sees the keeper only as { getAccessToken(), invalidate(token) } (proxy/types.ts); no Hono, no keeper internals.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: [
+      'src/config/**/*.ts',
+      'src/telemetry/**/*.ts',
+      'src/standin/**/*.ts',
+      'src/cli.ts',
+      'src/main.ts',
+      'src/clock.ts',
+    ],
+    rules: { 'no-restricted-imports': ['error', { patterns: [honoOnlyInHttp] }] },
+  },
+  {
+    files: ['src/**/*.ts'],
+    ignores: ['src/main.ts', 'src/**/*.test.ts'],
+    rules: {
+      'no-restricted-properties': [
+        'error',
+        {
+          object: 'process',
+          property: 'env',
+          message: 'Only src/main.ts reads process.env (DESIGN.md): pass configuration in.',
+        },
+      ],
+      'no-restricted-globals': [
+        'error',
+        { name: 'fetch', message: 'Inject fetch/dispatcher (STYLE.md 6): no global I/O.' },
+      ],
+    },
+  },
+];
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'bench/results/**', '.ci/work/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: {
+        projectService: { allowDefaultProject: ['*.mjs', '*.js'] },
+        tsconfigRootDir: import.meta.dirname,
+      },
+    },
+    rules: {
+      // A background keeper makes stray promises easy to write; each one must be awaited or voided on purpose.
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/consistent-type-imports': 'error',
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_' },
+      ],
+      'no-console': 'error',
+      eqeqeq: ['error', 'always'],
+    },
+  },
+  {
+    files: ['**/*.test.ts', 'test/**/*.ts', 'bench/**/*.ts', 'deploy/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-unsafe-call': 'off',
+      '@typescript-eslint/no-non-null-assertion': 'off',
+      '@typescript-eslint/unbound-method': 'off',
+      'no-console': 'off',
+    },
+  },
+  { files: ['src/main.ts', 'src/cli.ts', 'bench/**/*.ts'], rules: { 'no-console': 'off' } },
+  { files: ['**/*.mjs', '**/*.js'], ...tseslint.configs.disableTypeChecked },
+  ...boundaries,
+);

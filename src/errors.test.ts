@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import {
+  ConfigError,
+  PROXY_ERROR_STATUS,
+  SidecarError,
+  TokenEndpointError,
+  TokenUnavailableError,
+  errorEnvelope,
+} from './errors.js';
+
+describe('errors', () => {
+  it('maps every proxy error code to the status DESIGN.md gives', () => {
+    expect(PROXY_ERROR_STATUS).toEqual({
+      bad_request: 400,
+      not_found: 404,
+      method_not_allowed: 405,
+      upstream_unreachable: 502,
+      token_unavailable: 503,
+      shutting_down: 503,
+      upstream_timeout: 504,
+    });
+  });
+
+  it('builds the API envelope with the request id', () => {
+    const err = new SidecarError('not_found', 'path is not forwarded');
+    expect(errorEnvelope(err, 'abc')).toEqual({
+      errors: [{ code: 'not_found', detail: 'path is not forwarded' }],
+      requestId: 'abc',
+    });
+    expect(err.status).toBe(404);
+  });
+
+  it('rounds Retry-After up to whole seconds, at least 1', () => {
+    expect(new TokenUnavailableError('x', 0.2).retryAfterSeconds).toBe(1);
+    expect(new TokenUnavailableError('x', 4.1).retryAfterSeconds).toBe(5);
+  });
+
+  it('keeps a token endpoint body out of serialised errors', () => {
+    const err = new TokenEndpointError('rejected', 'token endpoint answered 401', {
+      status: 401,
+      body: '{"access_token":"secret-value"}',
+    });
+    expect(JSON.stringify(err)).not.toContain('secret-value');
+    expect((err as unknown as { body: string }).body).toContain('secret-value');
+    expect(err.transient).toBe(false);
+    expect(new TokenEndpointError('server', 'x').transient).toBe(true);
+  });
+
+  it('lists every configuration problem', () => {
+    const err = new ConfigError(['UPSTREAM_BASE_URL: required', 'LOG_LEVEL: unknown']);
+    expect(err.message).toContain('UPSTREAM_BASE_URL: required');
+    expect(err.message).toContain('LOG_LEVEL: unknown');
+  });
+});

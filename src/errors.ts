@@ -1,0 +1,121 @@
+/**
+ * Every error the sidecar knows, in one module (STYLE.md 3). Codes are stable: they appear in the
+ * error envelope, in logs and in the `oauth_sidecar_proxy_rejected_total{code}` metric.
+ * Imports nothing internal.
+ */
+
+/** Codes of errors the sidecar answers itself, with their HTTP status (DESIGN.md "Proxy semantics"). */
+export const PROXY_ERROR_STATUS = {
+  bad_request: 400,
+  not_found: 404,
+  method_not_allowed: 405,
+  upstream_unreachable: 502,
+  token_unavailable: 503,
+  shutting_down: 503,
+  upstream_timeout: 504,
+} as const;
+
+export type ProxyErrorCode = keyof typeof PROXY_ERROR_STATUS;
+
+/** Attach a property that never shows up in JSON.stringify or a pino log line. */
+function hide(target: object, key: string, value: unknown): void {
+  Object.defineProperty(target, key, { value, enumerable: false, writable: false });
+}
+
+/** An error the sidecar turns into an HTTP answer in the API's envelope. */
+export class SidecarError extends Error {
+  readonly code: ProxyErrorCode;
+  readonly status: number;
+  /** Whole seconds for `Retry-After`, when the client should come back later. */
+  readonly retryAfterSeconds: number | undefined;
+
+  constructor(
+    code: ProxyErrorCode,
+    detail: string,
+    options: { cause?: unknown; retryAfterSeconds?: number } = {},
+  ) {
+    super(detail, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'SidecarError';
+    this.code = code;
+    this.status = PROXY_ERROR_STATUS[code];
+    this.retryAfterSeconds = options.retryAfterSeconds;
+  }
+}
+
+/** No valid token could be had within `token.waitMs`; 503 with `Retry-After`. */
+export class TokenUnavailableError extends SidecarError {
+  constructor(detail: string, retryAfterSeconds: number, cause?: unknown) {
+    super('token_unavailable', detail, {
+      cause,
+      retryAfterSeconds: Math.max(1, Math.ceil(retryAfterSeconds)),
+    });
+    this.name = 'TokenUnavailableError';
+  }
+}
+
+/**
+ * How a token endpoint call failed. `rejected` is a 4xx other than 429 (the grant itself was
+ * refused: wrong secret, dead refresh token); every other kind is transient and retried with backoff.
+ */
+export type TokenErrorKind =
+  'network' | 'timeout' | 'rejected' | 'server' | 'malformed' | 'redirect';
+
+export class TokenEndpointError extends Error {
+  readonly kind: TokenErrorKind;
+  /** HTTP status, when an answer arrived. */
+  readonly status: number | undefined;
+  /** `Retry-After` from the answer, in milliseconds. */
+  readonly retryAfterMs: number | undefined;
+  /** OAuth `error` / the API's `errors[0].code`, when the body carried one. Never a secret. */
+  readonly oauthError: string | undefined;
+
+  constructor(
+    kind: TokenErrorKind,
+    message: string,
+    options: {
+      status?: number;
+      retryAfterMs?: number;
+      oauthError?: string;
+      cause?: unknown;
+      /** The raw answer body; kept non-enumerable so it never reaches a log line. */
+      body?: string;
+    } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'TokenEndpointError';
+    this.kind = kind;
+    this.status = options.status;
+    this.retryAfterMs = options.retryAfterMs;
+    this.oauthError = options.oauthError;
+    hide(this, 'body', options.body);
+  }
+
+  /** Transient failures are retried with backoff; a rejected grant is not retried as such. */
+  get transient(): boolean {
+    return this.kind !== 'rejected';
+  }
+}
+
+/** Invalid configuration: every problem at once, one line each. The process exits with 78. */
+export class ConfigError extends Error {
+  readonly problems: readonly string[];
+
+  constructor(problems: readonly string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+/** EX_CONFIG from sysexits.h: what `oauth-sidecar` exits with on bad configuration. */
+export const EXIT_CONFIG = 78;
+
+/** The body of an error the sidecar answers itself: the API's own envelope plus the request id. */
+export interface ErrorEnvelope {
+  errors: { code: ProxyErrorCode; detail: string }[];
+  requestId: string;
+}
+
+export function errorEnvelope(error: SidecarError, requestId: string): ErrorEnvelope {
+  return { errors: [{ code: error.code, detail: error.message }], requestId };
+}

@@ -1,0 +1,64 @@
+import { pino, type DestinationStream, type Logger } from 'pino';
+
+export type { Logger } from 'pino';
+
+/**
+ * Paths pino censors in every log line. Anything that could hold a credential is listed, at the top
+ * level and one level down, so a careless `log.info({ headers })` or `log.error({ err })` stays safe.
+ */
+export const REDACT_PATHS: readonly string[] = (() => {
+  const secretKeys = [
+    'authorization',
+    'Authorization',
+    'proxy-authorization',
+    'cookie',
+    'set-cookie',
+    'accessToken',
+    'access_token',
+    'refreshToken',
+    'refresh_token',
+    'clientSecret',
+    'client_secret',
+    'token',
+    'password',
+    'body',
+  ];
+  const paths: string[] = [];
+  for (const key of secretKeys) {
+    paths.push(key, `*.${key}`, `*.headers.${key}`, `*.*.${key}`);
+  }
+  return paths;
+})();
+
+export interface LoggerOptions {
+  level: string;
+  /** Where lines go; stdout when absent. Tests pass a stream and grep what it captured. */
+  destination?: DestinationStream;
+  /** Human-readable lines (demo and local runs); needs the pino-pretty dev dependency. */
+  pretty?: boolean;
+  /** Extra static fields on every line. */
+  base?: Record<string, unknown>;
+}
+
+/** The one logger factory: JSON lines with secrets redacted (DESIGN.md "Logs"). */
+export function createLogger(options: LoggerOptions): Logger {
+  const config = {
+    level: options.level,
+    base: options.base ?? null,
+    redact: { paths: [...REDACT_PATHS], censor: '[redacted]' },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label: string) => ({ level: label }) },
+  };
+  if (options.destination) return pino(config, options.destination);
+  if (options.pretty) {
+    return pino({
+      ...config,
+      formatters: undefined,
+      transport: {
+        target: 'pino-pretty',
+        options: { colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' },
+      },
+    });
+  }
+  return pino(config);
+}

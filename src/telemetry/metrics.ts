@@ -1,0 +1,122 @@
+import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
+
+export const METRIC_PREFIX = 'oauth_sidecar_';
+
+/** What the token gauges read at scrape time. The keeper provides it; telemetry never imports it. */
+export interface TokenGaugeSource {
+  /** Seconds since the current access token was obtained, or undefined when none is held. */
+  tokenAgeSeconds(): number | undefined;
+  /** Seconds until the current token expires; 0 when none is held. */
+  tokenExpiresInSeconds(): number;
+  /** True while a valid token is held. */
+  tokenReady(): boolean;
+}
+
+export type TokenGrantLabel = 'client_credentials' | 'refresh_token';
+export type TokenOutcomeLabel = 'success' | 'rejected' | 'error';
+
+/** Every metric of DESIGN.md "Metrics", registered on an injected registry (one per instance). */
+export interface SidecarMetrics {
+  registry: Registry;
+  tokenRequests: Counter<'grant' | 'outcome'>;
+  tokenRequestDuration: Histogram<'grant'>;
+  upstreamRequests: Counter<'method' | 'code'>;
+  upstreamRequestDuration: Histogram<'method'>;
+  upstreamUnauthorized: Counter<'replayed'>;
+  proxyRejected: Counter<'code'>;
+  requestsInFlight: Gauge;
+  /** Point the token gauges at their source (the keeper is built after the metrics). */
+  bindTokenState(source: TokenGaugeSource): void;
+}
+
+export interface MetricsOptions {
+  registry: Registry;
+  /** prom-client's process metrics (CPU, memory, event loop lag, handles) under the same prefix. */
+  defaultMetrics?: boolean;
+}
+
+export function createMetrics({ registry, defaultMetrics = true }: MetricsOptions): SidecarMetrics {
+  let tokenState: TokenGaugeSource | undefined;
+  const registers = [registry];
+
+  new Gauge({
+    name: `${METRIC_PREFIX}token_age_seconds`,
+    help: 'Age of the current access token in seconds (computed at scrape).',
+    registers,
+    collect() {
+      const age = tokenState?.tokenAgeSeconds();
+      // No token: report nothing rather than a misleading 0 (absent series are alertable).
+      if (age === undefined) this.reset();
+      else this.set(age);
+    },
+  });
+  new Gauge({
+    name: `${METRIC_PREFIX}token_expires_in_seconds`,
+    help: 'Seconds until the current access token expires (0 if none is held).',
+    registers,
+    collect() {
+      this.set(tokenState?.tokenExpiresInSeconds() ?? 0);
+    },
+  });
+  new Gauge({
+    name: `${METRIC_PREFIX}token_ready`,
+    help: '1 while a valid access token is held.',
+    registers,
+    collect() {
+      this.set(tokenState?.tokenReady() ? 1 : 0);
+    },
+  });
+
+  const metrics: SidecarMetrics = {
+    registry,
+    tokenRequests: new Counter({
+      name: `${METRIC_PREFIX}token_requests_total`,
+      help: 'Token endpoint calls by grant and outcome.',
+      labelNames: ['grant', 'outcome'] as const,
+      registers,
+    }),
+    tokenRequestDuration: new Histogram({
+      name: `${METRIC_PREFIX}token_request_duration_seconds`,
+      help: 'Token endpoint latency in seconds.',
+      labelNames: ['grant'] as const,
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
+    upstreamRequests: new Counter({
+      name: `${METRIC_PREFIX}upstream_requests_total`,
+      help: 'Requests forwarded upstream, by method and status code (error for connect/reset/timeout).',
+      labelNames: ['method', 'code'] as const,
+      registers,
+    }),
+    upstreamRequestDuration: new Histogram({
+      name: `${METRIC_PREFIX}upstream_request_duration_seconds`,
+      help: 'Time to upstream response headers in seconds.',
+      labelNames: ['method'] as const,
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    }),
+    upstreamUnauthorized: new Counter({
+      name: `${METRIC_PREFIX}upstream_unauthorized_total`,
+      help: '401 answers from the upstream, by whether the request was replayed with a renewed token.',
+      labelNames: ['replayed'] as const,
+      registers,
+    }),
+    proxyRejected: new Counter({
+      name: `${METRIC_PREFIX}proxy_rejected_total`,
+      help: 'Requests the sidecar answered itself, by error code.',
+      labelNames: ['code'] as const,
+      registers,
+    }),
+    requestsInFlight: new Gauge({
+      name: `${METRIC_PREFIX}requests_in_flight`,
+      help: 'Proxied requests in progress.',
+      registers,
+    }),
+    bindTokenState(source) {
+      tokenState = source;
+    },
+  };
+
+  if (defaultMetrics) collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
+  return metrics;
+}

@@ -1,0 +1,27 @@
+/** Types shared by the token endpoint client and the keeper. camelCase inside, whatever the wire said. */
+
+export type GrantType = 'client_credentials' | 'refresh_token';
+
+export interface ClientCredentials {
+  clientId: string;
+  clientSecret: string;
+}
+
+/** A validated token endpoint answer (STYLE.md 1: the checker returns this). */
+export interface TokenSet {
+  accessToken: string;
+  /** Always lower-cased `bearer`: anything else is rejected by the checker. */
+  tokenType: 'bearer';
+  /** Lifetime in seconds from the moment the request was sent. */
+  expiresInSeconds: number;
+  /** True when the answer had no `expiresIn` and the default lifetime was assumed. */
+  lifetimeDefaulted: boolean;
+  /**
+   * string: replaces the held refresh token; null: drop it (the API's "about to expire" signal);
+   * undefined: absent from the answer, keep the held one (RFC 6749 §6).
+   */
+  refreshToken: string | null | undefined;
+}
+
+/** Reads the client credentials; called before every client-credentials grant so rotations apply. */
+export type CredentialsReader = () => Promise<ClientCredentials>;
