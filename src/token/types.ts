@@ -25,3 +25,13 @@ export interface TokenSet {
 
 /** Reads the client credentials; called before every client-credentials grant so rotations apply. */
 export type CredentialsReader = () => Promise<ClientCredentials>;
+
+/** One grant request, as the keeper asks for it. */
+export type GrantRequest =
+  | { grant: 'client_credentials'; credentials: ClientCredentials }
+  | { grant: 'refresh_token'; refreshToken: string };
+
+/** The token endpoint as the keeper sees it: send + check in one call; rejects with TokenEndpointError. */
+export interface TokenEndpoint {
+  requestToken(request: GrantRequest): Promise<TokenSet>;
+}

@@ -1,0 +1,113 @@
+/**
+ * The embedded stand-in of the commodities API: the tests' counterpart and the `demo` upstream.
+ * Implements `spec/service-interface.md` over HTTPS with a throwaway CA.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+
+/** A throwaway CA and a server certificate for 127.0.0.1, ::1 and localhost, all PEM. */
+export interface TestPki {
+  caCert: string;
+  serverCert: string;
+  serverKey: string;
+}
+
+/** A misbehaviour of the token endpoint, injected by tests. */
+export type TokenFault =
+  /** Answer with this status (e.g. 500, 503 + Retry-After, 400 with an OAuth error body). */
+  | { kind: 'status'; status: number; body?: string; contentType?: string; retryAfter?: string }
+  /** Destroy the socket without answering. */
+  | { kind: 'reset' }
+  /** Never answer (until the server closes). */
+  | { kind: 'hang' }
+  /** Answer normally, after a delay. */
+  | { kind: 'delay'; ms: number }
+  /** 200 with an HTML error page. */
+  | { kind: 'html' }
+  /** 201 JSON without the access token. */
+  | { kind: 'missing-access-token' }
+  /** 201 JSON with this token type (e.g. "mac"). */
+  | { kind: 'token-type'; tokenType: string }
+  /** 201 JSON with this expiresIn (e.g. -5, "abc"); `omit: true` leaves the field out. */
+  | { kind: 'expires-in'; value?: unknown; omit?: boolean }
+  /** 201 with a JSON-ish body of this many bytes. */
+  | { kind: 'huge'; bytes: number }
+  /** 302 to this location. */
+  | { kind: 'redirect'; location: string };
+
+export interface StandinOptions {
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** Default 0 (any free port). */
+  port?: number;
+  /** Default `demo-client`. */
+  clientId?: string;
+  /** Default `demo-secret`. */
+  clientSecret?: string;
+  /** `expiresIn` of issued tokens, seconds. Default 1799 (the API's own sample). */
+  tokenLifetimeSeconds?: number;
+  /** Status of successful token answers. Default 201, as the API does. */
+  tokenStatus?: 200 | 201;
+  /** Serve HTTP/2 as well (ALPN h2 + http/1.1). Default false. */
+  http2?: boolean;
+  /** Generated when absent. */
+  pki?: TestPki;
+}
+
+export interface RecordedTokenRequest {
+  at: number;
+  format: 'json' | 'form' | 'other';
+  /** As sent on the wire (`clientCredentials`, `client_credentials`, `refreshToken`, ...), normalised to these two when recognised. */
+  grant: 'client_credentials' | 'refresh_token' | string;
+  auth: 'body' | 'basic' | 'none';
+  clientId: string | undefined;
+  /** Whether the presented secret matched the current one (the secret itself is not kept). */
+  secretOk: boolean;
+  /** `scopes` (JSON) or `scope` (form) as received. */
+  scopes: string | undefined;
+  refreshToken: string | undefined;
+  outcome: 'issued' | 'rejected' | 'fault';
+  status: number | undefined;
+}
+
+export interface RecordedApiRequest {
+  at: number;
+  method: string;
+  /** The raw request target. */
+  url: string;
+  headers: IncomingHttpHeaders;
+  /** The bearer presented, if any. */
+  token: string | undefined;
+  bodyBytes: number;
+  bodySha256: string;
+  status: number;
+  httpVersion: string;
+}
+
+export interface Standin {
+  /** `https://127.0.0.1:PORT` — the upstream base URL. */
+  readonly url: string;
+  readonly port: number;
+  /** PEM of the throwaway CA that signed the server certificate. */
+  readonly caCert: string;
+  readonly tokenRequests: RecordedTokenRequest[];
+  readonly apiRequests: RecordedApiRequest[];
+  /** Every access and refresh token ever issued (for tests that grep logs for them). */
+  issuedTokens(): string[];
+  /** Rotate the client secret: old one rejected with 401 from now on. */
+  setClientSecret(secret: string): void;
+  setTokenLifetime(seconds: number): void;
+  /** The next `count` successful answers carry `refreshToken: null`. */
+  nullRefreshTokenNext(count?: number): void;
+  /** The next `count` successful answers leave the refresh token out. */
+  omitRefreshTokenNext(count?: number): void;
+  /** The next `times` token requests suffer `fault` (default once; Infinity = until cleared). */
+  failTokenRequests(fault: TokenFault, times?: number): void;
+  /** Each token request suffers `fault` with probability `ratio` (soak tests); 0 turns it off. */
+  failTokenRequestsRandomly(fault: TokenFault, ratio: number): void;
+  clearTokenFaults(): void;
+  /** Every issued access token is rejected by the API from now on (401). */
+  revokeAccessTokens(): void;
+  /** Every issued refresh token is rejected by the token endpoint from now on (400 invalid_grant). */
+  revokeRefreshTokens(): void;
+  close(): Promise<void>;
+}
