@@ -41,13 +41,12 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
 
   new Gauge({
     name: `${METRIC_PREFIX}token_age_seconds`,
-    help: 'Age of the current access token in seconds (computed at scrape).',
+    help: 'Age of the current access token in seconds, computed at scrape (0 while none is held).',
     registers,
     collect() {
-      const age = tokenState?.tokenAgeSeconds();
-      // No token: report nothing rather than a misleading 0 (absent series are alertable).
-      if (age === undefined) this.reset();
-      else this.set(age);
+      // An unlabelled gauge is always exposed; with no token held it reads 0 and
+      // oauth_sidecar_token_ready says why (alert on token_ready, not on age).
+      this.set(tokenState?.tokenAgeSeconds() ?? 0);
     },
   });
   new Gauge({

@@ -1,0 +1,33 @@
+import { describe, expect, it } from 'vitest';
+import { UsageError, parseArgs } from './cli.js';
+
+describe('parseArgs', () => {
+  it('serves by default', () => {
+    expect(parseArgs([])).toEqual({ command: 'serve', configFile: undefined });
+  });
+
+  it('reads the command and --config in either order and form', () => {
+    expect(parseArgs(['check', '--config', 'a.yaml'])).toEqual({
+      command: 'check',
+      configFile: 'a.yaml',
+    });
+    expect(parseArgs(['--config=b.yaml', 'demo'])).toEqual({
+      command: 'demo',
+      configFile: 'b.yaml',
+    });
+    expect(parseArgs(['-c', 'c.yaml'])).toEqual({ command: 'serve', configFile: 'c.yaml' });
+  });
+
+  it('answers help and version', () => {
+    expect(parseArgs(['--help']).command).toBe('help');
+    expect(parseArgs(['check', '-h']).command).toBe('help');
+    expect(parseArgs(['--version']).command).toBe('version');
+  });
+
+  it('refuses unknown commands, unknown options and a missing file', () => {
+    expect(() => parseArgs(['frobnicate'])).toThrow(new UsageError('unknown command frobnicate'));
+    expect(() => parseArgs(['--verbose'])).toThrow(new UsageError('unknown option --verbose'));
+    expect(() => parseArgs(['--config'])).toThrow(new UsageError('--config needs a file'));
+    expect(() => parseArgs(['check', 'demo'])).toThrow(new UsageError('unknown command demo'));
+  });
+});

@@ -1,0 +1,54 @@
+/** Command-line parsing only: argv in, a command out. No I/O (DESIGN.md "Command line"). */
+
+export type Command = 'serve' | 'check' | 'demo' | 'help' | 'version';
+
+export interface CliArgs {
+  command: Command;
+  configFile: string | undefined;
+}
+
+export const USAGE = `usage: oauth-sidecar [serve|check|demo] [--config FILE]
+
+  serve (default)  forward allow-listed paths upstream with a bearer token
+  check            validate the configuration, get one token, print what came back (never the token)
+  demo             run an embedded stand-in of the API and the sidecar in front of it (no network)
+
+  --config FILE    YAML configuration (environment variables override it)
+  --help, -h       this text
+  --version        print the version`;
+
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+const COMMANDS: readonly Command[] = ['serve', 'check', 'demo'];
+
+/** Parse `argv` (without node and script). Throws UsageError with a one-line reason. */
+export function parseArgs(argv: readonly string[]): CliArgs {
+  let command: Command | undefined;
+  let configFile: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? '';
+    if (arg === '--help' || arg === '-h') return { command: 'help', configFile };
+    if (arg === '--version') return { command: 'version', configFile };
+    if (arg === '--config' || arg === '-c') {
+      const value = argv[i + 1];
+      if (value === undefined || value.startsWith('-')) throw new UsageError(`${arg} needs a file`);
+      configFile = value;
+      i++;
+    } else if (arg.startsWith('--config=')) {
+      configFile = arg.slice('--config='.length);
+      if (configFile === '') throw new UsageError('--config needs a file');
+    } else if (arg.startsWith('-')) {
+      throw new UsageError(`unknown option ${arg}`);
+    } else if (command === undefined && (COMMANDS as readonly string[]).includes(arg)) {
+      command = arg as Command;
+    } else {
+      throw new UsageError(`unknown command ${arg}`);
+    }
+  }
+  return { command: command ?? 'serve', configFile };
+}

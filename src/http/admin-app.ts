@@ -1,0 +1,69 @@
+import { Hono } from 'hono';
+import type { Registry } from 'prom-client';
+
+/** What the admin endpoints read; the composition root adapts the keeper and the drain flag to it. */
+export interface AdminState {
+  /** A valid access token is held. */
+  tokenReady(): boolean;
+  /** SIGTERM/SIGINT received: the proxy is draining. */
+  isDraining(): boolean;
+  /** JSON-safe token keeper state for /status. Never a token or a secret. */
+  tokenStatus(): Record<string, unknown>;
+}
+
+export interface AdminAppOptions {
+  registry: Registry;
+  state: AdminState;
+  version: string;
+  /** When the process started (ms since epoch), for /status. */
+  startedAt: number;
+  now: () => number;
+}
+
+/**
+ * The admin listener (DESIGN.md "Admin listener"): liveness never depends on the token endpoint;
+ * readiness is "a valid token is held and we are not draining".
+ */
+export function createAdminApp(options: AdminAppOptions): Hono {
+  const { registry, state } = options;
+  const app = new Hono();
+
+  app.get('/healthz', (c) => c.json({ status: 'ok' }));
+
+  app.get('/readyz', (c) => {
+    const reason = state.isDraining()
+      ? 'shutting down'
+      : state.tokenReady()
+        ? undefined
+        : 'no valid access token yet (see /status for the last token endpoint error)';
+    if (reason !== undefined) return c.json({ status: 'not ready', reason }, 503);
+    return c.json({ status: 'ready' });
+  });
+
+  app.get('/metrics', async (c) => {
+    const body = await registry.metrics();
+    return c.body(body, 200, { 'content-type': registry.contentType });
+  });
+
+  app.get('/status', (c) =>
+    c.json({
+      version: options.version,
+      uptimeSeconds: Math.round((options.now() - options.startedAt) / 1000),
+      ready: state.tokenReady() && !state.isDraining(),
+      draining: state.isDraining(),
+      token: state.tokenStatus(),
+    }),
+  );
+
+  app.notFound((c) =>
+    c.json(
+      {
+        errors: [
+          { code: 'not_found', detail: 'admin endpoints: /healthz /readyz /metrics /status' },
+        ],
+      },
+      404,
+    ),
+  );
+  return app;
+}
