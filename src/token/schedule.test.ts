@@ -1,0 +1,80 @@
+import { describe, expect, it } from 'vitest';
+import {
+  BACKOFF_CAP_MS,
+  backoffDelayMs,
+  renewalLeadSeconds,
+  renewalTime,
+  secondsUntil,
+} from './schedule.js';
+
+const defaults = { refreshMarginSeconds: 60, refreshFraction: 0.2 };
+
+describe('renewalLeadSeconds', () => {
+  it('uses the fraction when it gives the larger lead (1799 s lifetime)', () => {
+    expect(renewalLeadSeconds(1799, defaults, 0)).toBeCloseTo(359.8);
+  });
+
+  it('uses the margin when it gives the larger lead (200 s lifetime)', () => {
+    expect(renewalLeadSeconds(200, defaults, 0)).toBe(60);
+  });
+
+  it('never renews earlier than half the lifetime (3 s lifetime, 60 s margin)', () => {
+    expect(renewalLeadSeconds(3, defaults, 0)).toBe(1.5);
+    expect(renewalLeadSeconds(3, defaults, 0.999)).toBe(1.5);
+  });
+
+  it('adds a jitter of at most 10% of the lead', () => {
+    expect(renewalLeadSeconds(1000, defaults, 0)).toBe(200);
+    const nearlyFull = renewalLeadSeconds(1000, defaults, 0.999999);
+    expect(nearlyFull).toBeGreaterThan(219.99);
+    expect(nearlyFull).toBeLessThan(220);
+  });
+
+  it('caps the jittered lead at half the lifetime', () => {
+    // lead 60 s, jittered up to 66 s, but a 125 s lifetime allows at most 62.5 s.
+    expect(renewalLeadSeconds(125, defaults, 0.999)).toBe(62.5);
+    expect(renewalLeadSeconds(125, defaults, 0.1)).toBeCloseTo(60.6);
+  });
+});
+
+describe('renewalTime', () => {
+  it('counts from the moment the request was sent', () => {
+    const sentAt = 1_000_000;
+    expect(renewalTime(sentAt, 1799, defaults, 0)).toBeCloseTo(sentAt + 1_439_200);
+    expect(renewalTime(sentAt, 3, defaults, 0.5)).toBe(sentAt + 1_500);
+  });
+});
+
+describe('backoffDelayMs', () => {
+  it('grows by doubling with random ≈ 1', () => {
+    const r = 0.999999;
+    const delays = [1, 2, 3, 4, 5, 6].map((n) => backoffDelayMs(n, r, undefined));
+    expect(delays.map((d) => Math.round(d / 1000))).toEqual([1, 2, 4, 8, 16, 32]);
+  });
+
+  it('is capped at 60 s', () => {
+    expect(backoffDelayMs(7, 1, undefined)).toBe(BACKOFF_CAP_MS);
+    expect(backoffDelayMs(50, 1, undefined)).toBe(BACKOFF_CAP_MS);
+    expect(backoffDelayMs(5000, 1, undefined)).toBe(BACKOFF_CAP_MS);
+  });
+
+  it('is full jitter: random = 0 gives no delay, random = 0.5 half the ceiling', () => {
+    expect(backoffDelayMs(3, 0, undefined)).toBe(0);
+    expect(backoffDelayMs(3, 0.5, undefined)).toBe(2_000);
+  });
+
+  it('waits at least Retry-After', () => {
+    expect(backoffDelayMs(1, 0.5, 30_000)).toBe(30_000);
+    expect(backoffDelayMs(8, 1, 5_000)).toBe(BACKOFF_CAP_MS);
+    expect(backoffDelayMs(1, 0, 120_000)).toBe(120_000);
+  });
+});
+
+describe('secondsUntil', () => {
+  it('rounds up to whole seconds, at least 1', () => {
+    expect(secondsUntil(10_001, 0)).toBe(11);
+    expect(secondsUntil(10_000, 0)).toBe(10);
+    expect(secondsUntil(100, 0)).toBe(1);
+    expect(secondsUntil(0, 5_000)).toBe(1);
+  });
+});

@@ -1,0 +1,67 @@
+/**
+ * The token renewal schedule and the retry backoff, as pure functions (DESIGN.md "Token keeper
+ * semantics"). Everything time-related the keeper decides is computed here.
+ */
+
+/** Jitter subtracted from the renewal time: up to this fraction of the renewal lead. */
+export const RENEWAL_JITTER_FRACTION = 0.1;
+/** Backoff after a failed token request: full jitter over 1 s doubling up to 60 s. */
+export const BACKOFF_BASE_MS = 1_000;
+export const BACKOFF_CAP_MS = 60_000;
+/** At most one forced renewal (upstream 401) per this interval. */
+export const FORCED_RENEWAL_INTERVAL_MS = 5_000;
+/**
+ * Floor on the wait before a scheduled renewal, so an endpoint answering `expiresIn: 0` cannot
+ * make the keeper spin.
+ */
+export const MIN_RENEWAL_DELAY_MS = 1_000;
+
+export interface RenewalSettings {
+  refreshMarginSeconds: number;
+  refreshFraction: number;
+}
+
+/**
+ * How many seconds before expiry to renew: `max(margin, fraction × lifetime)` plus a jitter of up to
+ * 10% of that (so replicas spread out), but never more than half the lifetime.
+ */
+export function renewalLeadSeconds(
+  lifetimeSeconds: number,
+  settings: RenewalSettings,
+  random: number,
+): number {
+  const lead = Math.max(settings.refreshMarginSeconds, settings.refreshFraction * lifetimeSeconds);
+  const jittered = lead * (1 + RENEWAL_JITTER_FRACTION * random);
+  return Math.min(jittered, lifetimeSeconds / 2);
+}
+
+/** When to renew a token whose request was sent at `sentAt` (ms since the epoch). */
+export function renewalTime(
+  sentAt: number,
+  lifetimeSeconds: number,
+  settings: RenewalSettings,
+  random: number,
+): number {
+  const expiresAt = sentAt + lifetimeSeconds * 1_000;
+  return expiresAt - renewalLeadSeconds(lifetimeSeconds, settings, random) * 1_000;
+}
+
+/**
+ * Delay before retrying after the `failures`-th consecutive failure (1 for the first): full jitter,
+ * `random × min(cap, base × 2^(failures-1))`, and never less than the server's `Retry-After`.
+ */
+export function backoffDelayMs(
+  failures: number,
+  random: number,
+  retryAfterMs: number | undefined,
+): number {
+  const exponent = Math.max(0, failures - 1);
+  // 2^6 already exceeds the cap; bounding the exponent keeps the arithmetic finite.
+  const ceiling = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** Math.min(exponent, 30));
+  return Math.max(random * ceiling, retryAfterMs ?? 0);
+}
+
+/** Whole seconds until `at`, at least 1: the `Retry-After` a waiting caller is given. */
+export function secondsUntil(at: number, now: number): number {
+  return Math.max(1, Math.ceil((at - now) / 1_000));
+}
