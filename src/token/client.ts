@@ -1,0 +1,428 @@
+/**
+ * The token endpoint client. Sending and checking are separate steps (STYLE.md 1): `sendGrantRequest`
+ * puts one grant on the wire, `checkTokenResponse` turns whatever came back into a `TokenSet` or a
+ * `TokenEndpointError`. Error messages name the problem and never carry a token, a secret or any
+ * of the answer body; the raw body is kept on the error's non-enumerable `body`.
+ */
+import { fetch, type Dispatcher, type Response } from 'undici';
+import { systemClock, type Clock } from '../clock.js';
+import type { ClientAuth, TokenFormat } from '../config/types.js';
+import { TokenEndpointError } from '../errors.js';
+import { encodeGrantRequest } from './dialects.js';
+import type { GrantRequest, TokenEndpoint, TokenSet } from './types.js';
+
+/** Lifetime assumed when an answer has no `expiresIn` (DESIGN.md "Token keeper semantics"). */
+export const DEFAULT_LIFETIME_SECONDS = 300;
+/** Largest answer body read; more is a malformed answer. */
+export const MAX_ANSWER_BYTES = 65536;
+/** Longest OAuth error description or code copied into a message. */
+const MAX_DESCRIPTION_CHARS = 200;
+
+export interface TokenClientOptions {
+  url: string;
+  format: TokenFormat;
+  clientAuth: ClientAuth;
+  scopes: readonly string[];
+  /** One request, connect to last byte of the answer. */
+  timeoutMs: number;
+  dispatcher: Dispatcher;
+  /** Reads the time for HTTP-date `Retry-After` values. Default: the system clock. */
+  clock?: Pick<Clock, 'now'>;
+}
+
+/**
+ * Builds and sends one grant request. Redirects are never followed (the 3xx comes back as is);
+ * the request, including reading the answer body, is aborted after `timeoutMs` or when `signal`
+ * aborts. Rejects only with a `TokenEndpointError` of kind `network` or `timeout`.
+ */
+export async function sendGrantRequest(
+  options: TokenClientOptions,
+  request: GrantRequest,
+  signal?: AbortSignal,
+): Promise<Response> {
+  const { headers, body } = encodeGrantRequest(options, request);
+  const timeout = AbortSignal.timeout(options.timeoutMs);
+  try {
+    return await fetch(options.url, {
+      method: 'POST',
+      headers,
+      body,
+      redirect: 'manual',
+      signal: signal === undefined ? timeout : AbortSignal.any([signal, timeout]),
+      dispatcher: options.dispatcher,
+    });
+  } catch (error) {
+    if (timeout.aborted || isTimeout(error)) throw timedOut(options, error);
+    if (signal?.aborted === true) {
+      throw new TokenEndpointError(
+        'timeout',
+        `token endpoint ${safeUrl(options.url)} request aborted`,
+        {
+          cause: error,
+        },
+      );
+    }
+    throw new TokenEndpointError(
+      'network',
+      `token endpoint ${safeUrl(options.url)} unreachable: ${describeCause(error)}`,
+      { cause: error },
+    );
+  }
+}
+
+/**
+ * Validates one token endpoint answer. Any 2xx with a valid JSON token body becomes a `TokenSet`;
+ * everything else rejects with a `TokenEndpointError`: 3xx `redirect`, 429 and 5xx `server` (with
+ * `retryAfterMs`), other 4xx `rejected`, a bad body `malformed`.
+ *
+ * Decisions: the body is parsed as JSON whatever its content-type says; field names are accepted in
+ * either casing (camelCase first); `expiresIn` may be a number or a string of decimal digits
+ * ("1799"), anything else but absence is malformed (absent: `DEFAULT_LIFETIME_SECONDS`).
+ */
+export async function checkTokenResponse(
+  response: Response,
+  clock: Pick<Clock, 'now'> = systemClock,
+): Promise<TokenSet> {
+  const status = response.status;
+
+  if (status >= 300 && status < 400) {
+    await discard(response);
+    const location = response.headers.get('location');
+    throw new TokenEndpointError(
+      'redirect',
+      `token endpoint answered ${status} redirect to ${location === null ? '(no Location)' : safeLocation(location)}; redirects are not followed`,
+      { status },
+    );
+  }
+
+  if (status < 200 || status >= 300) {
+    const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'), clock.now());
+    const server = status === 429 || status < 400 || status >= 500;
+    let text: string | undefined;
+    try {
+      text = await readCapped(response);
+    } catch {
+      // The status already says what happened; an unreadable error body adds nothing.
+    }
+    const oauth = text === undefined ? undefined : parseOAuthError(text);
+    let message = `token endpoint answered ${status}`;
+    if (oauth !== undefined) {
+      message += ` ${oauth.error}`;
+      if (oauth.description !== undefined) message += `: ${oauth.description}`;
+    } else if (text !== undefined && text.length > 0) {
+      message += ` (${describeBody(response, text)})`;
+    }
+    if (retryAfterMs !== undefined) message += ` (retry after ${Math.ceil(retryAfterMs / 1000)} s)`;
+    throw new TokenEndpointError(server ? 'server' : 'rejected', message, {
+      status,
+      ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+      ...(oauth === undefined ? {} : { oauthError: oauth.error }),
+      ...(text === undefined ? {} : { body: text }),
+    });
+  }
+
+  const text = await readCapped(response);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw malformed(
+      `token endpoint answer is not JSON (${describeBody(response, text)})`,
+      status,
+      text,
+    );
+  }
+  if (!isObject(parsed)) {
+    throw malformed(
+      `token endpoint answer must be a JSON object (got ${typeName(parsed)})`,
+      status,
+      text,
+    );
+  }
+  try {
+    return parseTokenSet(parsed);
+  } catch (error) {
+    if (error instanceof FieldError) throw malformed(error.message, status, text);
+    throw error;
+  }
+}
+
+/**
+ * The token endpoint as the keeper sees it: send + check, bounded by `timeoutMs` from connect to
+ * the last byte of the answer.
+ */
+export function createTokenEndpointClient(options: TokenClientOptions): TokenEndpoint {
+  const clock = options.clock ?? systemClock;
+  return {
+    async requestToken(request: GrantRequest): Promise<TokenSet> {
+      const timeout = AbortSignal.timeout(options.timeoutMs);
+      try {
+        const response = await sendGrantRequest(options, request, timeout);
+        return await checkTokenResponse(response, clock);
+      } catch (error) {
+        // The body read is bounded by the same signal; a body cut off by it is a timeout too.
+        const settled =
+          error instanceof TokenEndpointError &&
+          error.kind !== 'network' &&
+          error.kind !== 'timeout';
+        if (timeout.aborted && !settled) throw timedOut(options, error);
+        throw error;
+      }
+    },
+  };
+}
+
+/** `Retry-After` (RFC 9110 §10.2.3): delta-seconds or an HTTP-date, in ms from `nowMs` (≥ 0). */
+export function parseRetryAfter(value: string | null, nowMs: number): number | undefined {
+  if (value === null) return undefined;
+  const trimmed = value.trim();
+  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
+  const date = Date.parse(trimmed);
+  if (Number.isNaN(date)) return undefined;
+  return Math.max(0, date - nowMs);
+}
+
+/** Thrown by the field validators; turned into a `malformed` TokenEndpointError by the caller. */
+class FieldError extends Error {}
+
+function parseTokenSet(body: Record<string, unknown>): TokenSet {
+  const accessToken = field(body, 'accessToken', 'access_token');
+  if (typeof accessToken.value !== 'string' || accessToken.value.length === 0) {
+    throw new FieldError(
+      accessToken.value === undefined
+        ? `token endpoint answer: ${accessToken.label} is missing`
+        : `token endpoint answer: ${accessToken.label} must be a non-empty string (got ${typeName(accessToken.value)})`,
+    );
+  }
+
+  const tokenType = field(body, 'tokenType', 'token_type');
+  if (tokenType.value === undefined) {
+    throw new FieldError(`token endpoint answer: ${tokenType.label} is missing`);
+  }
+  if (typeof tokenType.value !== 'string' || tokenType.value.toLowerCase() !== 'bearer') {
+    throw new FieldError(
+      `token endpoint answer: ${tokenType.label} must be "Bearer" (got ${showValue(tokenType.value)})`,
+    );
+  }
+
+  const expiresIn = field(body, 'expiresIn', 'expires_in');
+  let expiresInSeconds = DEFAULT_LIFETIME_SECONDS;
+  const lifetimeDefaulted = expiresIn.value === undefined;
+  if (!lifetimeDefaulted) {
+    const seconds = toNonNegativeInteger(expiresIn.value);
+    if (seconds === undefined) {
+      throw new FieldError(
+        `token endpoint answer: ${expiresIn.label} must be a non-negative integer (got ${showValue(expiresIn.value)})`,
+      );
+    }
+    expiresInSeconds = seconds;
+  }
+
+  const refresh = field(body, 'refreshToken', 'refresh_token');
+  if (
+    refresh.value !== undefined &&
+    refresh.value !== null &&
+    (typeof refresh.value !== 'string' || refresh.value.length === 0)
+  ) {
+    throw new FieldError(
+      `token endpoint answer: ${refresh.label} must be a non-empty string or null (got ${typeName(refresh.value)})`,
+    );
+  }
+
+  return {
+    accessToken: accessToken.value,
+    tokenType: 'bearer',
+    expiresInSeconds,
+    lifetimeDefaulted,
+    refreshToken: refresh.value,
+  };
+}
+
+/** One field in either casing, with the name to print: the one present, else both. */
+function field(
+  body: Record<string, unknown>,
+  camel: string,
+  snake: string,
+): { value: unknown; label: string } {
+  if (Object.hasOwn(body, camel)) return { value: body[camel], label: `"${camel}"` };
+  if (Object.hasOwn(body, snake)) return { value: body[snake], label: `"${snake}"` };
+  return { value: undefined, label: `"${camel}" (or "${snake}")` };
+}
+
+function toNonNegativeInteger(value: unknown): number | undefined {
+  if (typeof value === 'number') {
+    return Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+  }
+  if (typeof value === 'string' && /^\d{1,15}$/.test(value)) return Number(value);
+  return undefined;
+}
+
+/**
+ * An OAuth error (`error`, `error_description`, RFC 6749 §5.2) or the API's
+ * `{"errors":[{"code","detail"}]}`, cleaned for a log line.
+ */
+function parseOAuthError(text: string): { error: string; description?: string } | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (!isObject(parsed)) return undefined;
+  let code: unknown = parsed.error;
+  let description: unknown = parsed.error_description ?? parsed.errorDescription;
+  if (typeof code !== 'string' && Array.isArray(parsed.errors)) {
+    const first: unknown = parsed.errors[0];
+    if (isObject(first)) {
+      code = first.code;
+      description = first.detail;
+    }
+  }
+  if (typeof code !== 'string' || clean(code).length === 0) return undefined;
+  const error = clean(code);
+  return typeof description === 'string' && clean(description).length > 0
+    ? { error, description: clean(description) }
+    : { error };
+}
+
+/** Control characters out (no log-line forging), length capped. */
+function clean(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  const stripped = text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, ' ').trim();
+  return stripped.length > MAX_DESCRIPTION_CHARS
+    ? `${stripped.slice(0, MAX_DESCRIPTION_CHARS)}…`
+    : stripped;
+}
+
+/**
+ * Reads the body, at most `MAX_ANSWER_BYTES`: a larger one is cancelled and reported as malformed
+ * rather than buffered (a misbehaving endpoint must not make the keeper hold megabytes).
+ */
+async function readCapped(response: Response): Promise<string> {
+  const tooLarge = (): TokenEndpointError =>
+    new TokenEndpointError(
+      'malformed',
+      `token endpoint answer larger than ${MAX_ANSWER_BYTES} bytes`,
+      {
+        status: response.status,
+      },
+    );
+  const declared = Number(response.headers.get('content-length') ?? '');
+  if (declared > MAX_ANSWER_BYTES) {
+    await discard(response);
+    throw tooLarge();
+  }
+  if (response.body === null) return '';
+  // undici types chunks as `any`; the fetch spec makes them Uint8Array.
+  const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.byteLength;
+      if (total > MAX_ANSWER_BYTES) {
+        await reader.cancel().catch(() => undefined);
+        throw tooLarge();
+      }
+      chunks.push(value);
+    }
+  } catch (error) {
+    if (error instanceof TokenEndpointError) throw error;
+    if (isTimeout(error)) {
+      throw new TokenEndpointError(
+        'timeout',
+        'token endpoint answer: body not complete before the timeout',
+        {
+          status: response.status,
+          cause: error,
+        },
+      );
+    }
+    throw new TokenEndpointError(
+      'network',
+      `token endpoint answer: connection failed while reading the body: ${describeCause(error)}`,
+      { status: response.status, cause: error },
+    );
+  } finally {
+    reader.releaseLock();
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks));
+}
+
+async function discard(response: Response): Promise<void> {
+  await response.body?.cancel().catch(() => undefined);
+}
+
+function malformed(message: string, status: number, body: string): TokenEndpointError {
+  return new TokenEndpointError('malformed', message, { status, body });
+}
+
+function timedOut(options: TokenClientOptions, cause: unknown): TokenEndpointError {
+  return new TokenEndpointError(
+    'timeout',
+    `token endpoint ${safeUrl(options.url)} timed out after ${options.timeoutMs} ms`,
+    { cause },
+  );
+}
+
+function isTimeout(error: unknown): boolean {
+  return error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError');
+}
+
+/** Content-type and length only: the body itself may carry a token. */
+function describeBody(response: Response, text: string): string {
+  const type = response.headers.get('content-type');
+  return `content-type ${type === null ? 'none' : clean(type)}, ${Buffer.byteLength(text)} bytes`;
+}
+
+/** undici wraps the real failure (`fetch failed`) in `cause`; name that one, with its code. */
+function describeCause(error: unknown): string {
+  let inner: unknown = error;
+  while (inner instanceof Error && inner.message === 'fetch failed' && inner.cause !== undefined) {
+    inner = inner.cause;
+  }
+  if (!(inner instanceof Error)) return 'unknown error';
+  const code = (inner as { code?: unknown }).code;
+  const text = clean(inner.message);
+  return typeof code === 'string' && !text.includes(code) ? `${code} ${text}` : text;
+}
+
+/** Origin and path only: user-info and query may carry credentials. */
+function safeUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return clean(`${parsed.origin}${parsed.pathname}`);
+  } catch {
+    return '(unparseable URL)';
+  }
+}
+
+/** A Location header, relative or absolute, without user-info or query. */
+function safeLocation(location: string): string {
+  try {
+    const parsed = new URL(location, 'http://relative.invalid');
+    if (parsed.origin === 'http://relative.invalid') return clean(parsed.pathname);
+    return clean(`${parsed.origin}${parsed.pathname}`);
+  } catch {
+    return '(unparseable Location)';
+  }
+}
+
+function showValue(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  const json = JSON.stringify(value);
+  return json.length > 40 ? `${json.slice(0, 40)}…` : json;
+}
+
+function typeName(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'string') return value.length === 0 ? 'an empty string' : 'a string';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
