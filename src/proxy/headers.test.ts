@@ -1,0 +1,138 @@
+import { describe, expect, it } from 'vitest';
+import { clientResponseHeaders, connectionListed, upstreamRequestHeaders } from './headers.js';
+
+function pairs(flat: string[]): [string, string][] {
+  const out: [string, string][] = [];
+  for (let i = 0; i < flat.length; i += 2) out.push([flat[i]!, flat[i + 1]!]);
+  return out;
+}
+
+const options = { host: 'api.example:8443', accessToken: 'tok-1', requestId: 'req-1' };
+
+describe('upstreamRequestHeaders', () => {
+  it('replaces credentials, Host and the request id; keeps the rest in order', () => {
+    const out = pairs(
+      upstreamRequestHeaders(
+        [
+          'Host',
+          'localhost:8080',
+          'Authorization',
+          'Bearer client-token',
+          'Proxy-Authorization',
+          'Basic abc',
+          'Accept',
+          'text/csv',
+          'X-Custom',
+          'a',
+          'X-Custom',
+          'b',
+          'X-Request-Id',
+          'client-id',
+          'Content-Length',
+          '5',
+        ],
+        options,
+      ),
+    );
+    expect(out).toEqual([
+      ['host', 'api.example:8443'],
+      ['Accept', 'text/csv'],
+      ['X-Custom', 'a'],
+      ['X-Custom', 'b'],
+      ['Content-Length', '5'],
+      ['x-request-id', 'req-1'],
+      ['authorization', 'Bearer tok-1'],
+    ]);
+  });
+
+  it('drops hop-by-hop fields and every field named in Connection (RFC 9110 §7.6.1)', () => {
+    const out = upstreamRequestHeaders(
+      [
+        'Connection',
+        'keep-alive, X-Foo',
+        'connection',
+        ' x-bar ',
+        'X-Foo',
+        '1',
+        'x-bar',
+        '2',
+        'Keep-Alive',
+        'timeout=5',
+        'TE',
+        'trailers',
+        'Transfer-Encoding',
+        'chunked',
+        'Upgrade',
+        'websocket',
+        'Proxy-Connection',
+        'keep-alive',
+        'X-Keep',
+        'yes',
+      ],
+      options,
+    );
+    const names = pairs(out).map(([name]) => name.toLowerCase());
+    expect(names).toEqual(['host', 'x-keep', 'x-request-id', 'authorization']);
+  });
+
+  it('sends no X-Forwarded-*, Forwarded or Expect', () => {
+    const out = upstreamRequestHeaders(
+      [
+        'X-Forwarded-For',
+        '10.0.0.1',
+        'x-forwarded-proto',
+        'http',
+        'Forwarded',
+        'for=1',
+        'Expect',
+        '100-continue',
+      ],
+      options,
+    );
+    expect(pairs(out).map(([name]) => name)).toEqual(['host', 'x-request-id', 'authorization']);
+  });
+
+  it('skips HTTP/2 pseudo-headers and rejoins cookie crumbs (RFC 9113 §8.2.3)', () => {
+    const out = pairs(
+      upstreamRequestHeaders(
+        [':method', 'GET', ':path', '/v1.0/', ':authority', 'x', 'cookie', 'a=1', 'cookie', 'b=2'],
+        options,
+      ),
+    );
+    expect(out).toContainEqual(['cookie', 'a=1; b=2']);
+    expect(out.some(([name]) => name.startsWith(':'))).toBe(false);
+  });
+});
+
+describe('clientResponseHeaders', () => {
+  it('drops hop-by-hop and Connection-listed fields, keeps repeated Set-Cookie', () => {
+    const out = clientResponseHeaders(
+      {
+        connection: 'keep-alive, x-hop',
+        'keep-alive': 'timeout=5',
+        'transfer-encoding': 'chunked',
+        upgrade: 'h2c',
+        'proxy-connection': 'close',
+        te: 'trailers',
+        'x-hop': 'secret',
+        'set-cookie': ['a=1', 'b=2'],
+        'content-type': 'text/csv',
+        'x-request-id': 'upstream-id',
+        'x-end-to-end': 'kept',
+      },
+      'req-9',
+    );
+    expect(out).toEqual({
+      'set-cookie': ['a=1', 'b=2'],
+      'content-type': 'text/csv',
+      'x-request-id': 'req-9',
+      'x-end-to-end': 'kept',
+    });
+  });
+});
+
+describe('connectionListed', () => {
+  it('parses comma lists across several values, case-insensitively', () => {
+    expect([...connectionListed(['Close, X-A', ' ,x-b,'])]).toEqual(['close', 'x-a', 'x-b']);
+  });
+});

@@ -1,0 +1,115 @@
+/**
+ * Header hygiene in both directions (DESIGN.md "Proxy semantics"). Pure functions on plain data,
+ * so each rule is tested without a socket.
+ */
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+
+/** RFC 9110 §7.6.1: connection-specific fields a proxy must not forward, plus the legacy ones it names. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'proxy-connection',
+  'keep-alive',
+  'te',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+/**
+ * Dropped from requests on top of the hop-by-hop set, each for its own reason:
+ * - authorization / proxy-authorization: the sidecar sets the only credential (DESIGN.md).
+ * - host: RFC 9110 §7.2, a proxy sends the upstream's authority.
+ * - expect: the sidecar's node server already answered `100-continue` (RFC 9110 §10.1.1), and
+ *   undici refuses to send it.
+ * - forwarded / x-forwarded-*: no topology of the pod leaks to the third party (DESIGN.md).
+ * - x-request-id: replaced by the validated or generated id.
+ */
+const REQUEST_ONLY_DROPS = new Set([
+  'authorization',
+  'proxy-authorization',
+  'host',
+  'expect',
+  'forwarded',
+  'x-request-id',
+]);
+
+/** Header names listed in `Connection` values (RFC 9110 §7.6.1: those are hop-by-hop too). */
+export function connectionListed(values: readonly string[]): Set<string> {
+  const names = new Set<string>();
+  for (const value of values) {
+    for (const token of value.split(',')) {
+      const name = token.trim().toLowerCase();
+      if (name) names.add(name);
+    }
+  }
+  return names;
+}
+
+export interface UpstreamRequestHeaderOptions {
+  /** The upstream's authority (`host[:port]`), sent as `Host`. */
+  host: string;
+  accessToken: string;
+  requestId: string;
+}
+
+/**
+ * Headers to send upstream, from node's `rawHeaders` (every field line in order, so repeated
+ * fields survive unmerged). Returns undici's flat `[name, value, name, value, ...]` form.
+ */
+export function upstreamRequestHeaders(
+  rawHeaders: readonly string[],
+  options: UpstreamRequestHeaderOptions,
+): string[] {
+  const connectionValues: string[] = [];
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]?.toLowerCase() === 'connection')
+      connectionValues.push(rawHeaders[i + 1] ?? '');
+  }
+  const listed = connectionListed(connectionValues);
+
+  const out: string[] = ['host', options.host];
+  const cookies: string[] = [];
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const rawName = rawHeaders[i] ?? '';
+    const value = rawHeaders[i + 1] ?? '';
+    const name = rawName.toLowerCase();
+    // HTTP/2 pseudo-headers (`:path`, `:authority`, ...) are not fields (RFC 9113 §8.3).
+    if (name.startsWith(':')) continue;
+    if (HOP_BY_HOP.has(name) || REQUEST_ONLY_DROPS.has(name) || listed.has(name)) continue;
+    if (name.startsWith('x-forwarded-')) continue;
+    // RFC 9113 §8.2.3: HTTP/2 may split Cookie into crumbs; rejoin them with "; " for HTTP/1.1.
+    if (name === 'cookie') {
+      cookies.push(value);
+      continue;
+    }
+    out.push(rawName, value);
+  }
+  if (cookies.length > 0) out.push('cookie', cookies.join('; '));
+  out.push('x-request-id', options.requestId, 'authorization', `Bearer ${options.accessToken}`);
+  return out;
+}
+
+function asList(value: string | string[] | undefined): string[] {
+  if (value === undefined) return [];
+  return Array.isArray(value) ? value : [value];
+}
+
+/**
+ * Headers to send the client, from the upstream's answer as undici parsed it (lower-case names;
+ * repeated fields such as `Set-Cookie` as arrays, which node writes as separate lines).
+ */
+export function clientResponseHeaders(
+  upstream: IncomingHttpHeaders | Record<string, string | string[] | undefined>,
+  requestId: string,
+): OutgoingHttpHeaders {
+  const listed = connectionListed(asList(upstream.connection));
+  const out: OutgoingHttpHeaders = {};
+  for (const [rawName, value] of Object.entries(upstream)) {
+    if (value === undefined) continue;
+    const name = rawName.toLowerCase();
+    if (HOP_BY_HOP.has(name) || listed.has(name)) continue;
+    out[name] = value;
+  }
+  // The client correlates by the id it sent or was given, whatever the upstream echoes.
+  out['x-request-id'] = requestId;
+  return out;
+}
