@@ -3,6 +3,8 @@
  * Implements `spec/service-interface.md` over HTTPS with a throwaway CA.
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
 
 /** A throwaway CA and a server certificate for 127.0.0.1, ::1 and localhost, all PEM. */
 export interface TestPki {
@@ -51,13 +53,17 @@ export interface StandinOptions {
   http2?: boolean;
   /** Generated when absent. */
   pki?: TestPki;
+  /** Token issue and expiry times, delays. Default: the system clock. */
+  clock?: Clock;
+  /** Debug lines per token request; nothing is logged when absent. */
+  logger?: Logger;
 }
 
 export interface RecordedTokenRequest {
   at: number;
   format: 'json' | 'form' | 'other';
   /** As sent on the wire (`clientCredentials`, `client_credentials`, `refreshToken`, ...), normalised to these two when recognised. */
-  grant: 'client_credentials' | 'refresh_token' | string;
+  grant: 'client_credentials' | 'refresh_token' | (string & {});
   auth: 'body' | 'basic' | 'none';
   clientId: string | undefined;
   /** Whether the presented secret matched the current one (the secret itself is not kept). */

@@ -1,0 +1,5 @@
+/** The embedded stand-in of the commodities API (DESIGN.md: used by `demo` and by the tests). */
+export { createTestPki } from './pki.js';
+export { startStandin } from './server.js';
+export { SAMPLE_CONTRACTS } from './api.js';
+export type * from './types.js';

@@ -1,0 +1,36 @@
+import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
+import type { Timers } from './http.js';
+import type { TokenStore } from './tokens.js';
+import type { RecordedApiRequest, RecordedTokenRequest, TokenFault } from './types.js';
+
+/** The stand-in's mutable state, shared by the token endpoint, the API routes and the test knobs. */
+export interface StandinState {
+  clientId: string;
+  clientSecret: string;
+  tokenStatus: 200 | 201;
+  readonly tokens: TokenStore;
+  readonly tokenRequests: RecordedTokenRequest[];
+  readonly apiRequests: RecordedApiRequest[];
+  nullRefreshTokenNext: number;
+  omitRefreshTokenNext: number;
+  readonly faultQueue: { fault: TokenFault; remaining: number }[];
+  randomFault: { fault: TokenFault; ratio: number } | undefined;
+  readonly clock: Clock;
+  readonly timers: Timers;
+  readonly logger: Logger | undefined;
+}
+
+/** The fault the next token request suffers, if any: queued ones first, then the random one. */
+export function takeFault(state: StandinState): TokenFault | undefined {
+  const head = state.faultQueue[0];
+  if (head !== undefined) {
+    head.remaining -= 1;
+    if (head.remaining <= 0) state.faultQueue.shift();
+    return head.fault;
+  }
+  if (state.randomFault !== undefined && Math.random() < state.randomFault.ratio) {
+    return state.randomFault.fault;
+  }
+  return undefined;
+}
