@@ -52,8 +52,13 @@ export async function sendGrantRequest(
       dispatcher: options.dispatcher,
     });
   } catch (error) {
-    if (timeout.aborted || isTimeout(error)) throw timedOut(options, error);
-    if (signal?.aborted === true) {
+    if (
+      timeout.aborted ||
+      (signal?.reason instanceof Error && signal.reason.name === 'TimeoutError')
+    ) {
+      throw timedOut(options, error);
+    }
+    if (signal?.aborted === true || isTimeout(error)) {
       throw new TokenEndpointError(
         'timeout',
         `token endpoint ${safeUrl(options.url)} request aborted`,
@@ -64,7 +69,7 @@ export async function sendGrantRequest(
     }
     throw new TokenEndpointError(
       'network',
-      `token endpoint ${safeUrl(options.url)} unreachable: ${describeCause(error)}`,
+      `token endpoint ${safeUrl(options.url)} unreachable: ${redact(describeCause(error), options.url)}`,
       { cause: error },
     );
   }
@@ -177,6 +182,8 @@ export function parseRetryAfter(value: string | null, nowMs: number): number | u
   if (value === null) return undefined;
   const trimmed = value.trim();
   if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
+  // HTTP-date forms all start with a day name; Date.parse alone would read "-3" as a year.
+  if (!/^[A-Za-z]{3}/.test(trimmed)) return undefined;
   const date = Date.parse(trimmed);
   if (Number.isNaN(date)) return undefined;
   return Math.max(0, date - nowMs);
@@ -387,6 +394,20 @@ function describeCause(error: unknown): string {
   const code = (inner as { code?: unknown }).code;
   const text = clean(inner.message);
   return typeof code === 'string' && !text.includes(code) ? `${code} ${text}` : text;
+}
+
+/** undici messages may quote the request path: keep the URL's query and user-info out. */
+function redact(text: string, url: string): string {
+  let out = text;
+  try {
+    const { search, username, password } = new URL(url);
+    for (const part of [search.slice(1), username, password]) {
+      if (part.length > 0) out = out.split(part).join('…');
+    }
+  } catch {
+    // An unparseable URL never reached the wire; nothing of it can be quoted.
+  }
+  return out;
 }
 
 /** Origin and path only: user-info and query may carry credentials. */
