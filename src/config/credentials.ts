@@ -1,0 +1,251 @@
+/**
+ * Client credentials from one of three sources (DESIGN.md "Configuration"): inline values, two
+ * files (a Kubernetes Secret volume) or the CSV downloaded from the portal. Files are read again
+ * on every call, so a rotated Secret applies to the next client-credentials grant. No message
+ * produced here ever contains a client id or secret.
+ */
+import { createHash } from 'node:crypto';
+import { readFile as fsReadFile } from 'node:fs/promises';
+import { inspect } from 'node:util';
+import type { ClientCredentials, CredentialsReader } from '../token/types.js';
+import type { CredentialsConfig } from './types.js';
+
+/** Reads a whole text file; injected so tests and callers can substitute their own I/O. */
+export type ReadTextFile = (path: string) => Promise<string>;
+
+export const readTextFile: ReadTextFile = (path) => fsReadFile(path, 'utf8');
+
+/** A credentials file problem; the message names the file and the fault, never a value. */
+export class CredentialsFileError extends Error {
+  /** The file at fault. */
+  readonly path: string;
+  /** What is wrong with it, e.g. `file is empty`. */
+  readonly fault: string;
+
+  constructor(what: string, path: string, fault: string, options?: { cause?: unknown }) {
+    super(`${what} ${path}: ${fault}`, options);
+    this.name = 'CredentialsFileError';
+    this.path = path;
+    this.fault = fault;
+  }
+}
+
+const FS_REASONS: Record<string, string> = {
+  ENOENT: 'no such file',
+  EACCES: 'permission denied',
+  EPERM: 'permission denied',
+  EISDIR: 'is a directory',
+  ELOOP: 'too many symbolic links',
+};
+
+/** Why a read failed, in a few words: the fs error code, not its (path-bearing) message. */
+export function readFailure(error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string') return FS_REASONS[code] ?? code;
+  return 'unreadable';
+}
+
+async function readOrThrow(readFile: ReadTextFile, path: string, what: string): Promise<string> {
+  try {
+    return await readFile(path);
+  } catch (error) {
+    throw new CredentialsFileError(what, path, `cannot read (${readFailure(error)})`, {
+      cause: error,
+    });
+  }
+}
+
+/** A file holding one value; surrounding whitespace (the Secret's trailing newline) is dropped. */
+export async function readValueFile(
+  readFile: ReadTextFile,
+  path: string,
+  what: string,
+): Promise<string> {
+  const value = (await readOrThrow(readFile, path, what)).replace(/^\uFEFF/, '').trim();
+  if (value === '') throw new CredentialsFileError(what, path, 'file is empty');
+  return value;
+}
+
+/** Split CSV text into rows of fields (RFC 4180: quotes, doubled quotes, CRLF or LF). */
+export function parseCsv(text: string): string[][] {
+  const rows: string[][] = [];
+  let row: string[] = [];
+  let fieldText = '';
+  let quoted = false;
+  let i = 0;
+  const input = text.replace(/^\uFEFF/, '');
+  while (i < input.length) {
+    const ch = input[i] as string;
+    if (quoted) {
+      if (ch === '"' && input[i + 1] === '"') {
+        fieldText += '"';
+        i += 2;
+        continue;
+      }
+      if (ch === '"') quoted = false;
+      else fieldText += ch;
+      i += 1;
+      continue;
+    }
+    if (ch === '"' && fieldText.trim() === '') {
+      fieldText = '';
+      quoted = true;
+    } else if (ch === ',') {
+      row.push(fieldText);
+      fieldText = '';
+    } else if (ch === '\n' || ch === '\r') {
+      row.push(fieldText);
+      rows.push(row);
+      row = [];
+      fieldText = '';
+      if (ch === '\r' && input[i + 1] === '\n') i += 1;
+    } else {
+      fieldText += ch;
+    }
+    i += 1;
+  }
+  if (quoted) throw new Error('unterminated quoted field');
+  if (fieldText !== '' || row.length > 0) {
+    row.push(fieldText);
+    rows.push(row);
+  }
+  return rows;
+}
+
+/** `clientId`, `client_id`, `Client ID`... all name the same column. */
+const columnName = (header: string): string =>
+  header
+    .trim()
+    .toLowerCase()
+    .replace(/[^a-z]/g, '');
+
+/**
+ * The credentials in a portal CSV: a header naming `clientId,clientSecret` or
+ * `client_id,client_secret` (any case, extra columns ignored) and exactly one data row.
+ * Throws with the file name and the fault, never a cell's content (a headerless file's first
+ * line would be the secret itself).
+ */
+export function parseCredentialsCsv(text: string, path: string): ClientCredentials {
+  const what = 'credentials CSV';
+  let rows: string[][];
+  try {
+    rows = parseCsv(text);
+  } catch {
+    throw new CredentialsFileError(what, path, 'malformed CSV (unterminated quoted field)');
+  }
+  rows = rows.filter((row) => row.some((cell) => cell.trim() !== ''));
+  const [header, ...data] = rows;
+  if (header === undefined) throw new CredentialsFileError(what, path, 'file is empty');
+  const names = header.map(columnName);
+  const idColumn = names.indexOf('clientid');
+  const secretColumn = names.indexOf('clientsecret');
+  if (idColumn < 0 || secretColumn < 0) {
+    throw new CredentialsFileError(
+      what,
+      path,
+      'first line must be the header clientId,clientSecret or client_id,client_secret',
+    );
+  }
+  if (data.length !== 1) {
+    throw new CredentialsFileError(
+      what,
+      path,
+      `expected exactly one row of credentials under the header, found ${data.length}`,
+    );
+  }
+  const row = data[0] as string[];
+  const clientId = (row[idColumn] ?? '').trim();
+  const clientSecret = (row[secretColumn] ?? '').trim();
+  const empty = [clientId === '' ? 'client id' : '', clientSecret === '' ? 'client secret' : '']
+    .filter((name) => name !== '')
+    .join(' and ');
+  if (empty !== '') throw new CredentialsFileError(what, path, `the ${empty} is empty`);
+  return { clientId, clientSecret };
+}
+
+/**
+ * Keep the id and secret out of `JSON.stringify` (pino) and `util.inspect` (console) while
+ * leaving the fields readable: an accidental `log.info(credentials)` prints `[redacted]`.
+ * Other fields (e.g. `source`) are shown as they are.
+ */
+export function redacted<T extends object>(credentials: T): T {
+  const safe = (): Record<string, unknown> =>
+    Object.fromEntries(
+      Object.entries(credentials).map(([key, value]) => [
+        key,
+        key === 'clientId' || key === 'clientSecret' ? '[redacted]' : value,
+      ]),
+    );
+  Object.defineProperty(credentials, 'toJSON', { value: safe, enumerable: false });
+  Object.defineProperty(credentials, inspect.custom, { value: safe, enumerable: false });
+  return credentials;
+}
+
+/**
+ * Read the credentials once from their configured source. Files are trimmed; the CSV is parsed
+ * with {@link parseCredentialsCsv}. Rejects with {@link CredentialsFileError}, whose message
+ * names the file and the fault but never a value.
+ */
+export async function readClientCredentials(
+  credentials: CredentialsConfig,
+  readFile: ReadTextFile = readTextFile,
+): Promise<ClientCredentials> {
+  switch (credentials.source) {
+    case 'inline':
+      return redacted({ clientId: credentials.clientId, clientSecret: credentials.clientSecret });
+    case 'files': {
+      const [clientId, clientSecret] = await Promise.all([
+        readValueFile(readFile, credentials.clientIdFile, 'client id file'),
+        readValueFile(readFile, credentials.clientSecretFile, 'client secret file'),
+      ]);
+      return redacted({ clientId, clientSecret });
+    }
+    case 'csv': {
+      const path = credentials.csvFile;
+      const text = await readOrThrow(readFile, path, 'credentials CSV');
+      return redacted(parseCredentialsCsv(text, path));
+    }
+  }
+}
+
+/**
+ * A {@link CredentialsReader} for the keeper: every call reads the source again, so a Kubernetes
+ * Secret rotation (in-place rewrite or the atomic `..data` symlink swap; the path is resolved
+ * afresh on each open) applies to the next client-credentials grant without a restart. Rejects
+ * with a {@link CredentialsFileError} when a file became unreadable, empty or malformed.
+ *
+ * To log "client credentials changed", compare {@link credentialsFingerprint} of successive
+ * results, or pass `onChange`, called after a read whose fingerprint differs from the previous
+ * successful read (not on the first one).
+ */
+export function createCredentialsReader(
+  credentials: CredentialsConfig,
+  readFile: ReadTextFile = readTextFile,
+  options: { onChange?: (change: { previous: string; current: string }) => void } = {},
+): CredentialsReader {
+  let previous: string | undefined;
+  return async () => {
+    const current = await readClientCredentials(credentials, readFile);
+    const fingerprint = credentialsFingerprint(current);
+    if (previous !== undefined && previous !== fingerprint) {
+      options.onChange?.({ previous, current: fingerprint });
+    }
+    previous = fingerprint;
+    return current;
+  };
+}
+
+/**
+ * A short, non-secret fingerprint of a credential pair: the first 8 hex characters of
+ * sha256(clientId NUL clientSecret). Equal pairs give equal fingerprints, so the keeper can log
+ * "client credentials changed" with both fingerprints, and operators can tell which pair a
+ * replica uses. 32 bits of a hash reveal nothing useful about a high-entropy secret.
+ */
+export function credentialsFingerprint(credentials: ClientCredentials): string {
+  return createHash('sha256')
+    .update(credentials.clientId)
+    .update('\0')
+    .update(credentials.clientSecret)
+    .digest('hex')
+    .slice(0, 8);
+}
