@@ -1,0 +1,584 @@
+import { Registry } from 'prom-client';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { systemClock } from '../clock.js';
+import { TokenEndpointError, TokenUnavailableError } from '../errors.js';
+import { createLogger } from '../telemetry/logger.js';
+import { createMetrics } from '../telemetry/metrics.js';
+import { TokenKeeper } from './keeper.js';
+import type { ClientCredentials, GrantRequest, TokenEndpoint, TokenSet } from './types.js';
+
+const T0 = Date.parse('2030-01-01T00:00:00.000Z');
+const SECRET = 'super-secret-value-0001';
+
+interface Deferred<T> {
+  promise: Promise<T>;
+  resolve(value: T): void;
+  reject(error: unknown): void;
+}
+
+function deferred<T>(): Deferred<T> {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+/** A scripted answer: fields overriding the default token set, an error to throw, or a pending answer. */
+type Answer = Partial<TokenSet> | Error | Deferred<Partial<TokenSet>>;
+
+/** Records every request; answers from the script, then with fresh tokens (or `failWith`). */
+class FakeEndpoint implements TokenEndpoint {
+  readonly requests: { at: number; request: GrantRequest }[] = [];
+  readonly issued: string[] = [];
+  readonly script: Answer[] = [];
+  failWith: Error | undefined;
+  lifetimeSeconds = 1000;
+  private count = 0;
+
+  async requestToken(request: GrantRequest): Promise<TokenSet> {
+    this.requests.push({ at: Date.now(), request });
+    const answer = this.script.shift() ?? this.failWith ?? {};
+    if (answer instanceof Error) throw answer;
+    const overrides = 'promise' in answer ? await answer.promise : answer;
+    this.count += 1;
+    const tokenSet: TokenSet = {
+      accessToken: `access-${this.count}`,
+      tokenType: 'bearer',
+      expiresInSeconds: this.lifetimeSeconds,
+      lifetimeDefaulted: false,
+      refreshToken: `refresh-${this.count}`,
+      ...overrides,
+    };
+    this.issued.push(tokenSet.accessToken);
+    if (typeof tokenSet.refreshToken === 'string') this.issued.push(tokenSet.refreshToken);
+    return tokenSet;
+  }
+
+  grants(): string[] {
+    return this.requests.map((r) => r.request.grant);
+  }
+
+  /** Seconds since T0 of each request. */
+  times(): number[] {
+    return this.requests.map((r) => (r.at - T0) / 1000);
+  }
+}
+
+function serverError(retryAfterMs?: number): TokenEndpointError {
+  return new TokenEndpointError('server', 'token endpoint answered 503', {
+    status: 503,
+    retryAfterMs,
+  });
+}
+
+function rejected(): TokenEndpointError {
+  return new TokenEndpointError('rejected', 'token endpoint answered 400 invalid_grant', {
+    status: 400,
+    oauthError: 'invalid_grant',
+  });
+}
+
+interface Harness {
+  keeper: TokenKeeper;
+  endpoint: FakeEndpoint;
+  lines: string[];
+  registry: Registry;
+  credentials: ClientCredentials;
+  readCredentials: ReturnType<typeof vi.fn<() => Promise<ClientCredentials>>>;
+}
+
+let h: Harness;
+
+function setup(options: { random?: number; waitMs?: number } = {}): Harness {
+  const endpoint = new FakeEndpoint();
+  const lines: string[] = [];
+  const logger = createLogger({
+    level: 'trace',
+    destination: { write: (line: string) => void lines.push(line) },
+  });
+  const registry = new Registry();
+  const metrics = createMetrics({ registry, defaultMetrics: false });
+  const harness = {
+    endpoint,
+    lines,
+    registry,
+    credentials: { clientId: 'client-a', clientSecret: SECRET },
+  } as Harness;
+  harness.readCredentials = vi.fn(() => Promise.resolve({ ...harness.credentials }));
+  harness.keeper = new TokenKeeper({
+    endpoint,
+    readCredentials: harness.readCredentials,
+    settings: { waitMs: options.waitMs ?? 5000, refreshMarginSeconds: 60, refreshFraction: 0.2 },
+    clock: systemClock,
+    random: () => options.random ?? 0.5,
+    logger,
+    metrics,
+  });
+  return harness;
+}
+
+type LogLine = Record<string, unknown>;
+const logLines = (): LogLine[] => h.lines.map((l) => JSON.parse(l) as LogLine);
+
+/** Let pending promise callbacks run without moving time. */
+const flush = () => vi.advanceTimersByTimeAsync(0);
+const advance = (ms: number) => vi.advanceTimersByTimeAsync(ms);
+/** Move to `seconds` after T0. */
+const advanceTo = (seconds: number) =>
+  vi.advanceTimersByTimeAsync(T0 + seconds * 1000 - Date.now());
+
+/** Settles a promise into a value or the error, so a rejection is never unhandled. */
+function outcome<T>(promise: Promise<T>): Promise<T | Error> {
+  return promise.then(
+    (v) => v,
+    (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
+  );
+}
+
+async function counter(registry: Registry, grant: string, result: string): Promise<number> {
+  const metric = await registry.getSingleMetric('oauth_sidecar_token_requests_total')!.get();
+  return (
+    metric.values.find((v) => v.labels.grant === grant && v.labels.outcome === result)?.value ?? 0
+  );
+}
+
+beforeEach(() => {
+  vi.useFakeTimers();
+  vi.setSystemTime(T0);
+  h = setup();
+});
+
+afterEach(() => {
+  h.keeper.stop();
+  // Whatever the test did: no log line and no status carries a token or the secret.
+  const secrets = [...h.endpoint.issued, SECRET, h.credentials.clientSecret];
+  for (const line of h.lines) {
+    for (const secret of secrets) expect(line).not.toContain(secret);
+  }
+  const status = JSON.stringify(h.keeper.status());
+  for (const secret of secrets) expect(status).not.toContain(secret);
+  vi.useRealTimers();
+});
+
+describe('TokenKeeper start-up', () => {
+  it('runs a client-credentials grant at once and becomes ready', async () => {
+    expect(h.keeper.isReady()).toBe(false);
+    const ready = h.keeper.whenReady();
+    h.keeper.start();
+    await flush();
+    expect(h.endpoint.requests).toHaveLength(1);
+    expect(h.endpoint.requests[0]!.request).toEqual({
+      grant: 'client_credentials',
+      credentials: { clientId: 'client-a', clientSecret: SECRET },
+    });
+    await flush();
+    await ready;
+    expect(h.keeper.isReady()).toBe(true);
+    await expect(h.keeper.getAccessToken()).resolves.toBe('access-1');
+    expect(h.keeper.lastResult()).toEqual({
+      grant: 'client_credentials',
+      expiresInSeconds: 1000,
+      refreshTokenReceived: true,
+    });
+    expect(h.keeper.tokenExpiresInSeconds()).toBe(1000);
+    expect(h.keeper.tokenAgeSeconds()).toBe(0);
+    expect(h.keeper.tokenReady()).toBe(true);
+  });
+
+  it('callers before the first token wait for it', async () => {
+    h.endpoint.script.push(deferredAnswer());
+    h.keeper.start();
+    const token = h.keeper.getAccessToken();
+    await advance(1000);
+    pending.resolve({});
+    await expect(token).resolves.toBe('access-1');
+    expect(h.endpoint.requests).toHaveLength(1);
+  });
+
+  it('retries a failed start-up with backoff and whenReady resolves on recovery', async () => {
+    h.endpoint.failWith = serverError();
+    const ready = outcome(h.keeper.whenReady());
+    h.keeper.start();
+    await advance(10_000);
+    expect(h.keeper.isReady()).toBe(false);
+    expect(h.keeper.status().consecutiveFailures).toBeGreaterThan(2);
+    h.endpoint.failWith = undefined;
+    await advance(30_000);
+    expect(await ready).toBeUndefined();
+    expect(h.keeper.status().consecutiveFailures).toBe(0);
+  });
+
+  it('warns when the lifetime was defaulted', async () => {
+    h.endpoint.script.push({ expiresInSeconds: 300, lifetimeDefaulted: true });
+    h.keeper.start();
+    await flush();
+    const warning = logLines().find((l) => l.level === 'warn');
+    expect(warning?.msg).toMatch(/no expiresIn; assuming 300 s/);
+  });
+});
+
+let pending: Deferred<Partial<TokenSet>>;
+function deferredAnswer(): Deferred<Partial<TokenSet>> {
+  pending = deferred();
+  return pending;
+}
+
+describe('TokenKeeper renewal', () => {
+  it('renews at expiresAt - max(margin, fraction × lifetime) - jitter', async () => {
+    // lifetime 1000 s: lead max(60, 200) = 200 s, + 5% jitter (random 0.5) = 210 s → at 790 s.
+    h.keeper.start();
+    await flush();
+    expect(h.keeper.status().nextRenewalAt).toBe(new Date(T0 + 790_000).toISOString());
+    await advanceTo(789.999);
+    expect(h.endpoint.requests).toHaveLength(1);
+    await advanceTo(790);
+    expect(h.endpoint.times()).toEqual([0, 790]);
+    expect(h.endpoint.requests[1]!.request).toEqual({
+      grant: 'refresh_token',
+      refreshToken: 'refresh-1',
+    });
+    await expect(h.keeper.getAccessToken()).resolves.toBe('access-2');
+  });
+
+  it('counts the lifetime from when the request was sent', async () => {
+    h.endpoint.script.push(deferredAnswer());
+    h.keeper.start();
+    await advance(4000);
+    pending.resolve({});
+    await flush();
+    expect(h.keeper.tokenExpiresInSeconds()).toBe(996);
+    expect(h.keeper.status().nextRenewalAt).toBe(new Date(T0 + 790_000).toISOString());
+  });
+
+  it('never renews earlier than half the lifetime', async () => {
+    h.endpoint.lifetimeSeconds = 10;
+    h.keeper.start();
+    await advanceTo(4.999);
+    expect(h.endpoint.requests).toHaveLength(1);
+    await advanceTo(5);
+    expect(h.endpoint.times()).toEqual([0, 5]);
+  });
+
+  it('always uses the newest refresh token', async () => {
+    h.keeper.start();
+    await advanceTo(790 * 3);
+    expect(h.endpoint.requests.map((r) => r.request)).toEqual([
+      expect.objectContaining({ grant: 'client_credentials' }),
+      { grant: 'refresh_token', refreshToken: 'refresh-1' },
+      { grant: 'refresh_token', refreshToken: 'refresh-2' },
+      { grant: 'refresh_token', refreshToken: 'refresh-3' },
+    ]);
+  });
+
+  it('a null refresh token makes the next renewal use client credentials', async () => {
+    h.endpoint.script.push({ refreshToken: null });
+    h.keeper.start();
+    await flush();
+    expect(h.keeper.status().refreshTokenHeld).toBe(false);
+    expect(h.keeper.lastResult()?.refreshTokenReceived).toBe(false);
+    await advanceTo(790);
+    expect(h.endpoint.grants()).toEqual(['client_credentials', 'client_credentials']);
+    expect(h.readCredentials).toHaveBeenCalledTimes(2);
+  });
+
+  it('an absent refresh token keeps the held one for the next refresh', async () => {
+    h.endpoint.script.push({}, { refreshToken: undefined });
+    h.keeper.start();
+    await advanceTo(790);
+    expect(h.keeper.status().refreshTokenHeld).toBe(true);
+    await advanceTo(790 * 2);
+    expect(h.endpoint.requests.map((r) => r.request)).toEqual([
+      expect.objectContaining({ grant: 'client_credentials' }),
+      { grant: 'refresh_token', refreshToken: 'refresh-1' },
+      { grant: 'refresh_token', refreshToken: 'refresh-1' },
+    ]);
+  });
+
+  it('a rejected refresh grant drops the refresh token and runs client credentials at once', async () => {
+    h.endpoint.script.push({}, rejected());
+    h.keeper.start();
+    await advanceTo(790);
+    expect(h.endpoint.grants()).toEqual([
+      'client_credentials',
+      'refresh_token',
+      'client_credentials',
+    ]);
+    expect(h.endpoint.times()).toEqual([0, 790, 790]);
+    await expect(h.keeper.getAccessToken()).resolves.toBe('access-2');
+    expect(h.keeper.status().consecutiveFailures).toBe(0);
+    expect(await counter(h.registry, 'refresh_token', 'rejected')).toBe(1);
+    expect(await counter(h.registry, 'client_credentials', 'success')).toBe(2);
+    // The answer to the client-credentials grant carried a refresh token: the next renewal uses it.
+    await advanceTo(790 * 2);
+    expect(h.endpoint.requests[3]!.request).toEqual({
+      grant: 'refresh_token',
+      refreshToken: 'refresh-2',
+    });
+  });
+
+  it('reads the credentials before every client-credentials grant (rotation)', async () => {
+    h.endpoint.script.push({ refreshToken: null }, { refreshToken: null });
+    h.keeper.start();
+    await flush();
+    h.credentials = { clientId: 'client-a', clientSecret: 'rotated-secret-0002' };
+    await advanceTo(790);
+    expect(h.readCredentials).toHaveBeenCalledTimes(2);
+    expect(h.endpoint.requests[1]!.request).toEqual({
+      grant: 'client_credentials',
+      credentials: { clientId: 'client-a', clientSecret: 'rotated-secret-0002' },
+    });
+    expect(h.lines.some((l) => l.includes('client credentials changed'))).toBe(true);
+  });
+});
+
+describe('TokenKeeper single flight', () => {
+  it('50 concurrent callers after expiry share exactly one request', async () => {
+    h.keeper.start();
+    await flush();
+    h.endpoint.script.push(deferredAnswer());
+    // The host slept past expiry: no timer fired, the next caller triggers the renewal.
+    vi.setSystemTime(T0 + 2_000_000);
+    expect(h.keeper.isReady()).toBe(false);
+    const callers = Array.from({ length: 50 }, () => h.keeper.getAccessToken());
+    expect(h.endpoint.requests).toHaveLength(2);
+    await advance(100);
+    pending.resolve({});
+    const tokens = await Promise.all(callers);
+    expect(new Set(tokens)).toEqual(new Set(['access-2']));
+    expect(h.endpoint.requests).toHaveLength(2);
+  });
+
+  it('callers at expiry during an in-flight renewal do not start another', async () => {
+    h.endpoint.lifetimeSeconds = 10;
+    h.endpoint.script.push({}, deferredAnswer());
+    h.keeper.start();
+    await advanceTo(10);
+    expect(h.endpoint.requests).toHaveLength(2);
+    const callers = Array.from({ length: 50 }, () => h.keeper.getAccessToken());
+    await advance(1000);
+    pending.resolve({});
+    expect(new Set(await Promise.all(callers))).toEqual(new Set(['access-2']));
+    expect(h.endpoint.requests).toHaveLength(2);
+  });
+});
+
+describe('TokenKeeper failures', () => {
+  it('backs off with growing intervals, keeps the valid token, then 503s and recovers', async () => {
+    h.endpoint.lifetimeSeconds = 100; // renewal at 50 s (half the lifetime)
+    h.keeper.start();
+    await flush();
+    h.endpoint.failWith = serverError();
+    await advanceTo(99);
+    // Still valid during the outage: used as is, no extra request.
+    const before = h.endpoint.requests.length;
+    await expect(h.keeper.getAccessToken()).resolves.toBe('access-1');
+    expect(h.endpoint.requests).toHaveLength(before);
+
+    await advanceTo(400);
+    const times = h.endpoint.times().slice(1);
+    const gaps = times.slice(1).map((t, i) => t - times[i]!);
+    // random 0.5: half of 1, 2, 4, 8, 16, 32, then the 60 s cap.
+    expect(gaps.slice(0, 7)).toEqual([0.5, 1, 2, 4, 8, 16, 30]);
+    for (let i = 1; i < gaps.length; i++) expect(gaps[i]).toBeGreaterThanOrEqual(gaps[i - 1]!);
+    expect(Math.max(...gaps)).toBe(30);
+    expect(h.keeper.status().lastError).toMatchObject({ kind: 'server' });
+    expect(await counter(h.registry, 'refresh_token', 'error')).toBe(times.length);
+
+    // Expired, and backoff forbids an attempt: the caller waits waitMs, then gets Retry-After.
+    const requestsBefore = h.endpoint.requests.length;
+    const nextAt = Date.parse(h.keeper.status().nextRenewalAt!);
+    const call = outcome(h.keeper.getAccessToken());
+    await advance(4999);
+    let settled = false;
+    void call.then(() => (settled = true));
+    await flush();
+    expect(settled).toBe(false);
+    await advance(1);
+    const error = await call;
+    expect(error).toBeInstanceOf(TokenUnavailableError);
+    const retryAfter = (error as TokenUnavailableError).retryAfterSeconds!;
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBe(Math.ceil((nextAt - Date.now()) / 1000));
+    expect(h.endpoint.requests).toHaveLength(requestsBefore);
+
+    // Recovery at the next scheduled attempt.
+    h.endpoint.failWith = undefined;
+    const recoveryAt = Date.parse(h.keeper.status().nextRenewalAt!);
+    await advance(recoveryAt - Date.now() - 1000);
+    const waiting = h.keeper.getAccessToken();
+    await advance(1000);
+    await expect(waiting).resolves.toBe('access-2');
+    expect(h.keeper.status()).toMatchObject({ ready: true, consecutiveFailures: 0 });
+  });
+
+  it('honours Retry-After, also against callers', async () => {
+    h.endpoint.lifetimeSeconds = 10; // renewal at 5 s
+    h.endpoint.script.push({}, serverError(30_000));
+    h.keeper.start();
+    await advanceTo(12);
+    expect(h.endpoint.times()).toEqual([0, 5]);
+    const call = outcome(h.keeper.getAccessToken());
+    expect(h.endpoint.requests).toHaveLength(2);
+    await advance(5000);
+    const error = (await call) as TokenUnavailableError;
+    expect(error).toBeInstanceOf(TokenUnavailableError);
+    expect(error.retryAfterSeconds).toBe(18); // next attempt at 35 s, now 17 s
+    await advanceTo(34.999);
+    expect(h.endpoint.requests).toHaveLength(2);
+    await advanceTo(35);
+    expect(h.endpoint.times()).toEqual([0, 5, 35]);
+    expect(h.keeper.isReady()).toBe(true);
+  });
+
+  it('retries a rejected client-credentials grant with backoff (the secret may be rotated)', async () => {
+    h.endpoint.failWith = rejected();
+    h.keeper.start();
+    await advance(3000);
+    expect(h.endpoint.times()).toEqual([0, 0.5, 1.5]);
+    expect(h.endpoint.grants().every((g) => g === 'client_credentials')).toBe(true);
+    expect(await counter(h.registry, 'client_credentials', 'rejected')).toBe(3);
+    h.credentials = { clientId: 'client-a', clientSecret: 'rotated-secret-0003' };
+    h.endpoint.failWith = undefined;
+    await advance(2000);
+    expect(h.keeper.isReady()).toBe(true);
+    expect(h.endpoint.requests.at(-1)!.request).toMatchObject({
+      credentials: { clientSecret: 'rotated-secret-0003' },
+    });
+  });
+
+  it('treats an unreadable credentials source as a failure and retries', async () => {
+    h.readCredentials.mockRejectedValueOnce(new Error('ENOENT: /secrets/client-secret'));
+    h.keeper.start();
+    await flush();
+    expect(h.endpoint.requests).toHaveLength(0);
+    expect(h.keeper.status().lastError).toMatchObject({ kind: 'credentials' });
+    await advance(1000);
+    expect(h.keeper.isReady()).toBe(true);
+  });
+});
+
+describe('TokenKeeper.invalidate', () => {
+  it('drops the current token and runs one forced renewal; old tokens do nothing', async () => {
+    h.keeper.start();
+    await flush();
+    h.endpoint.script.push(deferredAnswer());
+    expect(h.keeper.invalidate('access-1')).toBe(true);
+    expect(h.endpoint.requests).toHaveLength(2);
+    expect(h.keeper.isReady()).toBe(false);
+    const waiting = h.keeper.getAccessToken();
+    // A concurrent 401 with the same token shares the renewal.
+    expect(h.keeper.invalidate('access-1')).toBe(true);
+    expect(h.endpoint.requests).toHaveLength(2);
+    pending.resolve({});
+    await expect(waiting).resolves.toBe('access-2');
+
+    expect(h.keeper.invalidate('access-1')).toBe(false);
+    expect(h.keeper.invalidate('never-issued')).toBe(false);
+    expect(h.endpoint.requests).toHaveLength(2);
+  });
+
+  it('allows one forced renewal per 5 s and keeps the newest token meanwhile', async () => {
+    h.keeper.start();
+    await flush();
+    expect(h.keeper.invalidate('access-1')).toBe(true);
+    await flush();
+    await advance(4999);
+    expect(h.keeper.invalidate('access-2')).toBe(false);
+    expect(h.endpoint.requests).toHaveLength(2);
+    await expect(h.keeper.getAccessToken()).resolves.toBe('access-2');
+    await advance(1);
+    expect(h.keeper.invalidate('access-2')).toBe(true);
+    await flush();
+    expect(h.endpoint.requests).toHaveLength(3);
+    await expect(h.keeper.getAccessToken()).resolves.toBe('access-3');
+  });
+
+  it('does not force a request against backoff', async () => {
+    h.keeper.start();
+    await flush();
+    h.endpoint.failWith = serverError(20_000);
+    await advanceTo(790);
+    expect(h.endpoint.requests).toHaveLength(2);
+    expect(h.keeper.invalidate('access-1')).toBe(false);
+    expect(h.endpoint.requests).toHaveLength(2);
+    expect(h.keeper.isReady()).toBe(false);
+  });
+});
+
+describe('TokenKeeper observability', () => {
+  it('counts token requests by grant and outcome and observes their duration', async () => {
+    h.endpoint.script.push(deferredAnswer(), rejected());
+    h.keeper.start();
+    await advance(250);
+    pending.resolve({});
+    await advanceTo(790);
+    expect(await counter(h.registry, 'client_credentials', 'success')).toBe(2);
+    expect(await counter(h.registry, 'refresh_token', 'rejected')).toBe(1);
+    const text = await h.registry.metrics();
+    expect(text).toContain(
+      'oauth_sidecar_token_request_duration_seconds_bucket{le="0.25",grant="client_credentials"} 2',
+    );
+    expect(text).toContain(
+      'oauth_sidecar_token_request_duration_seconds_count{grant="refresh_token"} 1',
+    );
+  });
+
+  it('status is JSON-safe and never carries a token', async () => {
+    h.endpoint.script.push({}, serverError());
+    h.keeper.start();
+    await advanceTo(790);
+    const status = h.keeper.status();
+    expect(status).toEqual({
+      ready: true,
+      lastGrant: 'client_credentials',
+      tokenAgeSeconds: 790,
+      expiresInSeconds: 210,
+      lifetimeSeconds: 1000,
+      nextRenewalAt: new Date(T0 + 790_500).toISOString(),
+      refreshTokenHeld: true,
+      lastError: {
+        kind: 'server',
+        message: 'token endpoint answered 503',
+        at: new Date(T0 + 790_000).toISOString(),
+      },
+      consecutiveFailures: 1,
+      requestInFlight: false,
+    });
+    expect(JSON.parse(JSON.stringify(status))).toEqual(status);
+  });
+
+  it('logs one line per token event with grant, outcome, lifetime and next renewal', async () => {
+    h.endpoint.script.push({}, rejected());
+    h.keeper.start();
+    await advanceTo(790);
+    const events = logLines().filter((l) => l.event === 'token' && l.outcome !== undefined);
+    expect(events.map((e) => [e.grant, e.outcome])).toEqual([
+      ['client_credentials', 'success'],
+      ['refresh_token', 'rejected'],
+      ['client_credentials', 'success'],
+    ]);
+    expect(events[0]).toMatchObject({
+      lifetimeSeconds: 1000,
+      nextRenewalAt: new Date(T0 + 790_000).toISOString(),
+    });
+    expect(events[1]).toMatchObject({ errorKind: 'rejected', oauthError: 'invalid_grant' });
+  });
+});
+
+describe('TokenKeeper.stop', () => {
+  it('rejects waiting callers and clears every timer', async () => {
+    h.endpoint.failWith = serverError();
+    h.keeper.start();
+    await flush();
+    const call = outcome(h.keeper.getAccessToken());
+    const ready = outcome(h.keeper.whenReady());
+    h.keeper.stop();
+    expect(await call).toBeInstanceOf(TokenUnavailableError);
+    expect(await ready).toBeInstanceOf(TokenUnavailableError);
+    expect(vi.getTimerCount()).toBe(0);
+    await expect(h.keeper.getAccessToken()).rejects.toBeInstanceOf(TokenUnavailableError);
+  });
+});
