@@ -139,11 +139,18 @@ function credentialsOk(state: StandinState, parsed: ParsedRequest): boolean {
   );
 }
 
-function normaliseGrant(parsed: ParsedRequest): string {
+/** The grant, when the value is the one this format spells (JSON `clientCredentials`, form `client_credentials`). */
+function recognisedGrant(
+  parsed: ParsedRequest,
+): 'client_credentials' | 'refresh_token' | undefined {
   const names = NAMES[parsed.format];
   if (parsed.grantType === names.clientCredentials) return 'client_credentials';
   if (parsed.grantType === names.refreshGrant) return 'refresh_token';
-  return parsed.grantType ?? '';
+  return undefined;
+}
+
+function normaliseGrant(parsed: ParsedRequest): string {
+  return recognisedGrant(parsed) ?? parsed.grantType ?? '';
 }
 
 /** The success body in the request's casing; `refreshToken` null or left out per the test knobs. */
@@ -237,7 +244,8 @@ function processGrant(
     answer(400, oauthError('invalid_request', `"${names.grantType}" is required`));
     return;
   }
-  if (record.grant === 'client_credentials') {
+  const grant = recognisedGrant(parsed);
+  if (grant === 'client_credentials') {
     if (!record.secretOk) {
       const challenge: Record<string, string> =
         parsed.auth === 'basic' ? { 'www-authenticate': 'Basic realm="oauth"' } : {};
@@ -248,7 +256,7 @@ function processGrant(
       answer(401, oauthError('invalid_client', why), challenge);
       return;
     }
-  } else if (record.grant === 'refresh_token') {
+  } else if (grant === 'refresh_token') {
     // Spec 4.1 rule 3: a refresh exchange needs no client credentials, so none are checked.
     if (parsed.refreshToken === undefined) {
       answer(400, oauthError('invalid_request', `"${names.refreshToken}" is required`));
