@@ -1,0 +1,242 @@
+// Helpers shared by bench/run.mjs and bench/soak.mjs: free ports, a throwaway PKI, nginx, child
+// processes, /proc readings and Prometheus text parsing. Plain ESM so it runs without a build step;
+// the sidecar itself is always the built one (dist/).
+import { execFileSync, spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import process from 'node:process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { URL, fileURLToPath } from 'node:url';
+import { Agent, request } from 'undici';
+
+export const ROOT = fileURLToPath(new URL('..', import.meta.url));
+export const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
+
+/** Print a line (the lint config keeps console out of shipped code; these are CLI scripts). */
+export function say(line = '') {
+  process.stdout.write(`${line}\n`);
+}
+
+/** A port that was free a moment ago on 127.0.0.1 (for processes that must be told their port). */
+export async function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** A temp work dir readable by nginx's unprivileged workers. */
+export function makeWorkDir(prefix) {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  chmodSync(dir, 0o755);
+  return dir;
+}
+
+/**
+ * Throwaway CA + server certificate for 127.0.0.1/localhost with the openssl CLI (~0.1 s). One CA
+ * for nginx, the stand-in and the sidecar's UPSTREAM_CA_FILE.
+ */
+export function makePki(dir) {
+  const f = (name) => join(dir, name);
+  const ossl = (...args) => execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  ossl(
+    'req',
+    '-x509',
+    ...ec,
+    '-keyout',
+    f('ca.key'),
+    '-out',
+    f('ca.pem'),
+    '-days',
+    '2',
+    '-subj',
+    '/CN=oauth-sidecar bench CA',
+  );
+  ossl('req', ...ec, '-keyout', f('server.key'), '-out', f('server.csr'), '-subj', '/CN=localhost');
+  writeFileSync(
+    f('ext.cnf'),
+    'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n',
+  );
+  ossl(
+    'x509',
+    '-req',
+    '-in',
+    f('server.csr'),
+    '-CA',
+    f('ca.pem'),
+    '-CAkey',
+    f('ca.key'),
+    '-CAcreateserial',
+    '-out',
+    f('server.pem'),
+    '-days',
+    '2',
+    '-extfile',
+    f('ext.cnf'),
+  );
+  for (const name of ['ca.pem', 'server.pem', 'server.key']) chmodSync(f(name), 0o644);
+  return {
+    caFile: f('ca.pem'),
+    certFile: f('server.pem'),
+    keyFile: f('server.key'),
+    caCert: readFileSync(f('ca.pem'), 'utf8'),
+    serverCert: readFileSync(f('server.pem'), 'utf8'),
+    serverKey: readFileSync(f('server.key'), 'utf8'),
+  };
+}
+
+/** A child process whose output goes to a log file; `stop()` signals only this pid. */
+export function startChild(command, args, { env, logFile, cwd = ROOT } = {}) {
+  const fd = openSync(logFile, 'a');
+  const child = spawn(command, args, { cwd, env, stdio: ['ignore', fd, fd] });
+  let exited = false;
+  const exit = new Promise((resolve) =>
+    child.once('exit', (code, signal) => {
+      exited = true;
+      resolve({ code, signal });
+    }),
+  );
+  return {
+    child,
+    pid: child.pid,
+    exit,
+    get exited() {
+      return exited;
+    },
+    async stop(signal = 'SIGTERM', graceMs = 5000) {
+      if (exited) return exit;
+      child.kill(signal);
+      const timer = sleep(graceMs).then(() => 'timeout');
+      if ((await Promise.race([exit, timer])) === 'timeout') child.kill('SIGKILL');
+      return exit;
+    },
+  };
+}
+
+/** GET a URL until it answers `status` (or give up after `timeoutMs`). */
+export async function waitForStatus(
+  url,
+  { status = 200, timeoutMs = 15000, dispatcher, isAlive } = {},
+) {
+  const deadline = Date.now() + timeoutMs;
+  let last = 'no answer';
+  while (Date.now() < deadline) {
+    if (isAlive && !isAlive()) throw new Error(`process died while waiting for ${url}`);
+    try {
+      const res = await request(url, { dispatcher, headersTimeout: 2000, bodyTimeout: 2000 });
+      await res.body.dump();
+      if (res.statusCode === status) return;
+      last = `status ${res.statusCode}`;
+    } catch (err) {
+      last = err.code ?? err.message;
+    }
+    await sleep(100);
+  }
+  throw new Error(`${url} did not answer ${status} within ${timeoutMs} ms (last: ${last})`);
+}
+
+/** An undici Agent trusting the throwaway CA. */
+export function caAgent(caCert) {
+  return new Agent({ connect: { ca: caCert } });
+}
+
+/** utime + stime of a process (all its threads), in clock ticks. */
+export function cpuTicks(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+  return Number(fields[11]) + Number(fields[12]);
+}
+
+/** A `kB` line of /proc/<pid>/status (VmRSS, VmHWM) in bytes. */
+export function procStatusBytes(pid, key) {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const match = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status);
+  return match ? Number(match[1]) * 1024 : NaN;
+}
+
+/** The pid and its direct children (nginx master + workers). */
+export function processTree(pid) {
+  try {
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number);
+    return [pid, ...children];
+  } catch {
+    return [pid];
+  }
+}
+
+/** Parse Prometheus text format into [{ name, labels, value }]. */
+export function parseMetrics(text) {
+  const samples = [];
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!match) continue;
+    const labels = {};
+    for (const m of (match[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) labels[m[1]] = m[2];
+    samples.push({ name: match[1], labels, value: Number(match[3]) });
+  }
+  return samples;
+}
+
+/** Sum of a metric's samples whose labels match `where`. */
+export function metricSum(samples, name, where = {}) {
+  return samples
+    .filter((s) => s.name === name && Object.entries(where).every(([k, v]) => s.labels[k] === v))
+    .reduce((sum, s) => sum + s.value, 0);
+}
+
+export async function scrape(adminUrl) {
+  const res = await request(`${adminUrl}/metrics`, { headersTimeout: 5000, bodyTimeout: 5000 });
+  return parseMetrics(await res.body.text());
+}
+
+export function percentile(sorted, p) {
+  if (sorted.length === 0) return NaN;
+  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[index];
+}
+
+export function median(values) {
+  const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (v.length === 0) return NaN;
+  const mid = Math.floor(v.length / 2);
+  return v.length % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+}
+
+/** Environment for `node dist/main.js` pointed at an upstream and a token endpoint. */
+export function sidecarEnv({ upstream, tokenUrl, caFile, proxyPort, adminPort, extra = {} }) {
+  return {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    UPSTREAM_BASE_URL: upstream,
+    UPSTREAM_CA_FILE: caFile,
+    TOKEN_URL: tokenUrl,
+    CLIENT_ID: 'bench-client',
+    CLIENT_SECRET: 'bench-secret',
+    PROXY_LISTEN: `127.0.0.1:${proxyPort}`,
+    ADMIN_LISTEN: `127.0.0.1:${adminPort}`,
+    LOG_LEVEL: 'warn',
+    ...extra,
+  };
+}
+
+/** Format helpers for tables. */
+export const fmt = {
+  int: (n) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : 'n/a'),
+  ms: (n) => (Number.isFinite(n) ? `${n.toFixed(2)} ms` : 'n/a'),
+  mib: (bytes) => (Number.isFinite(bytes) ? `${(bytes / 1048576).toFixed(0)} MiB` : 'n/a'),
+  x: (n) => (Number.isFinite(n) ? `${n.toFixed(2)}×` : 'n/a'),
+  us: (n) => (Number.isFinite(n) ? `${n.toFixed(1)} µs` : 'n/a'),
+};

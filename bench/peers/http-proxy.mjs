@@ -1,0 +1,31 @@
+// Peer for the bench: node:http + http-proxy 1.18 with a keep-alive agent, adding a static bearer.
+// Env: PORT, UPSTREAM (https origin), CA_FILE.
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { Agent } from 'node:https';
+import process from 'node:process';
+import httpProxy from 'http-proxy';
+
+const ca = readFileSync(process.env.CA_FILE, 'utf8');
+const agent = new Agent({ keepAlive: true, maxSockets: 256, ca });
+const proxy = httpProxy.createProxyServer({
+  target: process.env.UPSTREAM,
+  agent,
+  ca,
+  secure: true,
+  changeOrigin: true,
+});
+proxy.on('proxyReq', (proxyReq) =>
+  proxyReq.setHeader('authorization', 'Bearer bench-static-token'),
+);
+proxy.on('error', (_err, _req, res) => {
+  if (typeof res.writeHead === 'function' && !res.headersSent) res.writeHead(502);
+  res.end();
+});
+createServer((req, res) => {
+  if (!req.url.startsWith('/v1.0/')) {
+    res.writeHead(404).end();
+    return;
+  }
+  proxy.web(req, res);
+}).listen(Number(process.env.PORT), '127.0.0.1');

@@ -1,0 +1,519 @@
+// The forwarding benchmark (issue 4): direct upstream, nginx reverse proxy, oauth-sidecar, and two
+// Node peers (http-proxy 1.18, Hono's proxy() helper), all against one HTTPS nginx upstream on
+// loopback, in alternating order over several rounds; medians of per-round ratios.
+//
+//   npm run build && node bench/run.mjs [--rounds 4] [--duration 5] [--rate 1000]
+//     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."]
+//     [--targets direct,nginx,sidecar,http-proxy,hono] [--keep]
+//
+// Env equivalents: BENCH_ROUNDS, BENCH_DURATION, BENCH_RATE, BENCH_NODE. Needs nginx and wrk
+// (apt-get install -y nginx-light wrk). Writes bench/results/<timestamp>.json, latest.json and
+// latest.md; exits 1 when a target is missed.
+import { Buffer } from 'node:buffer';
+import { execFile, execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { join } from 'node:path';
+import process from 'node:process';
+import { clearInterval, setInterval } from 'node:timers';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { parseArgs } from 'node:util';
+import { request } from 'undici';
+import {
+  CLK_TCK,
+  ROOT,
+  caAgent,
+  cpuTicks,
+  fmt,
+  freePort,
+  makePki,
+  makeWorkDir,
+  median,
+  metricSum,
+  procStatusBytes,
+  processTree,
+  say,
+  scrape,
+  sidecarEnv,
+  startChild,
+  waitForStatus,
+} from './lib.mjs';
+
+const run = promisify(execFile);
+const { values: args } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: process.env.BENCH_ROUNDS ?? '4' },
+    duration: { type: 'string', default: process.env.BENCH_DURATION ?? '5' },
+    rate: { type: 'string', default: process.env.BENCH_RATE ?? '1000' },
+    'rate-duration': { type: 'string', default: process.env.BENCH_RATE_DURATION ?? '5' },
+    connections: { type: 'string', default: '50' },
+    node: { type: 'string', default: process.env.BENCH_NODE ?? process.execPath },
+    'sidecar-flags': { type: 'string', default: process.env.BENCH_SIDECAR_FLAGS ?? '' },
+    targets: { type: 'string', default: 'direct,nginx,sidecar,http-proxy,hono' },
+    keep: { type: 'boolean', default: false },
+  },
+});
+const ROUNDS = Number(args.rounds);
+const DURATION = Number(args.duration);
+const RATE = Number(args.rate);
+const RATE_DURATION = Number(args['rate-duration']);
+const CONNECTIONS = Number(args.connections);
+const NODE = args.node;
+const SIDECAR_FLAGS = args['sidecar-flags'].split(/\s+/).filter(Boolean);
+const BODY_2KB = '/v1.0/contracts/';
+const BODY_1MB = '/v1.0/big';
+const MIB = 1048576;
+
+const work = makeWorkDir('oauth-sidecar-bench-');
+const log = (name) => join(work, `${name}.log`);
+const cleanups = [];
+let exitCode = 0;
+
+/** A 2 KB JSON answer shaped like the API's contracts listing. */
+function contractsJson() {
+  const data = [];
+  let text = '';
+  for (let i = 0; ; i++) {
+    data.push({ shortName: `spark${i}`, fullName: `Spark contract ${i}`, type: 'freight' });
+    const next = JSON.stringify({ data });
+    if (next.length > 2048) break;
+    text = next;
+  }
+  return text.padEnd(2048, ' ');
+}
+
+function render(template, values) {
+  let text = readFileSync(join(ROOT, 'bench', 'nginx', template), 'utf8');
+  for (const [key, value] of Object.entries(values)) text = text.replaceAll(`{{${key}}}`, value);
+  return text;
+}
+
+async function startNginx(name, template, values) {
+  const conf = join(work, `${name}.conf`);
+  for (const sub of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) {
+    mkdirSync(join(work, `${name}-tmp`, sub), { recursive: true });
+  }
+  writeFileSync(conf, render(template, { DIR: work, ...values }));
+  const proc = startChild('nginx', ['-c', conf, '-e', join(work, `${name}-error.log`)], {
+    logFile: log(name),
+  });
+  cleanups.push(() => proc.stop('SIGQUIT'));
+  return proc;
+}
+
+/** wrk -t1 -cN -dS --latency; returns req/s, latency percentiles (ms), requests, non-2xx. */
+async function wrk(url, seconds, connections = CONNECTIONS) {
+  const { stdout } = await run(
+    'wrk',
+    ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '--timeout', '10s', url],
+    { timeout: (seconds + 30) * 1000 },
+  );
+  const unit = (value, u) => Number(value) * { us: 0.001, ms: 1, s: 1000, m: 60000 }[u];
+  const pct = (p) => {
+    const m = new RegExp(`^\\s+${p}%\\s+([\\d.]+)(us|ms|s|m)\\s*$`, 'm').exec(stdout);
+    return m ? unit(m[1], m[2]) : NaN;
+  };
+  const requests = Number(/(\d+) requests in/.exec(stdout)?.[1] ?? NaN);
+  const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(stdout)?.[1] ?? 0);
+  const socketErrors = /Socket errors: (.*)/.exec(stdout)?.[1];
+  return {
+    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1] ?? NaN),
+    p50: pct(50),
+    p99: pct(99),
+    requests,
+    non2xx,
+    socketErrors: socketErrors ?? null,
+  };
+}
+
+async function fixedRate(url, caFile) {
+  const argv = [
+    join(ROOT, 'bench', 'fixed-rate.mjs'),
+    url,
+    String(RATE),
+    String(RATE_DURATION),
+    String(CONNECTIONS),
+  ];
+  if (caFile) argv.push(caFile);
+  const { stdout } = await run(process.execPath, argv, { timeout: (RATE_DURATION + 60) * 1000 });
+  return JSON.parse(stdout.trim().split('\n').pop());
+}
+
+/** Samples VmRSS of every target's processes while the 1 MB load runs. */
+function rssSampler(pids) {
+  let peak = 0;
+  const timer = setInterval(() => {
+    let sum = 0;
+    for (const pid of pids) sum += procStatusBytes(pid, 'VmRSS') || 0;
+    peak = Math.max(peak, sum);
+  }, 50);
+  return () => {
+    clearInterval(timer);
+    return peak;
+  };
+}
+
+const cpuOf = (pids) => pids.reduce((sum, pid) => sum + cpuTicks(pid), 0);
+
+async function main() {
+  for (const tool of ['nginx', 'wrk', 'openssl']) {
+    try {
+      execFileSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' });
+    } catch {
+      throw new Error(`${tool} not found: apt-get install -y nginx-light wrk openssl`);
+    }
+  }
+  const wanted = new Set(args.targets.split(','));
+  const sidecarBuilt = existsSync(join(ROOT, 'dist', 'main.js'));
+  if (wanted.has('sidecar') && !sidecarBuilt) {
+    say('dist/main.js is missing (npm run build): the sidecar is not measured');
+    wanted.delete('sidecar');
+  }
+
+  const pki = makePki(work);
+  mkdirSync(join(work, 'www'));
+  writeFileSync(join(work, 'www', 'contracts.json'), contractsJson());
+  writeFileSync(join(work, 'www', 'big.bin'), Buffer.alloc(MIB, 'x'));
+  const agent = caAgent(pki.caCert);
+
+  const upstreamPort = await freePort();
+  const upstream = `https://127.0.0.1:${upstreamPort}`;
+  const upstreamNginx = await startNginx('upstream', 'upstream.conf', {
+    PORT: upstreamPort,
+    CERT: pki.certFile,
+    KEY: pki.keyFile,
+  });
+  await waitForStatus(`${upstream}${BODY_2KB}`, { dispatcher: agent });
+
+  const targets = [];
+  const add = (name, label, base, pids, extra = {}) =>
+    targets.push({ name, label, base, pids, ...extra });
+  if (wanted.has('direct')) {
+    add('direct', 'direct to upstream (nginx, HTTPS)', upstream, () => [], {
+      caFile: pki.caFile,
+      infoPids: () => processTree(upstreamNginx.pid),
+    });
+  }
+  if (wanted.has('nginx')) {
+    const port = await freePort();
+    const proc = await startNginx('proxy', 'proxy.conf', {
+      PORT: port,
+      UPSTREAM_PORT: upstreamPort,
+      CA: pki.caFile,
+    });
+    add('nginx', 'nginx reverse proxy (static bearer)', `http://127.0.0.1:${port}`, () =>
+      processTree(proc.pid),
+    );
+  }
+  let standin;
+  let sidecarAdmin;
+  if (wanted.has('sidecar')) {
+    const { startStandin } = await import(join(ROOT, 'dist', 'standin', 'index.js'));
+    standin = await startStandin({
+      clientId: 'bench-client',
+      clientSecret: 'bench-secret',
+      tokenLifetimeSeconds: 3600,
+      pki: { caCert: pki.caCert, serverCert: pki.serverCert, serverKey: pki.serverKey },
+    });
+    cleanups.push(() => standin.close());
+    const [port, adminPort] = [await freePort(), await freePort()];
+    const proc = startChild(NODE, [...SIDECAR_FLAGS, join(ROOT, 'dist', 'main.js')], {
+      env: sidecarEnv({
+        upstream,
+        tokenUrl: `${standin.url}/oauth/token/`,
+        caFile: pki.caFile,
+        proxyPort: port,
+        adminPort,
+      }),
+      logFile: log('sidecar'),
+    });
+    cleanups.push(() => proc.stop());
+    sidecarAdmin = `http://127.0.0.1:${adminPort}`;
+    await waitForStatus(`${sidecarAdmin}/readyz`, { isAlive: () => !proc.exited });
+    add('sidecar', 'oauth-sidecar', `http://127.0.0.1:${port}`, () => [proc.pid]);
+  }
+  for (const [name, label, script, extraEnv] of [
+    ['http-proxy', 'node:http + http-proxy 1.18 (keep-alive agent)', 'http-proxy.mjs', {}],
+    [
+      'hono',
+      "Hono's proxy() helper (fetch)",
+      'hono-proxy.mjs',
+      { NODE_EXTRA_CA_CERTS: pki.caFile },
+    ],
+  ]) {
+    if (!wanted.has(name)) continue;
+    const port = await freePort();
+    const proc = startChild(NODE, [join(ROOT, 'bench', 'peers', script)], {
+      env: {
+        PATH: process.env.PATH,
+        PORT: String(port),
+        UPSTREAM: upstream,
+        CA_FILE: pki.caFile,
+        ...extraEnv,
+      },
+      logFile: log(name),
+    });
+    cleanups.push(() => proc.stop());
+    await waitForStatus(`http://127.0.0.1:${port}${BODY_2KB}`, { isAlive: () => !proc.exited });
+    add(name, label, `http://127.0.0.1:${port}`, () => [proc.pid]);
+  }
+
+  // Sanity: every target answers both bodies in full, and warms up (JIT, upstream keep-alive pools).
+  const expected2kb = Buffer.byteLength(contractsJson());
+  for (const t of targets) {
+    for (const [path, size] of [
+      [BODY_2KB, expected2kb],
+      [BODY_1MB, MIB],
+    ]) {
+      const res = await request(`${t.base}${path}`, { dispatcher: agent });
+      const body = Buffer.from(await res.body.arrayBuffer());
+      if (res.statusCode !== 200 || body.length !== size) {
+        throw new Error(
+          `${t.name} ${path}: status ${res.statusCode}, ${body.length} bytes (want 200, ${size})`,
+        );
+      }
+    }
+    await wrk(`${t.base}${BODY_2KB}`, 2);
+  }
+
+  const tokenCallsBefore = sidecarAdmin
+    ? {
+        metric: metricSum(await scrape(sidecarAdmin), 'oauth_sidecar_token_requests_total'),
+        standin: standin.tokenRequests.length,
+      }
+    : undefined;
+
+  const rounds = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    // Alternate the order: rotate by the round, and reverse every other round.
+    let order = targets.map((_, i) => targets[(i + r) % targets.length]);
+    if (r % 2 === 1) order = order.reverse();
+    const round = { order: order.map((t) => t.name), results: {} };
+    for (const t of order) round.results[t.name] = {};
+    say(`round ${r + 1}/${ROUNDS}: ${round.order.join(' → ')}`);
+    for (const t of order) {
+      const pids = t.pids();
+      const cpu0 = cpuOf(pids);
+      const result = await wrk(`${t.base}${BODY_2KB}`, DURATION);
+      const cpuMs = ((cpuOf(pids) - cpu0) * 1000) / CLK_TCK;
+      result.cpuUsPerRequest = pids.length ? (cpuMs * 1000) / result.requests : NaN;
+      round.results[t.name].kb2 = result;
+    }
+    for (const t of order) {
+      const stopSampler = rssSampler(t.pids().length ? t.pids() : []);
+      const result = await wrk(`${t.base}${BODY_1MB}`, DURATION);
+      result.mbPerSecond = (result.rps * MIB) / 1e6;
+      result.peakRssSampled = t.pids().length ? stopSampler() : (stopSampler(), NaN);
+      round.results[t.name].mb1 = result;
+    }
+    for (const t of order) {
+      round.results[t.name].rate = await fixedRate(`${t.base}${BODY_2KB}`, t.caFile);
+    }
+    rounds.push(round);
+    for (const t of order) {
+      const m = round.results[t.name];
+      say(
+        `  ${t.name.padEnd(10)} 2KB ${fmt.int(m.kb2.rps).padStart(7)} req/s p99 ${fmt.ms(m.kb2.p99)}` +
+          ` cpu ${fmt.us(m.kb2.cpuUsPerRequest)}/req | 1MB ${m.mb1.mbPerSecond.toFixed(0)} MB/s` +
+          ` | @${RATE}/s p99 ${fmt.ms(m.rate.p99)}`,
+      );
+    }
+  }
+
+  const tokenCalls = sidecarAdmin
+    ? {
+        metric:
+          metricSum(await scrape(sidecarAdmin), 'oauth_sidecar_token_requests_total') -
+          tokenCallsBefore.metric,
+        standin: standin.tokenRequests.length - tokenCallsBefore.standin,
+      }
+    : undefined;
+
+  // Lifetime peaks (VmHWM) of every proxy process, after all the 1 MB runs.
+  const summary = {};
+  for (const t of targets) {
+    const pick = (kind, key) => median(rounds.map((r) => r.results[t.name][kind][key]));
+    const pids = t.pids();
+    summary[t.name] = {
+      label: t.label,
+      rps2kb: pick('kb2', 'rps'),
+      p50: pick('kb2', 'p50'),
+      p99: pick('kb2', 'p99'),
+      cpuUsPerRequest: pick('kb2', 'cpuUsPerRequest'),
+      mbPerSecond1mb: pick('mb1', 'mbPerSecond'),
+      peakRss: pids.length ? pids.reduce((s, pid) => s + procStatusBytes(pid, 'VmHWM'), 0) : NaN,
+      ratePctl: { p50: pick('rate', 'p50'), p99: pick('rate', 'p99'), p999: pick('rate', 'p999') },
+      non2xx: rounds.reduce(
+        (s, r) =>
+          s +
+          r.results[t.name].kb2.non2xx +
+          r.results[t.name].mb1.non2xx +
+          r.results[t.name].rate.non2xx +
+          r.results[t.name].rate.errors,
+        0,
+      ),
+    };
+  }
+
+  const ratio = (a, b, key, kind = 'kb2') =>
+    summary[a] && summary[b]
+      ? median(rounds.map((r) => r.results[a][kind][key] / r.results[b][kind][key]))
+      : NaN;
+  const ratios = {
+    sidecarOverDirect: ratio('sidecar', 'direct', 'rps'),
+    sidecarOverNginx: ratio('sidecar', 'nginx', 'rps'),
+    sidecarOverHttpProxy: ratio('sidecar', 'http-proxy', 'rps'),
+    sidecarOverHono: ratio('sidecar', 'hono', 'rps'),
+    cpuSidecarOverNginx: ratio('sidecar', 'nginx', 'cpuUsPerRequest'),
+    mb1SidecarOverNginx: ratio('sidecar', 'nginx', 'mbPerSecond', 'mb1'),
+    rateP99SidecarMinusDirectMs:
+      summary.sidecar && summary.direct
+        ? median(rounds.map((r) => r.results.sidecar.rate.p99 - r.results.direct.rate.p99))
+        : NaN,
+  };
+  const checks = summary.sidecar
+    ? [
+        [
+          'throughput ≥ 0.5× nginx (2 KB)',
+          ratios.sidecarOverNginx,
+          '≥ 0.5',
+          ratios.sidecarOverNginx >= 0.5,
+        ],
+        [
+          'throughput ≥ 1.6× http-proxy (2 KB)',
+          ratios.sidecarOverHttpProxy,
+          '≥ 1.6',
+          ratios.sidecarOverHttpProxy >= 1.6,
+        ],
+        [
+          'CPU/request ≤ 2× nginx',
+          ratios.cpuSidecarOverNginx,
+          '≤ 2',
+          ratios.cpuSidecarOverNginx <= 2,
+        ],
+        [
+          `p99 at ${RATE} req/s ≤ direct p99 + 1 ms`,
+          ratios.rateP99SidecarMinusDirectMs,
+          '≤ +1 ms',
+          ratios.rateP99SidecarMinusDirectMs <= 1,
+        ],
+        [
+          'peak RSS ≤ 150 MiB (incl. 50 conns × 1 MB)',
+          summary.sidecar.peakRss / MIB,
+          '≤ 150 MiB',
+          summary.sidecar.peakRss <= 150 * MIB,
+        ],
+        [
+          'zero token calls caused by proxying',
+          tokenCalls.metric + tokenCalls.standin,
+          '= 0',
+          tokenCalls.metric === 0 && tokenCalls.standin === 0,
+        ],
+        [
+          'no non-2xx / errors through the sidecar',
+          summary.sidecar.non2xx,
+          '= 0',
+          summary.sidecar.non2xx === 0,
+        ],
+      ].map(([name, value, limit, pass]) => ({ name, value, limit, pass }))
+    : [];
+
+  const proxyNodeVersion = execFileSync(NODE, ['--version'], { encoding: 'utf8' }).trim();
+  const meta = {
+    date: new Date().toISOString(),
+    benchNode: process.version,
+    proxyNode: `${proxyNodeVersion} (${NODE})`,
+    sidecarFlags: SIDECAR_FLAGS.join(' '),
+    cpu: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    loadavgAtEnd: loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' '),
+    nginx: (await run('nginx', ['-v'])).stderr.trim().replace('nginx version: ', ''),
+    wrk: `wrk -t1 -c${CONNECTIONS} -d${DURATION}s --latency`,
+    rounds: ROUNDS,
+    rate: RATE,
+    rateDuration: RATE_DURATION,
+    command: `node bench/run.mjs ${process.argv.slice(2).join(' ')}`.trim(),
+  };
+  const results = { meta, summary, ratios, tokenCalls, checks, rounds };
+
+  const dir = join(ROOT, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  const stamp = meta.date.replace(/[:.]/g, '-');
+  writeFileSync(join(dir, `${stamp}.json`), `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
+  const md = markdown(results, targets);
+  writeFileSync(join(dir, 'latest.md'), md);
+  say();
+  say(md);
+  if (checks.some((c) => !c.pass)) exitCode = 1;
+}
+
+function markdown({ meta, summary, ratios, tokenCalls, checks }, targets) {
+  const lines = [
+    '# oauth-sidecar forwarding benchmark',
+    '',
+    `${meta.date} · ${meta.cpu} · ${meta.cores} cores · bench ${meta.benchNode} · proxies on ${meta.proxyNode}` +
+      `${meta.sidecarFlags ? ` · sidecar flags \`${meta.sidecarFlags}\`` : ''} · ${meta.nginx} · load average at end ${meta.loadavgAtEnd}`,
+    '',
+    `Load: \`${meta.wrk}\` against 2 KB (\`/v1.0/contracts/\`) and 1 MiB (\`/v1.0/big\`) bodies; ` +
+      `${meta.rounds} rounds in alternating order, medians over rounds. Fixed rate: open-loop ` +
+      `${meta.rate} req/s for ${meta.rateDuration} s (bench/fixed-rate.mjs, latency from each request's due time). ` +
+      'CPU: utime+stime of the proxy process(es) ÷ requests. Peak RSS: VmHWM over the whole run (nginx: master + worker).',
+    '',
+    `| target | 2 KB req/s | p50 | p99 | CPU/req | 1 MB MB/s | peak RSS | p50 @${meta.rate}/s | p99 @${meta.rate}/s |`,
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const t of targets) {
+    const s = summary[t.name];
+    lines.push(
+      `| ${s.label} | ${fmt.int(s.rps2kb)} | ${fmt.ms(s.p50)} | ${fmt.ms(s.p99)} | ${fmt.us(s.cpuUsPerRequest)} | ` +
+        `${fmt.int(s.mbPerSecond1mb)} | ${fmt.mib(s.peakRss)} | ${fmt.ms(s.ratePctl.p50)} | ${fmt.ms(s.ratePctl.p99)} |`,
+    );
+  }
+  lines.push(
+    '',
+    '| ratio (median of per-round ratios) | value |',
+    '|---|---:|',
+    `| sidecar / direct (2 KB req/s) | ${fmt.x(ratios.sidecarOverDirect)} |`,
+    `| sidecar / nginx (2 KB req/s) | ${fmt.x(ratios.sidecarOverNginx)} |`,
+    `| sidecar / http-proxy (2 KB req/s) | ${fmt.x(ratios.sidecarOverHttpProxy)} |`,
+    `| sidecar / Hono proxy() (2 KB req/s) | ${fmt.x(ratios.sidecarOverHono)} |`,
+    `| sidecar / nginx (CPU per request) | ${fmt.x(ratios.cpuSidecarOverNginx)} |`,
+    `| sidecar / nginx (1 MB MB/s) | ${fmt.x(ratios.mb1SidecarOverNginx)} |`,
+    `| sidecar p99 − direct p99 at ${meta.rate} req/s | ${fmt.ms(ratios.rateP99SidecarMinusDirectMs)} |`,
+    '',
+    `Token endpoint calls during the measurements: ${tokenCalls ? `${tokenCalls.metric} (sidecar metric), ${tokenCalls.standin} (token endpoint's log)` : 'n/a'}.`,
+    '',
+    '| target | value | limit | result |',
+    '|---|---:|---:|---|',
+    ...checks.map(
+      (c) =>
+        `| ${c.name} | ${Number.isFinite(c.value) ? Number(c.value).toFixed(2) : 'n/a'} | ${c.limit} | ${c.pass ? 'PASS' : '**FAIL**'} |`,
+    ),
+    '',
+    `Reproduce: \`npm run build && ${meta.command}\``,
+    '',
+  );
+  return lines.join('\n');
+}
+
+try {
+  await main();
+} catch (err) {
+  process.stderr.write(`bench failed: ${err.stack ?? err}\n(logs in ${work})\n`);
+  exitCode = 2;
+} finally {
+  for (const cleanup of cleanups.reverse()) {
+    try {
+      await cleanup();
+    } catch {
+      // best effort: the next cleanup still runs
+    }
+  }
+  if (!args.keep && exitCode !== 2) rmSync(work, { recursive: true, force: true });
+  await sleep(10);
+  process.exit(exitCode);
+}
