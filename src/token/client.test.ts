@@ -544,15 +544,12 @@ describe('createTokenEndpointClient (MockAgent)', () => {
     });
 
   it('sends and checks', async () => {
-    agent
-      .get(origin)
-      .intercept({ path: '/oauth/token/', method: 'POST' })
-      .reply(201, {
-        access_token: ACCESS,
-        token_type: 'bearer',
-        expires_in: 1799,
-        refresh_token: null,
-      });
+    agent.get(origin).intercept({ path: '/oauth/token/', method: 'POST' }).reply(201, {
+      access_token: ACCESS,
+      token_type: 'bearer',
+      expires_in: 1799,
+      refresh_token: null,
+    });
     const set = await client().requestToken({ grant: 'refresh_token', refreshToken: REFRESH });
     expect(set).toEqual({
       accessToken: ACCESS,
