@@ -62,9 +62,7 @@ export async function sendGrantRequest(
       throw new TokenEndpointError(
         'timeout',
         `token endpoint ${safeUrl(options.url)} request aborted`,
-        {
-          cause: error,
-        },
+        { cause: error },
       );
     }
     throw new TokenEndpointError(
