@@ -510,6 +510,7 @@ describe('API routes', () => {
     const outside = await api('/v2/contracts/');
     expect(outside.statusCode).toBe(404);
     await outside.body.dump();
+    expect(standin.apiRequests.at(-1)).toMatchObject({ url: '/v2/contracts/', status: 404 });
   });
 });
 

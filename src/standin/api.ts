@@ -1,5 +1,6 @@
 /**
- * The API side: bearer-protected routes under /v1.0/ and /beta/. Besides the spec's contracts
+ * The API side: bearer-protected routes under /v1.0/ and /beta/; every other path is a 404, and
+ * every request is recorded, so a test can tell that a proxy forwarded something it should not have. Besides the spec's contracts
  * listing, diagnostic routes let tests exercise the proxy: echo, large and slow bodies, hop-by-hop
  * headers, arbitrary statuses and resets.
  */
@@ -78,6 +79,10 @@ export async function handleApiRequest(req: Req, res: Res, state: StandinState):
     sendJson(res, status, payload, headers);
   };
 
+  if (!API_PREFIXES.some((prefix) => path.startsWith(prefix))) {
+    json(404, envelope('not_found', `no route for ${path}`));
+    return;
+  }
   if (token === undefined || !state.tokens.accessTokenValid(token)) {
     const detail =
       token === undefined

@@ -3,7 +3,7 @@ import { createSecureServer, type Http2Session } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { systemClock } from '../clock.js';
-import { handleApiRequest, API_PREFIXES } from './api.js';
+import { handleApiRequest } from './api.js';
 import { envelope, sendJson, Timers, type Req, type Res } from './http.js';
 import { createTestPki } from './pki.js';
 import type { StandinState } from './state.js';
@@ -16,12 +16,7 @@ const TOKEN_PATHS = new Set(['/oauth/token/', '/oauth/token']);
 function route(req: Req, res: Res, state: StandinState): Promise<void> {
   const path = (req.url ?? '/').split('?')[0]!;
   if (TOKEN_PATHS.has(path)) return handleTokenRequest(req, res, state);
-  if (API_PREFIXES.some((prefix) => path.startsWith(prefix))) {
-    return handleApiRequest(req, res, state);
-  }
-  req.resume();
-  sendJson(res, 404, envelope('not_found', `no route for ${path}`));
-  return Promise.resolve();
+  return handleApiRequest(req, res, state);
 }
 
 /**
