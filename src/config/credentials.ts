@@ -133,7 +133,8 @@ export function parseCredentialsCsv(text: string, path: string): ClientCredentia
   } catch {
     throw new CredentialsFileError(what, path, 'malformed CSV (unterminated quoted field)');
   }
-  rows = rows.filter((row) => row.some((cell) => cell.trim() !== ''));
+  // Blank lines are skipped; a line of bare commas is a row whose values are empty.
+  rows = rows.filter((row) => row.length > 1 || (row[0] ?? '').trim() !== '');
   const [header, ...data] = rows;
   if (header === undefined) throw new CredentialsFileError(what, path, 'file is empty');
   const names = header.map(columnName);

@@ -3,7 +3,7 @@
  * later wins key by key. Every problem is collected and thrown at once as one {@link ConfigError},
  * one line per problem naming the environment variable and the YAML key (STYLE.md 7).
  */
-import { parseDocument } from 'yaml';
+import { LineCounter, parseDocument } from 'yaml';
 import { ConfigError } from '../errors.js';
 import {
   CredentialsFileError,
@@ -161,13 +161,14 @@ async function readYamlLayer(
     problems.push(`--config ${file}: cannot read configuration file (${readFailure(error)})`);
     return values;
   }
-  const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true });
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter });
   const [firstError] = doc.errors;
   if (firstError !== undefined) {
-    // Only the first line: the rest is a source excerpt, which may hold an inline secret.
+    // prettyErrors is off: a pretty message carries a source excerpt, which may hold a secret.
     const reason = (firstError.message.split('\n')[0] ?? '').replace(/:\s*$/, '');
-    const where = firstError.linePos?.[0];
-    const at = where === undefined ? '' : ` at line ${where.line}, column ${where.col}`;
+    const where = lineCounter.linePos(firstError.pos[0]);
+    const at = ` at line ${where.line}, column ${where.col}`;
     problems.push(`--config ${file}: invalid YAML${at}: ${reason}`);
     return values;
   }

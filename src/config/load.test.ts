@@ -1,0 +1,767 @@
+import { mkdtemp, readFile, rm, writeFile, chmod } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inspect } from 'node:util';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ConfigError } from '../errors.js';
+import * as defaults from './defaults.js';
+import { formatConfigProblems, loadConfig, type LoadConfigOptions } from './load.js';
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'oauth-sidecar-config-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const INLINE = { CLIENT_ID: 'the-id', CLIENT_SECRET: 'the-secret' };
+const GOOD = { UPSTREAM_BASE_URL: 'https://api.example.com', ...INLINE };
+const SOURCES =
+  'CLIENT_ID + CLIENT_SECRET, CLIENT_ID_FILE + CLIENT_SECRET_FILE, or CLIENT_CREDENTIALS_CSV (credentials.*)';
+
+/** Write a file in the test's tmp dir and return its path. */
+async function file(name: string, content: string): Promise<string> {
+  const path = join(dir, name);
+  await writeFile(path, content);
+  return path;
+}
+
+async function problemsOf(options: LoadConfigOptions): Promise<string[]> {
+  const error = await loadConfig(options).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(ConfigError);
+  return [...(error as ConfigError).problems];
+}
+
+async function problemsFromEnv(env: Record<string, string | undefined>): Promise<string[]> {
+  return problemsOf({ env });
+}
+
+async function problemsFromYaml(yaml: string, env: Record<string, string> = {}): Promise<string[]> {
+  return problemsOf({ env, configFile: await file('config.yaml', yaml) });
+}
+
+describe('loadConfig: defaults and precedence', () => {
+  it('fills every default from defaults.ts', async () => {
+    const config = await loadConfig({ env: GOOD });
+    expect(config).toEqual({
+      upstream: {
+        baseUrl: 'https://api.example.com',
+        pathPrefixes: ['/v1.0/'],
+        caFile: undefined,
+        timeoutMs: defaults.DEFAULT_UPSTREAM_TIMEOUT_MS,
+        allowInsecureHttp: false,
+        http2: false,
+      },
+      token: {
+        url: 'https://api.example.com/oauth/token/',
+        format: 'json',
+        clientAuth: 'body',
+        scopes: [],
+        timeoutMs: 10_000,
+        waitMs: 5_000,
+        refreshMarginSeconds: 60,
+        refreshFraction: 0.2,
+      },
+      credentials: { source: 'inline', clientId: 'the-id', clientSecret: 'the-secret' },
+      proxy: { listen: { host: '127.0.0.1', port: 8080 }, http2: false },
+      admin: { listen: { host: '0.0.0.0', port: 9090 } },
+      log: { level: 'info' },
+    });
+  });
+
+  it('takes the file over the defaults and the environment over the file, key by key', async () => {
+    const configFile = await file(
+      'config.yaml',
+      [
+        'upstream:',
+        '  baseUrl: https://from-file.example.com',
+        '  timeoutMs: 1234',
+        'token:',
+        '  waitMs: 777',
+        '  format: form',
+        'log:',
+        '  level: debug',
+      ].join('\n'),
+    );
+    const config = await loadConfig({
+      configFile,
+      env: { ...INLINE, UPSTREAM_TIMEOUT_MS: '4321', LOG_LEVEL: 'warn', TOKEN_WAIT_MS: '' },
+    });
+    expect(config.upstream.baseUrl).toBe('https://from-file.example.com'); // file over default
+    expect(config.upstream.timeoutMs).toBe(4321); // env over file
+    expect(config.log.level).toBe('warn'); // env over file
+    expect(config.token.format).toBe('form'); // file only
+    expect(config.token.waitMs).toBe(777); // an empty variable counts as unset
+    expect(config.token.refreshFraction).toBe(0.2); // default
+  });
+
+  it('parses every key from the environment', async () => {
+    const config = await loadConfig({
+      env: {
+        ...GOOD,
+        UPSTREAM_BASE_URL: 'https://api.example.com:8443/',
+        UPSTREAM_PATH_PREFIXES: ' /v1.0/ , /beta,, /v1.0/',
+        UPSTREAM_TIMEOUT_MS: '1',
+        UPSTREAM_ALLOW_INSECURE_HTTP: 'no',
+        UPSTREAM_HTTP2: 'YES',
+        TOKEN_URL: 'https://auth.example.com/o/token/',
+        TOKEN_REQUEST_FORMAT: 'FORM',
+        TOKEN_CLIENT_AUTH: 'basic',
+        TOKEN_SCOPES: ' read , write ,',
+        TOKEN_TIMEOUT_MS: '600000',
+        TOKEN_WAIT_MS: '0',
+        TOKEN_REFRESH_MARGIN_SECONDS: '86400',
+        TOKEN_REFRESH_FRACTION: '0.5',
+        PROXY_LISTEN: ':8081',
+        PROXY_HTTP2: '1',
+        ADMIN_LISTEN: '[::1]:0',
+        LOG_LEVEL: 'silent',
+      },
+    });
+    expect(config.upstream).toMatchObject({
+      baseUrl: 'https://api.example.com:8443',
+      pathPrefixes: ['/v1.0/', '/beta/'],
+      timeoutMs: 1,
+      allowInsecureHttp: false,
+      http2: true,
+    });
+    expect(config.token).toEqual({
+      url: 'https://auth.example.com/o/token/',
+      format: 'form',
+      clientAuth: 'basic',
+      scopes: ['read', 'write'],
+      timeoutMs: 600_000,
+      waitMs: 0,
+      refreshMarginSeconds: 86_400,
+      refreshFraction: 0.5,
+    });
+    expect(config.proxy).toEqual({ listen: { host: '0.0.0.0', port: 8081 }, http2: true });
+    expect(config.admin.listen).toEqual({ host: '::1', port: 0 });
+    expect(config.log.level).toBe('silent');
+  });
+
+  it('loads config/example.yaml, which documents exactly the defaults', async () => {
+    const example = join(import.meta.dirname, '../../config/example.yaml');
+    const config = await loadConfig({
+      env: {},
+      configFile: example,
+      readFile: (path) =>
+        path === example ? readFile(path, 'utf8') : Promise.resolve(`value-of-${path}\n`),
+    });
+    const reference = await loadConfig({
+      env: {
+        UPSTREAM_BASE_URL: 'https://api.sparkcommodities.com',
+        CLIENT_ID_FILE: '/var/run/secrets/oauth-sidecar/client-id',
+        CLIENT_SECRET_FILE: '/var/run/secrets/oauth-sidecar/client-secret',
+      },
+      readFile: () => Promise.resolve('x'),
+    });
+    expect(config).toEqual(reference);
+  });
+
+  it('accepts YAML lists, numbers and booleans as well as strings', async () => {
+    const configFile = await file(
+      'config.yaml',
+      [
+        'upstream:',
+        '  baseUrl: https://api.example.com',
+        '  pathPrefixes: [/v1.0, /v2.0/]',
+        '  http2: true',
+        'token:',
+        '  scopes: [a, b]',
+        '  refreshFraction: 0.25',
+        '  timeoutMs: "2500"',
+      ].join('\n'),
+    );
+    const config = await loadConfig({ env: INLINE, configFile });
+    expect(config.upstream.pathPrefixes).toEqual(['/v1.0/', '/v2.0/']);
+    expect(config.upstream.http2).toBe(true);
+    expect(config.token.scopes).toEqual(['a', 'b']);
+    expect(config.token.refreshFraction).toBe(0.25);
+    expect(config.token.timeoutMs).toBe(2500);
+  });
+});
+
+describe('loadConfig: one line per bad configuration', () => {
+  it('missing base URL', async () => {
+    expect(await problemsFromEnv(INLINE)).toEqual([
+      'UPSTREAM_BASE_URL (upstream.baseUrl): required, e.g. https://api.sparkcommodities.com',
+    ]);
+  });
+
+  it('http:// base URL', async () => {
+    expect(await problemsFromEnv({ ...GOOD, UPSTREAM_BASE_URL: 'http://api.example.com' })).toEqual(
+      [
+        'UPSTREAM_BASE_URL (upstream.baseUrl): must use https:// (http:// is refused unless UPSTREAM_ALLOW_INSECURE_HTTP (upstream.allowInsecureHttp) is true)',
+      ],
+    );
+  });
+
+  it('http:// allowed with allowInsecureHttp, token URL following it', async () => {
+    const config = await loadConfig({
+      env: {
+        ...GOOD,
+        UPSTREAM_BASE_URL: 'http://127.0.0.1:9999',
+        UPSTREAM_ALLOW_INSECURE_HTTP: 'true',
+      },
+    });
+    expect(config.upstream.baseUrl).toBe('http://127.0.0.1:9999');
+    expect(config.upstream.allowInsecureHttp).toBe(true);
+    expect(config.token.url).toBe('http://127.0.0.1:9999/oauth/token/');
+  });
+
+  it('http:// token URL', async () => {
+    expect(await problemsFromEnv({ ...GOOD, TOKEN_URL: 'http://auth.example.com/token' })).toEqual([
+      'TOKEN_URL (token.url): must use https:// (http:// is refused unless UPSTREAM_ALLOW_INSECURE_HTTP (upstream.allowInsecureHttp) is true)',
+    ]);
+  });
+
+  it('base URL with a path', async () => {
+    expect(
+      await problemsFromEnv({ ...GOOD, UPSTREAM_BASE_URL: 'https://api.example.com/v1.0/' }),
+    ).toEqual([
+      'UPSTREAM_BASE_URL (upstream.baseUrl): must be an origin only (https://host[:port]); remove the path "/v1.0/" (use upstream.pathPrefixes for forwarded paths)',
+    ]);
+  });
+
+  it('base URL with query, fragment, other scheme, or not a URL', async () => {
+    expect(
+      await problemsFromEnv({ ...GOOD, UPSTREAM_BASE_URL: 'https://api.example.com/?a=1#x' }),
+    ).toEqual([
+      'UPSTREAM_BASE_URL (upstream.baseUrl): must not contain a fragment (#...)',
+      'UPSTREAM_BASE_URL (upstream.baseUrl): must not contain a query string (?...)',
+    ]);
+    expect(await problemsFromEnv({ ...GOOD, UPSTREAM_BASE_URL: 'ftp://api.example.com' })).toEqual([
+      'UPSTREAM_BASE_URL (upstream.baseUrl): must use https:// (got scheme "ftp:")',
+    ]);
+    expect(await problemsFromEnv({ ...GOOD, UPSTREAM_BASE_URL: 'api.example.com' })).toEqual([
+      'UPSTREAM_BASE_URL (upstream.baseUrl): must be an absolute URL such as https://api.sparkcommodities.com',
+    ]);
+  });
+
+  it('no credential source', async () => {
+    expect(await problemsFromEnv({ UPSTREAM_BASE_URL: 'https://api.example.com' })).toEqual([
+      `${SOURCES}: one credential source is required, none is set`,
+    ]);
+  });
+
+  it('two credential sources', async () => {
+    const csv = await file('creds.csv', 'clientId,clientSecret\na,b\n');
+    expect(await problemsFromEnv({ ...GOOD, CLIENT_CREDENTIALS_CSV: csv })).toEqual([
+      `${SOURCES}: exactly one credential source may be set, found inline (CLIENT_ID, CLIENT_SECRET) and csv (CLIENT_CREDENTIALS_CSV)`,
+    ]);
+  });
+
+  it('half a pair', async () => {
+    const id = await file('id', 'the-id');
+    expect(
+      await problemsFromEnv({ UPSTREAM_BASE_URL: 'https://api.example.com', CLIENT_ID_FILE: id }),
+    ).toEqual([
+      'CLIENT_SECRET_FILE (credentials.clientSecretFile): required with CLIENT_ID_FILE (credentials.clientIdFile)',
+    ]);
+    expect(
+      await problemsFromEnv({ UPSTREAM_BASE_URL: 'https://api.example.com', CLIENT_SECRET: 's' }),
+    ).toEqual([
+      'CLIENT_ID (credentials.clientId): required with CLIENT_SECRET (credentials.clientSecret)',
+    ]);
+  });
+
+  it('unreadable credential file', async () => {
+    const id = await file('id', 'the-id');
+    const missing = join(dir, 'missing');
+    expect(
+      await problemsFromEnv({
+        UPSTREAM_BASE_URL: 'https://api.example.com',
+        CLIENT_ID_FILE: id,
+        CLIENT_SECRET_FILE: missing,
+      }),
+    ).toEqual([
+      `CLIENT_SECRET_FILE (credentials.clientSecretFile): ${missing}: cannot read (no such file)`,
+    ]);
+  });
+
+  it('credential file that is a directory', async () => {
+    const id = await file('id', 'the-id');
+    expect(
+      await problemsFromEnv({
+        UPSTREAM_BASE_URL: 'https://api.example.com',
+        CLIENT_ID_FILE: id,
+        CLIENT_SECRET_FILE: dir,
+      }),
+    ).toEqual([
+      `CLIENT_SECRET_FILE (credentials.clientSecretFile): ${dir}: cannot read (is a directory)`,
+    ]);
+  });
+
+  it('empty secret file (whitespace only)', async () => {
+    const id = await file('id', 'the-id\n');
+    const secret = await file('secret', ' \n\t\n');
+    expect(
+      await problemsFromEnv({
+        UPSTREAM_BASE_URL: 'https://api.example.com',
+        CLIENT_ID_FILE: id,
+        CLIENT_SECRET_FILE: secret,
+      }),
+    ).toEqual([`CLIENT_SECRET_FILE (credentials.clientSecretFile): ${secret}: file is empty`]);
+  });
+
+  it.each([
+    [
+      'wrong header',
+      'id,secret\na,b\n',
+      'first line must be the header clientId,clientSecret or client_id,client_secret',
+    ],
+    [
+      'no row',
+      'clientId,clientSecret\n',
+      'expected exactly one row of credentials under the header, found 0',
+    ],
+    [
+      'two rows',
+      'clientId,clientSecret\na,b\nc,d\n',
+      'expected exactly one row of credentials under the header, found 2',
+    ],
+    ['empty secret', 'clientId,clientSecret\na, \n', 'the client secret is empty'],
+    [
+      'empty id and secret',
+      'clientId,clientSecret\n,\n',
+      'the client id and client secret is empty',
+    ],
+    ['missing cells', 'clientId,clientSecret\na\n', 'the client secret is empty'],
+    ['empty file', '\n\n', 'file is empty'],
+    [
+      'unterminated quote',
+      'clientId,clientSecret\n"a,b\n',
+      'malformed CSV (unterminated quoted field)',
+    ],
+  ])('malformed CSV: %s', async (_name, content, fault) => {
+    const csv = await file('creds.csv', content);
+    expect(
+      await problemsFromEnv({
+        UPSTREAM_BASE_URL: 'https://api.example.com',
+        CLIENT_CREDENTIALS_CSV: csv,
+      }),
+    ).toEqual([`CLIENT_CREDENTIALS_CSV (credentials.csvFile): ${csv}: ${fault}`]);
+  });
+
+  it.each([
+    [
+      'UPSTREAM_TIMEOUT_MS',
+      'upstream.timeoutMs',
+      '0',
+      'must be a whole number of milliseconds from 1 to 600000 (got "0")',
+    ],
+    [
+      'UPSTREAM_TIMEOUT_MS',
+      'upstream.timeoutMs',
+      '600001',
+      'must be a whole number of milliseconds from 1 to 600000 (got "600001")',
+    ],
+    [
+      'UPSTREAM_TIMEOUT_MS',
+      'upstream.timeoutMs',
+      '30s',
+      'must be a whole number of milliseconds from 1 to 600000 (got "30s")',
+    ],
+    [
+      'TOKEN_TIMEOUT_MS',
+      'token.timeoutMs',
+      '1.5',
+      'must be a whole number of milliseconds from 1 to 600000 (got "1.5")',
+    ],
+    [
+      'TOKEN_WAIT_MS',
+      'token.waitMs',
+      '-1',
+      'must be a whole number of milliseconds from 0 to 600000 (got "-1")',
+    ],
+    [
+      'TOKEN_REFRESH_MARGIN_SECONDS',
+      'token.refreshMarginSeconds',
+      '86401',
+      'must be a whole number of seconds from 0 to 86400 (got "86401")',
+    ],
+    [
+      'TOKEN_REFRESH_MARGIN_SECONDS',
+      'token.refreshMarginSeconds',
+      'sixty',
+      'must be a whole number of seconds from 0 to 86400 (got "sixty")',
+    ],
+    [
+      'TOKEN_REFRESH_FRACTION',
+      'token.refreshFraction',
+      '0',
+      'must be a number greater than 0 and less than 1, e.g. 0.2 (got "0")',
+    ],
+    [
+      'TOKEN_REFRESH_FRACTION',
+      'token.refreshFraction',
+      '1',
+      'must be a number greater than 0 and less than 1, e.g. 0.2 (got "1")',
+    ],
+    [
+      'TOKEN_REFRESH_FRACTION',
+      'token.refreshFraction',
+      'half',
+      'must be a number greater than 0 and less than 1, e.g. 0.2 (got "half")',
+    ],
+    ['TOKEN_REQUEST_FORMAT', 'token.format', 'xml', 'must be one of json, form (got "xml")'],
+    [
+      'TOKEN_CLIENT_AUTH',
+      'token.clientAuth',
+      'header',
+      'must be one of body, basic (got "header")',
+    ],
+    [
+      'LOG_LEVEL',
+      'log.level',
+      'verbose',
+      'must be one of fatal, error, warn, info, debug, trace, silent (got "verbose")',
+    ],
+    [
+      'UPSTREAM_HTTP2',
+      'upstream.http2',
+      'maybe',
+      'must be true or false (1/0 and yes/no also accepted) (got "maybe")',
+    ],
+    [
+      'PROXY_LISTEN',
+      'proxy.listen',
+      '8080',
+      'must be host:port, [ipv6]:port or :port (got "8080")',
+    ],
+    [
+      'PROXY_LISTEN',
+      'proxy.listen',
+      '::1:8080',
+      'must be host:port, [ipv6]:port or :port (got "::1:8080")',
+    ],
+    [
+      'ADMIN_LISTEN',
+      'admin.listen',
+      '0.0.0.0:70000',
+      'port must be from 0 to 65535 (got "0.0.0.0:70000")',
+    ],
+    [
+      'ADMIN_LISTEN',
+      'admin.listen',
+      '[nope]:80',
+      '"nope" is not an IPv6 address; must be host:port, [ipv6]:port or :port (got "[nope]:80")',
+    ],
+    [
+      'ADMIN_LISTEN',
+      'admin.listen',
+      'bad host:80',
+      'must be host:port, [ipv6]:port or :port (got "bad host:80")',
+    ],
+    [
+      'UPSTREAM_PATH_PREFIXES',
+      'upstream.pathPrefixes',
+      'v1.0/',
+      'each prefix must start with "/" (got "v1.0/")',
+    ],
+    [
+      'UPSTREAM_PATH_PREFIXES',
+      'upstream.pathPrefixes',
+      '/v1.0/../admin/',
+      'a prefix must not contain "." or ".." segments (got "/v1.0/../admin/")',
+    ],
+    [
+      'UPSTREAM_PATH_PREFIXES',
+      'upstream.pathPrefixes',
+      ' , ',
+      'must name at least one path prefix, e.g. /v1.0/',
+    ],
+    [
+      'TOKEN_SCOPES',
+      'token.scopes',
+      'read write',
+      "scopes are comma-separated; \"read write\" contains whitespace, '\"' or '\\'",
+    ],
+  ])('%s=%s', async (env, key, value, message) => {
+    expect(await problemsFromEnv({ ...GOOD, [env]: value })).toEqual([
+      `${env} (${key}): ${message}`,
+    ]);
+  });
+
+  it('CA file unreadable or without a certificate', async () => {
+    const missing = join(dir, 'ca.pem');
+    expect(await problemsFromEnv({ ...GOOD, UPSTREAM_CA_FILE: missing })).toEqual([
+      `UPSTREAM_CA_FILE (upstream.caFile): ${missing}: cannot read (no such file)`,
+    ]);
+    const notPem = await file('ca.txt', 'hello');
+    expect(await problemsFromEnv({ ...GOOD, UPSTREAM_CA_FILE: notPem })).toEqual([
+      `UPSTREAM_CA_FILE (upstream.caFile): ${notPem}: no PEM certificate (-----BEGIN CERTIFICATE-----) in the file`,
+    ]);
+    const pem = await file(
+      'ca.pem',
+      '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n',
+    );
+    expect((await loadConfig({ env: { ...GOOD, UPSTREAM_CA_FILE: pem } })).upstream.caFile).toBe(
+      pem,
+    );
+  });
+
+  it('unknown YAML keys, with a suggestion when one is close', async () => {
+    const yaml = [
+      'upstream:',
+      '  baseURL: https://api.example.com',
+      '  colour: blue',
+      'tokn:',
+      '  url: https://x',
+      'LOG_LEVEL: debug',
+      'extra: 1',
+    ].join('\n');
+    const configFile = join(dir, 'config.yaml');
+    expect(await problemsFromYaml(yaml, INLINE)).toEqual([
+      `upstream.baseURL: unknown key (in ${configFile}), did you mean upstream.baseUrl?`,
+      `upstream.colour: unknown key (in ${configFile})`,
+      `tokn: unknown key (in ${configFile}), did you mean token?`,
+      `LOG_LEVEL: unknown key (in ${configFile}), did you mean log.level?`,
+      `extra: unknown key (in ${configFile})`,
+      'UPSTREAM_BASE_URL (upstream.baseUrl): required, e.g. https://api.sparkcommodities.com',
+    ]);
+  });
+
+  it('a section that is not a mapping, a root that is not a mapping', async () => {
+    const configFile = join(dir, 'config.yaml');
+    expect(await problemsFromYaml('upstream: https://api.example.com\n', INLINE)).toEqual([
+      `upstream (in ${configFile}): must be a mapping of keys, e.g. upstream.<key>: value`,
+      'UPSTREAM_BASE_URL (upstream.baseUrl): required, e.g. https://api.sparkcommodities.com',
+    ]);
+    expect(await problemsFromYaml('- a\n- b\n', GOOD)).toEqual([
+      `--config ${configFile}: must be a YAML mapping with sections upstream, token, credentials, proxy, admin, log`,
+    ]);
+  });
+
+  it('broken YAML names the file and the position', async () => {
+    const configFile = join(dir, 'config.yaml');
+    const problems = await problemsFromYaml('upstream:\n  baseUrl: [unclosed\n', GOOD);
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(
+      new RegExp(`^--config ${configFile}: invalid YAML at line \\d+, column \\d+: .+`),
+    );
+  });
+
+  it('duplicate YAML keys are broken YAML', async () => {
+    const problems = await problemsFromYaml('log:\n  level: info\n  level: debug\n', GOOD);
+    expect(problems).toEqual([expect.stringContaining('invalid YAML at line 3')]);
+  });
+
+  it('unreadable config file', async () => {
+    const missing = join(dir, 'nope.yaml');
+    expect(await problemsOf({ env: GOOD, configFile: missing })).toEqual([
+      `--config ${missing}: cannot read configuration file (no such file)`,
+    ]);
+  });
+
+  it('an empty YAML file is an empty layer', async () => {
+    const config = await loadConfig({
+      env: GOOD,
+      configFile: await file('empty.yaml', '# nothing\n'),
+    });
+    expect(config.upstream.baseUrl).toBe('https://api.example.com');
+  });
+});
+
+describe('loadConfig: everything at once', () => {
+  it('reports every problem in one ConfigError, and formats it for stderr', async () => {
+    const configFile = await file(
+      'config.yaml',
+      'upstream:\n  baseURL: https://x\nlog:\n  level: loud\n',
+    );
+    const secretFile = await file('secret', '\n');
+    const env = {
+      UPSTREAM_BASE_URL: 'http://api.example.com/v1.0',
+      UPSTREAM_TIMEOUT_MS: 'abc',
+      TOKEN_REQUEST_FORMAT: 'xml',
+      TOKEN_CLIENT_AUTH: 'header',
+      TOKEN_REFRESH_FRACTION: '2',
+      PROXY_LISTEN: 'localhost',
+      CLIENT_ID_FILE: join(dir, 'missing-id'),
+      CLIENT_SECRET_FILE: secretFile,
+    };
+    const error = await loadConfig({ env, configFile }).then(
+      () => undefined,
+      (e: unknown) => e as ConfigError,
+    );
+    expect(error).toBeInstanceOf(ConfigError);
+    const expected = [
+      `upstream.baseURL: unknown key (in ${configFile}), did you mean upstream.baseUrl?`,
+      'UPSTREAM_BASE_URL (upstream.baseUrl): must be an origin only (https://host[:port]); remove the path "/v1.0" (use upstream.pathPrefixes for forwarded paths)',
+      'UPSTREAM_TIMEOUT_MS (upstream.timeoutMs): must be a whole number of milliseconds from 1 to 600000 (got "abc")',
+      'TOKEN_REQUEST_FORMAT (token.format): must be one of json, form (got "xml")',
+      'TOKEN_CLIENT_AUTH (token.clientAuth): must be one of body, basic (got "header")',
+      'TOKEN_REFRESH_FRACTION (token.refreshFraction): must be a number greater than 0 and less than 1, e.g. 0.2 (got "2")',
+      'PROXY_LISTEN (proxy.listen): must be host:port, [ipv6]:port or :port (got "localhost")',
+      'LOG_LEVEL (log.level): must be one of fatal, error, warn, info, debug, trace, silent (got "loud")',
+      `CLIENT_ID_FILE (credentials.clientIdFile): ${join(dir, 'missing-id')}: cannot read (no such file)`,
+      `CLIENT_SECRET_FILE (credentials.clientSecretFile): ${secretFile}: file is empty`,
+    ];
+    expect(error?.problems).toEqual(expected);
+    const text = formatConfigProblems(error as ConfigError);
+    expect(text.split('\n')).toEqual([
+      `oauth-sidecar: invalid configuration (${expected.length} problems):`,
+      ...expected.map((line) => `  - ${line}`),
+    ]);
+  });
+
+  it('says "1 problem" for one', () => {
+    expect(formatConfigProblems(new ConfigError(['x']))).toBe(
+      'oauth-sidecar: invalid configuration (1 problem):\n  - x',
+    );
+  });
+});
+
+describe('loadConfig: secrets never appear in errors', () => {
+  const SECRET = 'S3cr3t-Value-42';
+
+  async function allText(options: LoadConfigOptions): Promise<string> {
+    const error = await loadConfig(options).then(
+      () => undefined,
+      (e: unknown) => e as ConfigError,
+    );
+    expect(error).toBeInstanceOf(ConfigError);
+    return [
+      error?.message,
+      formatConfigProblems(error as ConfigError),
+      JSON.stringify(error),
+      inspect(error),
+    ].join('\n');
+  }
+
+  it('a malformed inline secret in YAML (not a string)', async () => {
+    const text = await allText({
+      env: { UPSTREAM_BASE_URL: 'https://api.example.com' },
+      configFile: await file(
+        'c.yaml',
+        `credentials:\n  clientId: 4242424242\n  clientSecret: [${SECRET}]\n`,
+      ),
+    });
+    expect(text).toContain(
+      'CLIENT_SECRET (credentials.clientSecret): must be a string (quote it in YAML)',
+    );
+    expect(text).not.toContain(SECRET);
+    expect(text).not.toContain('4242424242');
+  });
+
+  it('a secret inside a line of broken YAML', async () => {
+    const text = await allText({
+      env: GOOD,
+      configFile: await file('c.yaml', `credentials:\n  clientSecret: ${SECRET}: [oops\n`),
+    });
+    expect(text).toContain('invalid YAML');
+    expect(text).not.toContain(SECRET);
+  });
+
+  it('a headerless CSV whose first line is the secret', async () => {
+    const csv = await file('c.csv', `my-id,${SECRET}\n`);
+    const text = await allText({
+      env: { UPSTREAM_BASE_URL: 'https://api.example.com', CLIENT_CREDENTIALS_CSV: csv },
+    });
+    expect(text).toContain('first line must be the header');
+    expect(text).not.toContain(SECRET);
+    expect(text).not.toContain('my-id');
+  });
+
+  it('a CSV with two rows', async () => {
+    const csv = await file('c.csv', `clientId,clientSecret\nid1,${SECRET}\nid2,${SECRET}x\n`);
+    const text = await allText({
+      env: { UPSTREAM_BASE_URL: 'https://api.example.com', CLIENT_CREDENTIALS_CSV: csv },
+    });
+    expect(text).not.toContain(SECRET);
+  });
+
+  it('credentials in the base URL and inline secrets next to other problems', async () => {
+    const text = await allText({
+      env: {
+        UPSTREAM_BASE_URL: `https://user:${SECRET}@api.example.com/path`,
+        TOKEN_URL: `https://user:${SECRET}@auth.example.com/`,
+        CLIENT_ID: 'the-id',
+        CLIENT_SECRET: SECRET,
+        CLIENT_CREDENTIALS_CSV: join(dir, 'also.csv'),
+      },
+    });
+    expect(text).toContain('must not contain credentials');
+    expect(text).not.toContain(SECRET);
+  });
+
+  it('the loaded config serialises and inspects without the inline secret', async () => {
+    const config = await loadConfig({ env: { ...GOOD, CLIENT_SECRET: SECRET } });
+    expect(config.credentials).toMatchObject({ source: 'inline', clientSecret: SECRET });
+    expect(JSON.stringify(config)).not.toContain(SECRET);
+    expect(inspect(config, { depth: 5 })).not.toContain(SECRET);
+  });
+});
+
+describe('loadConfig: credential sources', () => {
+  it('files, trimmed', async () => {
+    const id = await file('id', '  the-id\n');
+    const secret = await file('secret', 'the-secret\r\n');
+    const config = await loadConfig({
+      env: {
+        UPSTREAM_BASE_URL: 'https://api.example.com',
+        CLIENT_ID_FILE: id,
+        CLIENT_SECRET_FILE: secret,
+      },
+    });
+    expect(config.credentials).toEqual({
+      source: 'files',
+      clientIdFile: id,
+      clientSecretFile: secret,
+    });
+  });
+
+  it('the id in the file, the secret from the environment (layers merge key by key)', async () => {
+    const configFile = await file(
+      'c.yaml',
+      'upstream:\n  baseUrl: https://api.example.com\ncredentials:\n  clientId: the-id\n',
+    );
+    const config = await loadConfig({ env: { CLIENT_SECRET: 'the-secret' }, configFile });
+    expect(config.credentials).toMatchObject({
+      source: 'inline',
+      clientId: 'the-id',
+      clientSecret: 'the-secret',
+    });
+  });
+
+  it.each([
+    ['camelCase header', 'clientId,clientSecret\nthe-id,the-secret\n'],
+    ['snake_case header, any case', 'CLIENT_ID,Client_Secret\nthe-id,the-secret\n'],
+    ['BOM and CRLF', '\uFEFFclientId,clientSecret\r\nthe-id,the-secret\r\n'],
+    [
+      'quoted, spaces, extra columns',
+      'name, "client_id" ,"client_secret",created\n"my app", "the-id" ,"the-secret",2026-01-01\n',
+    ],
+    ['no trailing newline, blank lines', '\nclientId,clientSecret\n\nthe-id,the-secret'],
+  ])('CSV: %s', async (_name, content) => {
+    const csv = await file('creds.csv', content);
+    const config = await loadConfig({
+      env: { UPSTREAM_BASE_URL: 'https://api.example.com', CLIENT_CREDENTIALS_CSV: csv },
+    });
+    expect(config.credentials).toEqual({ source: 'csv', csvFile: csv });
+  });
+
+  it('an unreadable CSV', async () => {
+    const csv = await file('creds.csv', 'clientId,clientSecret\na,b\n');
+    await chmod(csv, 0o000);
+    const readable = await readFile(csv, 'utf8').then(
+      () => true,
+      () => false,
+    );
+    // Root reads anything; the check only means something for an ordinary user.
+    if (readable) return;
+    expect(
+      await problemsFromEnv({
+        UPSTREAM_BASE_URL: 'https://api.example.com',
+        CLIENT_CREDENTIALS_CSV: csv,
+      }),
+    ).toEqual([
+      `CLIENT_CREDENTIALS_CSV (credentials.csvFile): ${csv}: cannot read (permission denied)`,
+    ]);
+  });
+});
