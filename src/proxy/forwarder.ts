@@ -205,6 +205,19 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     }
   }
 
+  /** The token source promises SidecarErrors; anything else it throws still means "no token". */
+  async function accessToken(): Promise<string> {
+    try {
+      return await tokens.getAccessToken();
+    } catch (err) {
+      if (err instanceof SidecarError) throw err;
+      throw new SidecarError('token_unavailable', 'no access token is available', {
+        cause: err,
+        retryAfterSeconds: 1,
+      });
+    }
+  }
+
   async function forward(
     req: ClientRequest,
     res: ClientResponse,
@@ -212,7 +225,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   ): Promise<ForwardOutcome> {
     metrics.requestsInFlight.inc();
     try {
-      const token = await tokens.getAccessToken();
+      const token = await accessToken();
       let body: PreparedBody;
       try {
         body = await prepareBody(req, replayLimit);
@@ -232,7 +245,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       let replayed = false;
       if (outcome.kind === 'answered' && outcome.replay) {
         replayed = true;
-        const fresh = await tokens.getAccessToken();
+        const fresh = await accessToken();
         outcome = await attempt(req, res, ctx, fresh, body, false);
       }
       switch (outcome.kind) {

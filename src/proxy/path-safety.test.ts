@@ -21,7 +21,11 @@ describe('checkRequestTarget', () => {
   });
 
   it('splits path and query without touching either', () => {
-    expect(verdict('/v1.0/a%41?b=%2F&c')).toEqual({ ok: true, path: '/v1.0/a%41', query: '?b=%2F&c' });
+    expect(verdict('/v1.0/a%41?b=%2F&c')).toEqual({
+      ok: true,
+      path: '/v1.0/a%41',
+      query: '?b=%2F&c',
+    });
   });
 
   it.each([
@@ -78,12 +82,17 @@ describe('checkRequestTarget', () => {
     expect(result).toMatchObject({ ok: false, code: 'bad_request' });
   });
 
-  it.each(['/', '/v1.0', '/v2.0/contracts/', '/V1.0/contracts/', '/v1%2E0/contracts/', '/admin', '/betax/'])(
-    'answers %j with not_found',
-    (target) => {
-      expect(verdict(target)).toMatchObject({ ok: false, code: 'not_found' });
-    },
-  );
+  it.each([
+    '/',
+    '/v1.0',
+    '/v2.0/contracts/',
+    '/V1.0/contracts/',
+    '/v1%2E0/contracts/',
+    '/admin',
+    '/betax/',
+  ])('answers %j with not_found', (target) => {
+    expect(verdict(target)).toMatchObject({ ok: false, code: 'not_found' });
+  });
 
   it('judges safety before the allow-list, so probing never maps the prefixes', () => {
     expect(verdict('/admin/../x')).toMatchObject({ code: 'bad_request' });

@@ -20,7 +20,7 @@ export class ClientGoneError extends Error {
 }
 
 function isHttp2(req: ClientRequest): req is Http2ServerRequest {
-  return 'stream' in req && typeof (req).stream === 'object';
+  return 'stream' in req && typeof req.stream === 'object';
 }
 
 /** RFC 9112 §6.3: an HTTP/1.1 request has a body only with Content-Length or Transfer-Encoding. */
