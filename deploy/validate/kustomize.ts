@@ -1,0 +1,98 @@
+/**
+ * A small renderer for the kustomizations in deploy/: just the features they use (resources,
+ * configMapGenerator without hash suffixes). It lets `npm test` validate the manifests on machines
+ * without kubectl; deploy/ci/validate-manifests.sh compares its output with `kubectl kustomize`.
+ * Anything else in a kustomization is refused, so the two cannot silently drift apart.
+ */
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
+import { parse, parseAllDocuments } from 'yaml';
+
+export interface Manifest {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; labels?: Record<string, string>; [key: string]: unknown };
+  [key: string]: unknown;
+}
+
+const SUPPORTED_KEYS = new Set([
+  'apiVersion',
+  'kind',
+  'resources',
+  'configMapGenerator',
+  'generatorOptions',
+]);
+
+interface ConfigMapGenerator {
+  name: string;
+  files?: string[];
+  literals?: string[];
+  options?: { labels?: Record<string, string>; annotations?: Record<string, string> };
+}
+
+interface Kustomization {
+  resources?: string[];
+  configMapGenerator?: ConfigMapGenerator[];
+  generatorOptions?: { disableNameSuffixHash?: boolean };
+}
+
+/** Every document of a YAML file that holds Kubernetes objects. */
+export function readManifests(file: string): Manifest[] {
+  return parseAllDocuments(readFileSync(file, 'utf8'))
+    .map((doc) => {
+      if (doc.errors.length > 0) throw new Error(`${file}: ${doc.errors[0]!.message}`);
+      return doc.toJS() as Manifest | null;
+    })
+    .filter((doc): doc is Manifest => doc !== null);
+}
+
+/** Renders the kustomization in `dir` (recursively through directory resources). */
+export function renderKustomization(dir: string): Manifest[] {
+  const file = ['kustomization.yaml', 'kustomization.yml']
+    .map((name) => join(dir, name))
+    .find((path) => existsSync(path));
+  if (file === undefined) throw new Error(`${dir}: no kustomization.yaml`);
+  const kustomization = parse(readFileSync(file, 'utf8')) as Kustomization;
+  for (const key of Object.keys(kustomization)) {
+    if (!SUPPORTED_KEYS.has(key)) {
+      throw new Error(`${file}: "${key}" is not supported by deploy/validate/kustomize.ts`);
+    }
+  }
+
+  const out: Manifest[] = [];
+  for (const resource of kustomization.resources ?? []) {
+    const path = resolve(dir, resource);
+    out.push(...(statSync(path).isDirectory() ? renderKustomization(path) : readManifests(path)));
+  }
+  for (const generator of kustomization.configMapGenerator ?? []) {
+    // kustomize's name hash is not reproduced here; the dashboard needs no rollout on change.
+    if (kustomization.generatorOptions?.disableNameSuffixHash !== true) {
+      throw new Error(`${file}: configMapGenerator needs generatorOptions.disableNameSuffixHash`);
+    }
+    out.push(generateConfigMap(dir, generator));
+  }
+
+  const seen = new Set<string>();
+  for (const doc of out) {
+    const id = `${doc.kind}/${doc.metadata.name}`;
+    if (seen.has(id)) throw new Error(`${file}: ${id} is defined twice`);
+    seen.add(id);
+  }
+  return out;
+}
+
+function generateConfigMap(dir: string, generator: ConfigMapGenerator): Manifest {
+  const data: Record<string, string> = {};
+  for (const entry of generator.files ?? []) {
+    const [key, path] = entry.includes('=') ? entry.split('=', 2) : [basename(entry), entry];
+    data[key!] = readFileSync(resolve(dir, path!), 'utf8');
+  }
+  for (const literal of generator.literals ?? []) {
+    const at = literal.indexOf('=');
+    data[literal.slice(0, at)] = literal.slice(at + 1);
+  }
+  const metadata: Manifest['metadata'] = { name: generator.name };
+  if (generator.options?.labels) metadata.labels = generator.options.labels;
+  if (generator.options?.annotations) metadata.annotations = generator.options.annotations;
+  return { apiVersion: 'v1', kind: 'ConfigMap', metadata, data };
+}

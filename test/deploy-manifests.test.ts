@@ -1,0 +1,184 @@
+/**
+ * The Kubernetes manifests in deploy/: rendered with the small kustomize renderer (no kubectl, no
+ * network), validated against the Kubernetes and prometheus-operator schemas, checked for unknown
+ * fields and cross-references, and their metric names against what the sidecar exports.
+ * deploy/ci/validate-manifests.sh sets DEPLOY_KUBECTL_RENDER_DIR to `kubectl kustomize` output,
+ * which is then compared with the renderer's and checked the same way.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Registry } from 'prom-client';
+import { parseAllDocuments } from 'yaml';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createMetrics } from '../src/telemetry/metrics.js';
+import {
+  crossReferences,
+  exposedNames,
+  typecheckFields,
+  unknownMetrics,
+  validateSchemas,
+} from '../deploy/validate/checks.js';
+import { readManifests, renderKustomization, type Manifest } from '../deploy/validate/kustomize.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const KUSTOMIZATIONS = ['base', 'monitoring', 'overlays/shared-gateway'] as const;
+const rendered = new Map<string, Manifest[]>(
+  KUSTOMIZATIONS.map((name) => [name, renderKustomization(join(root, 'deploy', name))]),
+);
+const secretExample = readManifests(join(root, 'deploy/base/secret.example.yaml'));
+const everything = [...[...rendered.values()].flat(), ...secretExample];
+const find = (name: string, kind: string, objectName: string): Manifest =>
+  structuredClone(
+    rendered.get(name)!.find((d) => d.kind === kind && d.metadata.name === objectName)!,
+  );
+
+/** The pod spec of a parsed Deployment, for tests that poke at arbitrary fields of a copy. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- parsed YAML, mutated freely in negative tests
+const podSpec = (deployment: Manifest): any =>
+  (deployment.spec as { template: { spec: unknown } }).template.spec;
+
+describe('deploy/ manifests', () => {
+  it('render to the expected objects', () => {
+    const ids = (name: string) => rendered.get(name)!.map((d) => `${d.kind}/${d.metadata.name}`);
+    expect(ids('base').sort()).toEqual([
+      'ConfigMap/oauth-sidecar',
+      'Deployment/legacy-app',
+      'NetworkPolicy/legacy-app-egress',
+      'Service/legacy-app-oauth-sidecar',
+    ]);
+    expect(ids('monitoring').sort()).toEqual([
+      'ConfigMap/oauth-sidecar-dashboard',
+      'PrometheusRule/oauth-sidecar',
+      'ServiceMonitor/oauth-sidecar',
+    ]);
+    expect(ids('overlays/shared-gateway')).toContain('Deployment/oauth-sidecar-gateway');
+  });
+
+  it('validate against the Kubernetes and prometheus-operator schemas', () => {
+    expect(validateSchemas(everything)).toEqual([]);
+  });
+
+  it('contain no unknown fields (each document type-checked `satisfies` its API type)', () => {
+    expect(typecheckFields(everything, root)).toEqual([]);
+  });
+
+  it('agree with each other: selectors, ports, probes, Secret mounts, ConfigMaps, hardening', () => {
+    for (const [name, docs] of rendered) {
+      const others = everything.filter((d) => !docs.includes(d));
+      expect(crossReferences(docs, others), name).toEqual([]);
+    }
+  });
+
+  it('the ServiceMonitor scrapes both the sidecar and the gateway Services on their admin port', () => {
+    const monitor = find('monitoring', 'ServiceMonitor', 'oauth-sidecar');
+    const selector = (monitor.spec as { selector: { matchLabels: Record<string, string> } })
+      .selector.matchLabels;
+    const selected = everything
+      .filter((d) => d.kind === 'Service')
+      .filter((d) => Object.entries(selector).every(([k, v]) => d.metadata.labels?.[k] === v))
+      .map((d) => d.metadata.name);
+    expect(selected.sort()).toEqual(['legacy-app-oauth-sidecar', 'oauth-sidecar-gateway']);
+  });
+
+  it('the sidecar is native (initContainer, restartPolicy Always) in base and loopback-only', () => {
+    const deployment = find('base', 'Deployment', 'legacy-app');
+    const pod = podSpec(deployment);
+    const sidecar = pod.initContainers.find((c: { name: string }) => c.name === 'oauth-sidecar');
+    expect(sidecar.restartPolicy).toBe('Always');
+    expect(find('base', 'ConfigMap', 'oauth-sidecar').data).toMatchObject({
+      PROXY_LISTEN: '127.0.0.1:8080',
+    });
+    expect(
+      find('overlays/shared-gateway', 'ConfigMap', 'oauth-sidecar-gateway').data,
+    ).toMatchObject({ PROXY_LISTEN: '0.0.0.0:8080' });
+  });
+
+  describe('metric names in alerts and the dashboard', () => {
+    let known: Set<string>;
+    beforeAll(async () => {
+      const registry = new Registry();
+      createMetrics({ registry });
+      known = exposedNames(await registry.metrics());
+    });
+
+    it('all exist in the sidecar exposition', () => {
+      expect(known.has('oauth_sidecar_token_ready')).toBe(true);
+      expect(known.has('oauth_sidecar_upstream_request_duration_seconds_bucket')).toBe(true);
+      expect(unknownMetrics(everything, known)).toEqual([]);
+    });
+
+    it('a misspelled metric name is caught', () => {
+      const rule = find('monitoring', 'PrometheusRule', 'oauth-sidecar');
+      const groups = (rule.spec as { groups: { rules: { expr: string }[] }[] }).groups;
+      groups[0]!.rules[0]!.expr = 'oauth_sidecar_token_expiry_seconds < 60';
+      expect(unknownMetrics([rule], known)).toEqual([
+        expect.stringContaining('unknown metric oauth_sidecar_token_expiry_seconds'),
+      ]);
+    });
+  });
+
+  describe('negative checks on in-memory copies', () => {
+    it('a misspelled field is caught by the type check (and missed by schema validation)', () => {
+      const deployment = find('base', 'Deployment', 'legacy-app');
+      const pod = podSpec(deployment);
+      const sidecar = pod.initContainers[0];
+      sidecar.readinesProbe = sidecar.readinessProbe;
+      delete sidecar.readinessProbe;
+      expect(validateSchemas([deployment])).toEqual([]);
+      const problems = typecheckFields([deployment], root);
+      expect(problems).toHaveLength(1);
+      expect(problems[0]).toMatch(/^Deployment\/legacy-app: .*readinesProbe/);
+    });
+
+    it('a wrong type or enum is caught by schema validation', () => {
+      const service = find('base', 'Service', 'legacy-app-oauth-sidecar');
+      (service.spec as { ports: { protocol: string }[] }).ports[0]!.protocol = 'HTTP';
+      expect(validateSchemas([service])).toEqual([expect.stringContaining('protocol')]);
+    });
+
+    it('broken cross-references are caught', () => {
+      const docs = rendered.get('base')!.map((d) => structuredClone(d));
+      const deployment = docs.find((d) => d.kind === 'Deployment')!;
+      const pod = podSpec(deployment);
+      const sidecar = pod.initContainers[0];
+      sidecar.env[1].value = '/var/run/secrets/oauth-sidecar/client_secret';
+      sidecar.volumeMounts[0].subPath = 'client-id';
+      sidecar.livenessProbe.httpGet.port = 'metrics';
+      const service = docs.find((d) => d.kind === 'Service')!;
+      (service.spec as { ports: { targetPort: string }[] }).ports[0]!.targetPort = 'admn';
+      const configMap = docs.find((d) => d.kind === 'ConfigMap')!;
+      (configMap.data as Record<string, string>).PROXY_LISTEN = '0.0.0.0:8080';
+      (configMap.data as Record<string, string>).UPSTREAM_BASEURL = 'https://example.com';
+      const problems = crossReferences(docs, secretExample).join('\n');
+      expect(problems).toContain('CLIENT_SECRET_FILE=/var/run/secrets/oauth-sidecar/client_secret');
+      expect(problems).toContain('subPath');
+      expect(problems).toContain('livenessProbe port metrics');
+      expect(problems).toContain('targetPort admn');
+      expect(problems).toContain('loopback');
+      expect(problems).toContain('UPSTREAM_BASEURL is not a configuration variable');
+    });
+  });
+
+  const kubectlDir = process.env.DEPLOY_KUBECTL_RENDER_DIR;
+  describe.runIf(kubectlDir !== undefined)('kubectl kustomize output', () => {
+    for (const name of KUSTOMIZATIONS) {
+      it(`${name}: equals this renderer's and passes the same checks`, () => {
+        const file = join(kubectlDir!, `${name.replaceAll('/', '_')}.yaml`);
+        expect(existsSync(file), file).toBe(true);
+        const docs = parseAllDocuments(readFileSync(file, 'utf8')).map(
+          (doc) => doc.toJS() as Manifest,
+        );
+        const sort = (list: Manifest[]) =>
+          [...list].sort((a, b) =>
+            `${a.kind}/${a.metadata.name}`.localeCompare(`${b.kind}/${b.metadata.name}`),
+          );
+        expect(sort(docs)).toEqual(sort(rendered.get(name)!));
+        expect(validateSchemas(docs)).toEqual([]);
+        expect(typecheckFields(docs, root)).toEqual([]);
+        const others = everything.filter((d) => !rendered.get(name)!.includes(d));
+        expect(crossReferences(docs, others)).toEqual([]);
+      });
+    }
+  });
+});
