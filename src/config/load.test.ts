@@ -163,6 +163,19 @@ describe('loadConfig: defaults and precedence', () => {
     expect(config).toEqual(reference);
   });
 
+  it.each(['kubernetes.yaml', 'laptop.yaml'])('loads config/%s without problems', async (name) => {
+    const path = join(import.meta.dirname, '../../config', name);
+    const config = await loadConfig({
+      env: {},
+      configFile: path,
+      readFile: (p) =>
+        p === path
+          ? readFile(p, 'utf8')
+          : Promise.resolve(p.endsWith('.csv') ? 'clientId,clientSecret\ni,s\n' : 'x'),
+    });
+    expect(config.upstream.baseUrl).toBe('https://api.sparkcommodities.com');
+  });
+
   it('accepts YAML lists, numbers and booleans as well as strings', async () => {
     const configFile = await file(
       'config.yaml',
