@@ -330,7 +330,14 @@ describe('TokenKeeper renewal', () => {
       grant: 'client_credentials',
       credentials: { clientId: 'client-a', clientSecret: 'rotated-secret-0002' },
     });
-    expect(h.lines.some((l) => l.includes('client credentials changed'))).toBe(true);
+    const change = logLines().find((l) => l.event === 'credentials');
+    expect(change).toMatchObject({
+      level: 'info',
+      clientId: 'client-a',
+      previous: expect.stringMatching(/^[0-9a-f]{8}$/),
+      current: expect.stringMatching(/^[0-9a-f]{8}$/),
+    });
+    expect(change!.previous).not.toBe(change!.current);
   });
 });
 

@@ -4,8 +4,8 @@
  * held), retries failures with backoff, and hands the current token to the proxy. The timing rules
  * live in schedule.ts; this file is the state machine around them.
  */
-import { createHash } from 'node:crypto';
 import type { Clock, TimerHandle } from '../clock.js';
+import { credentialsFingerprint } from '../config/credentials.js';
 import type { Config } from '../config/types.js';
 import { TokenEndpointError, TokenUnavailableError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -272,7 +272,7 @@ export class TokenKeeper {
       .catch((error: unknown) => {
         // settle() does not throw; if it ever does, keep the keeper alive and retrying.
         this.inflight = undefined;
-        this.onFailure({ ok: false, grant: 'client_credentials', error });
+        if (!this.stopped) this.onFailure({ ok: false, grant: 'client_credentials', error });
       });
   }
 
@@ -425,16 +425,13 @@ export class TokenKeeper {
     );
   }
 
-  /** Logs when the credentials change (a rotated secret picked up); the values never leave here. */
+  /** Logs when the credentials change (a rotated secret picked up), by non-secret fingerprint. */
   private noteCredentials(credentials: ClientCredentials): void {
-    const fingerprint = createHash('sha256')
-      .update(credentials.clientId)
-      .update('\0')
-      .update(credentials.clientSecret)
-      .digest('hex');
-    if (this.credentialsFingerprint !== undefined && fingerprint !== this.credentialsFingerprint) {
+    const fingerprint = credentialsFingerprint(credentials);
+    const previous = this.credentialsFingerprint;
+    if (previous !== undefined && fingerprint !== previous) {
       this.log.info(
-        { event: 'credentials', clientId: credentials.clientId },
+        { event: 'credentials', clientId: credentials.clientId, previous, current: fingerprint },
         'client credentials changed; using the new ones',
       );
     }
