@@ -8,7 +8,8 @@
 #
 # CACHE_DIR (default /var/tmp/oauth-sidecar-ci) keeps the debootstrap rootfs and podman's storage,
 # so reruns skip the base image and reuse build layers. Ports: PROOF_PROXY_PORT / PROOF_ADMIN_PORT
-# (default 18080 / 19090, so a developer's 8080/9090 stay free).
+# (default 18080 / 19090, so a developer's 8080/9090 stay free). PROOF_IMAGE=<name> runs the proof on
+# an image built elsewhere instead of building one.
 set -euo pipefail
 started=$(date +%s)
 step() { echo "--- [container-proof $(($(date +%s) - started)) s] $*"; }
@@ -19,7 +20,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${1:-/var/tmp/oauth-sidecar-ci}
 proxy_port=${PROOF_PROXY_PORT:-18080}
 admin_port=${PROOF_ADMIN_PORT:-19090}
-image=localhost/oauth-sidecar:proof
+image=${PROOF_IMAGE:-localhost/oauth-sidecar:proof}
 base_image=docker.io/library/node:24-bookworm-slim
 container=oauth-sidecar-proof
 mkdir -p "$cache"
@@ -59,7 +60,9 @@ export CONTAINERS_CONF="$cache/containers.conf" CONTAINERS_STORAGE_CONF="$cache/
 echo "cafile=/run/host-ca.crt" >"$work/npmrc"
 build_mounts=(-v /etc/ssl/certs/ca-certificates.crt:/run/host-ca.crt:ro -v "$work/npmrc:/root/.npmrc:ro")
 
-if podman image exists "$base_image"; then
+if [ -n "${PROOF_IMAGE:-}" ]; then
+  step "using the prebuilt image $image (PROOF_IMAGE)"
+elif podman image exists "$base_image"; then
   step "base image $base_image: cached"
 else
   rootfs="$cache/rootfs-bookworm-minbase"
@@ -96,16 +99,19 @@ DOCKERFILE
     { tail -20 "$cache/base-build.log" >&2; exit 1; }
 fi
 
-step "podman build $image (Dockerfile unchanged, base $base_image)"
 build_log="$work/build.log"
-if ! podman build --format docker --pull=never --network host "${build_mounts[@]}" \
-  --build-arg "REVISION=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)" \
-  -t "$image" "$root" >"$build_log" 2>&1; then
-  tail -40 "$build_log" >&2
-  exit 1
+if [ -z "${PROOF_IMAGE:-}" ]; then
+  step "podman build $image (Dockerfile unchanged, base $base_image)"
+  if ! podman build --format docker --pull=never --network host "${build_mounts[@]}" \
+    --build-arg "REVISION=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)" \
+    -t "$image" "$root" >"$build_log" 2>&1; then
+    grep -v '^npm notice' "$build_log" | grep -m5 -B2 -A8 'npm error code\|Error:' >&2 || tail -40 "$build_log" >&2
+    exit 1
+  fi
 fi
 size=$(podman image inspect "$image" --format '{{.Size}}')
-echo "image size: $((size / 1024 / 1024)) MiB ($size bytes)"
+base_size=$(podman image inspect "$base_image" --format "{{.Size}}" 2>/dev/null || echo 0)
+echo "image size: $((size / 1024 / 1024)) MiB, of which $(((size - base_size) / 1024 / 1024)) MiB on top of $base_image"
 podman image inspect "$image" --format 'user={{.Config.User}} entrypoint={{.Config.Entrypoint}} healthcheck={{.Config.Healthcheck.Test}}'
 [ "$(podman image inspect "$image" --format '{{.Config.User}}')" != "" ] || { echo "image runs as root" >&2; exit 1; }
 
@@ -139,7 +145,9 @@ podman run -d --name "$container" --network host --read-only --tmpfs /tmp:rw,siz
   -e CLIENT_ID_FILE=/var/run/secrets/oauth-sidecar/client-id \
   -e CLIENT_SECRET_FILE=/var/run/secrets/oauth-sidecar/client-secret \
   -e PROXY_LISTEN="127.0.0.1:$proxy_port" -e ADMIN_LISTEN="127.0.0.1:$admin_port" \
-  "$image" >/dev/null
+  "$image" >/dev/null 2>"$work/run.err" || { cat "$work/run.err" >&2; exit 1; }
+# Without systemd, podman logs that it cannot add a healthcheck timer; `podman healthcheck run` works.
+grep -v 'systemd' "$work/run.err" >&2 || true
 
 ready=""
 for _ in $(seq 1 100); do
@@ -176,7 +184,7 @@ echo "ok: root filesystem read-only"
 [ "$(podman exec "$container" id -u)" = 1000 ] && echo "ok: runs as uid 1000"
 
 step "podman stop (SIGTERM) -> drain -> exit 0"
-podman stop -t 15 "$container" >/dev/null
+podman stop -t 15 "$container" >/dev/null 2>"$work/stop.err" || { cat "$work/stop.err" >&2; exit 1; }
 exit_code=$(podman inspect "$container" --format '{{.State.ExitCode}}')
 [ "$exit_code" = 0 ] || { echo "exit code after SIGTERM: $exit_code" >&2; podman logs --tail 20 "$container" >&2; exit 1; }
 echo "ok: exit code 0 after SIGTERM"
