@@ -41,7 +41,11 @@ export class StandinTokens implements AccessTokenSource {
     const res = await fetch(`${this.standin.url}/oauth/token/`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ grantType: 'clientCredentials', clientId: 'demo-client', clientSecret: 'demo-secret' }),
+      body: JSON.stringify({
+        grantType: 'clientCredentials',
+        clientId: 'demo-client',
+        clientSecret: 'demo-secret',
+      }),
       dispatcher: this.agent,
     });
     const body = (await res.json()) as { accessToken: string };
@@ -76,11 +80,16 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
   const logs: Record<string, unknown>[] = [];
   const logger = createLogger({
     level: 'info',
-    destination: { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) },
+    destination: {
+      write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>),
+    },
   });
   const metrics = createMetrics({ registry: new Registry(), defaultMetrics: false });
   const tokens = new StandinTokens(standin);
-  const dispatcher = createUpstreamDispatcher({ ca: standin.caCert, http2: options.upstreamHttp2 ?? false });
+  const dispatcher = createUpstreamDispatcher({
+    ca: standin.caCert,
+    http2: options.upstreamHttp2 ?? false,
+  });
   const forwarder = createForwarder({
     upstream: options.upstream ?? standin.url,
     dispatcher,
@@ -155,7 +164,10 @@ export function rawRequest(port: number, text: string): Promise<RawAnswer> {
 
 /** A GET with `Connection: close`, target sent verbatim. */
 export function rawGet(port: number, target: string, extra = ''): Promise<RawAnswer> {
-  return rawRequest(port, `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n${extra}Connection: close\r\n\r\n`);
+  return rawRequest(
+    port,
+    `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n${extra}Connection: close\r\n\r\n`,
+  );
 }
 
 /** Body of a chunked answer, de-chunked. */
@@ -171,8 +183,14 @@ export function dechunk(body: string): string {
   }
 }
 
-export async function counterValue(metrics: SidecarMetrics, name: string, labels: Record<string, string>): Promise<number> {
+export async function counterValue(
+  metrics: SidecarMetrics,
+  name: string,
+  labels: Record<string, string>,
+): Promise<number> {
   const metric = await metrics.registry.getSingleMetric(name)?.get();
-  const match = metric?.values.find((v) => Object.entries(labels).every(([k, val]) => v.labels[k] === val));
+  const match = metric?.values.find((v) =>
+    Object.entries(labels).every(([k, val]) => v.labels[k] === val),
+  );
   return match?.value ?? 0;
 }

@@ -79,6 +79,24 @@ function refusedConnectAnswer(req: NodeRequest): ReturnType<typeof errorAnswer> 
   return errorAnswer(new SidecarError('method_not_allowed', 'CONNECT is not forwarded'), requestId);
 }
 
+const REASONS: Record<number, string> = { 400: 'Bad Request', 405: 'Method Not Allowed' };
+
+/** An answer written straight to a socket the HTTP layer gave up on (CONNECT, parse errors). */
+function writeRawAnswer(socket: Duplex, answer: ReturnType<typeof errorAnswer>): void {
+  const headers = {
+    ...answer.headers,
+    'content-length': String(Buffer.byteLength(answer.body)),
+    connection: 'close',
+  };
+  const head = Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
+  socket.on('error', () => socket.destroy());
+  socket.end(
+    `HTTP/1.1 ${answer.status} ${REASONS[answer.status] ?? ''}\r\n${head}\r\n${answer.body}`,
+  );
+}
+
 export async function startProxyServer(options: ProxyServerOptions): Promise<ProxyServer> {
   const { logger } = options;
   const clock = options.clock ?? systemClock;
@@ -148,15 +166,32 @@ export async function startProxyServer(options: ProxyServerOptions): Promise<Pro
     server.on('connect', (req: IncomingMessage, socket: Duplex) => {
       const answer = refusedConnectAnswer(req);
       logConnect(req, answer.headers[REQUEST_ID_HEADER] ?? '');
-      const head = Object.entries({
-        ...answer.headers,
-        'content-length': String(Buffer.byteLength(answer.body)),
-        connection: 'close',
-      })
-        .map(([name, value]) => `${name}: ${value}\r\n`)
-        .join('');
-      socket.on('error', () => socket.destroy());
-      socket.end(`HTTP/1.1 405 Method Not Allowed\r\n${head}\r\n${answer.body}`);
+      writeRawAnswer(socket, answer);
+    });
+    // Requests node's parser refuses (authority-form targets, bad bytes) get the envelope too.
+    server.on('clientError', (err: Error & { code?: string }, socket: Duplex) => {
+      if (err.code === 'ECONNRESET' || !socket.writable) {
+        socket.destroy();
+        return;
+      }
+      if (err.code === 'HPE_HEADER_OVERFLOW') {
+        socket.end('HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n');
+        return;
+      }
+      if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+        socket.end('HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n');
+        return;
+      }
+      const requestId = resolveRequestId(undefined);
+      options.metrics?.proxyRejected.inc({ code: 'bad_request' });
+      logger.info(
+        { requestId, status: 400, parseError: err.code },
+        'request refused by the HTTP parser',
+      );
+      writeRawAnswer(
+        socket,
+        errorAnswer(new SidecarError('bad_request', 'malformed HTTP request'), requestId),
+      );
     });
   }
 
