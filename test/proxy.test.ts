@@ -386,6 +386,23 @@ describe('401 from the upstream', () => {
   });
 });
 
+describe('client abort', () => {
+  it('aborts the upstream request and logs the cut', async () => {
+    const res = await request(`${stack.url}/v1.0/bytes/209715200`, {
+      dispatcher: client,
+      headers: { 'x-request-id': 'abort-1' },
+    });
+    for await (const _chunk of res.body) break;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const gauge = await stack.metrics.requestsInFlight.get();
+    expect(gauge.values[0]?.value ?? 0).toBe(0);
+    expect(stack.logs.find((line) => line.requestId === 'abort-1')).toMatchObject({
+      status: 200,
+      result: 'client_closed',
+    });
+  });
+});
+
 describe('drain', () => {
   it('lets the in-flight request finish and answers new ones with 503 shutting_down', async () => {
     const own = await startStack(standin);

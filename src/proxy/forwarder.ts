@@ -24,6 +24,7 @@ import {
 import type { AccessTokenSource } from './types.js';
 
 export type { ClientRequest } from './request-body.js';
+export { createUpstreamDispatcher, type UpstreamDispatcherOptions } from './dispatcher.js';
 export type ClientResponse = ServerResponse | Http2ServerResponse;
 
 export type ForwarderMetrics = Pick<
