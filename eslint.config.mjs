@@ -132,5 +132,35 @@ export default tseslint.config(
   },
   { files: ['src/main.ts', 'src/cli.ts', 'bench/**/*.ts'], rules: { 'no-console': 'off' } },
   { files: ['**/*.mjs', '**/*.js'], ...tseslint.configs.disableTypeChecked },
+  {
+    // Plain-JS scripts (bench, CI helpers) run on Node directly.
+    files: ['**/*.mjs', '**/*.js'],
+    languageOptions: {
+      globals: Object.fromEntries(
+        [
+          'process',
+          'console',
+          'fetch',
+          'URL',
+          'Buffer',
+          'setTimeout',
+          'clearTimeout',
+          'setInterval',
+          'clearInterval',
+          'AbortController',
+          'AbortSignal',
+          'performance',
+          'TextDecoder',
+          'TextEncoder',
+          'structuredClone',
+          'queueMicrotask',
+          'Response',
+          'Request',
+          'Headers',
+        ].map((name) => [name, 'readonly']),
+      ),
+    },
+  },
+  { files: ['scripts/**', 'bench/**', 'deploy/**'], rules: { 'no-console': 'off' } },
   ...boundaries,
 );

@@ -5,6 +5,7 @@ import {
   SidecarError,
   TokenEndpointError,
   TokenUnavailableError,
+  asSidecarError,
   errorEnvelope,
 } from './errors.js';
 
@@ -18,7 +19,17 @@ describe('errors', () => {
       token_unavailable: 503,
       shutting_down: 503,
       upstream_timeout: 504,
+      internal_error: 500,
     });
+  });
+
+  it('turns an unknown error into internal_error without exposing its message', () => {
+    const err = asSidecarError(new Error('EACCES /secret/path'));
+    expect(err.code).toBe('internal_error');
+    expect(err.status).toBe(500);
+    expect(err.message).not.toContain('/secret/path');
+    const known = new SidecarError('bad_request', 'x');
+    expect(asSidecarError(known)).toBe(known);
   });
 
   it('builds the API envelope with the request id', () => {

@@ -13,6 +13,8 @@ export const PROXY_ERROR_STATUS = {
   token_unavailable: 503,
   shutting_down: 503,
   upstream_timeout: 504,
+  /** A fault the sidecar did not anticipate (a bug); never an upstream or token problem. */
+  internal_error: 500,
 } as const;
 
 export type ProxyErrorCode = keyof typeof PROXY_ERROR_STATUS;
@@ -109,6 +111,12 @@ export class ConfigError extends Error {
 
 /** EX_CONFIG from sysexits.h: what `oauth-sidecar` exits with on bad configuration. */
 export const EXIT_CONFIG = 78;
+
+/** Any error as an envelope-ready SidecarError: unknown errors become `internal_error`. */
+export function asSidecarError(error: unknown): SidecarError {
+  if (error instanceof SidecarError) return error;
+  return new SidecarError('internal_error', 'internal error in the sidecar', { cause: error });
+}
 
 /** The body of an error the sidecar answers itself: the API's own envelope plus the request id. */
 export interface ErrorEnvelope {

@@ -1,14 +1,8 @@
 import type { ErrorHandler } from 'hono';
-import { SidecarError, errorEnvelope } from '../errors.js';
+import { SidecarError, asSidecarError, errorEnvelope, type ProxyErrorCode } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 import type { ProxyEnv } from './proxy-env.js';
-
-/**
- * Code for errors the sidecar did not anticipate (a bug). Not in errors.ts's table yet; every
- * anticipated failure is a SidecarError, so this never describes an upstream or token problem.
- */
-export const INTERNAL_ERROR_CODE = 'internal_error';
 
 export interface ErrorAnswer {
   status: number;
@@ -23,22 +17,16 @@ export function errorAnswer(error: unknown, requestId: string): ErrorAnswer {
     'cache-control': 'no-store',
     'x-request-id': requestId,
   };
-  if (error instanceof SidecarError) {
-    if (error.retryAfterSeconds !== undefined)
-      headers['retry-after'] = String(error.retryAfterSeconds);
-    if (error.code === 'method_not_allowed')
-      headers.allow = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
-    return { status: error.status, headers, body: JSON.stringify(errorEnvelope(error, requestId)) };
-  }
-  const body = {
-    errors: [{ code: INTERNAL_ERROR_CODE, detail: 'internal error in the sidecar' }],
-    requestId,
-  };
-  return { status: 500, headers, body: JSON.stringify(body) };
+  const known = asSidecarError(error);
+  if (known.retryAfterSeconds !== undefined)
+    headers['retry-after'] = String(known.retryAfterSeconds);
+  if (known.code === 'method_not_allowed')
+    headers.allow = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
+  return { status: known.status, headers, body: JSON.stringify(errorEnvelope(known, requestId)) };
 }
 
-export function errorCodeOf(error: unknown): string {
-  return error instanceof SidecarError ? error.code : INTERNAL_ERROR_CODE;
+export function errorCodeOf(error: unknown): ProxyErrorCode {
+  return asSidecarError(error).code;
 }
 
 export interface ErrorHandlerOptions {

@@ -1,0 +1,404 @@
+#!/usr/bin/env node
+/**
+ * Composition root (DESIGN.md "Source layout"): the only reader of process.env and signals, and
+ * the only place where concrete instances (dispatchers, registry, logger, clock) are wired together.
+ */
+import { readFileSync, realpathSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { Registry } from 'prom-client';
+import { USAGE, UsageError, parseArgs } from './cli.js';
+import { systemClock, type Clock } from './clock.js';
+import { createCredentialsReader } from './config/credentials.js';
+import { formatConfigProblems, loadConfig } from './config/load.js';
+import type { Config } from './config/types.js';
+import { ConfigError, EXIT_CONFIG, TokenEndpointError } from './errors.js';
+import { createAdminApp } from './http/admin-app.js';
+import { startAdminServer } from './http/admin-server.js';
+import { createProxyApp } from './http/proxy-app.js';
+import { startProxyServer } from './http/proxy-server.js';
+import { createForwarder } from './proxy/forwarder.js';
+import { createUpstreamDispatcher } from './proxy/dispatcher.js';
+import { startStandin } from './standin/index.js';
+import { createLogger, type Logger } from './telemetry/logger.js';
+import { createMetrics } from './telemetry/metrics.js';
+import { createTokenEndpointClient } from './token/client.js';
+import { TokenKeeper } from './token/keeper.js';
+
+/** In-flight requests get this long to finish after SIGTERM (DESIGN.md "Command line"). */
+export const DRAIN_TIMEOUT_MS = 10_000;
+
+/** The demo's token lifetime: short, so renewals show in the log within a minute. */
+export const DEMO_TOKEN_LIFETIME_SECONDS = 30;
+
+export const VERSION = (
+  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  }
+).version;
+
+export interface SidecarDeps {
+  logger: Logger;
+  clock?: Clock;
+  /** PEM trusted in addition to the system CAs; read from `upstream.caFile` when absent. */
+  extraCaPem?: string;
+}
+
+export interface RunningSidecar {
+  proxyAddress: { host: string; port: number };
+  adminAddress: { host: string; port: number };
+  keeper: TokenKeeper;
+  registry: Registry;
+  /** Drain (readiness 503, stop accepting, finish in-flight up to DRAIN_TIMEOUT_MS), then close everything. */
+  shutdown(): Promise<void>;
+}
+
+function readCa(config: Config, deps: SidecarDeps): string | undefined {
+  if (deps.extraCaPem !== undefined) return deps.extraCaPem;
+  return config.upstream.caFile === undefined
+    ? undefined
+    : readFileSync(config.upstream.caFile, 'utf8');
+}
+
+/** Wire and start the token keeper, the proxy listener and the admin listener. */
+export async function startSidecar(config: Config, deps: SidecarDeps): Promise<RunningSidecar> {
+  const { logger } = deps;
+  const clock = deps.clock ?? systemClock;
+  const registry = new Registry();
+  const metrics = createMetrics({ registry });
+  const ca = readCa(config, deps);
+
+  // TLS verification is always on: the extra CA is added to the system roots, never replaces checks.
+  const tokenDispatcher = createUpstreamDispatcher({ ca, http2: false });
+  const upstreamDispatcher = createUpstreamDispatcher({ ca, http2: config.upstream.http2 });
+
+  const endpoint = createTokenEndpointClient({
+    url: config.token.url,
+    format: config.token.format,
+    clientAuth: config.token.clientAuth,
+    scopes: config.token.scopes,
+    timeoutMs: config.token.timeoutMs,
+    dispatcher: tokenDispatcher,
+  });
+  const keeper = new TokenKeeper({
+    endpoint,
+    readCredentials: createCredentialsReader(config.credentials),
+    settings: config.token,
+    clock,
+    logger: logger.child({ component: 'token' }),
+    metrics,
+  });
+  metrics.bindTokenState(keeper);
+
+  let draining = false;
+  const forwarder = createForwarder({
+    upstream: config.upstream.baseUrl,
+    dispatcher: upstreamDispatcher,
+    tokens: keeper,
+    timeoutMs: config.upstream.timeoutMs,
+    metrics,
+    logger: logger.child({ component: 'proxy' }),
+    clock,
+  });
+  const proxyApp = createProxyApp({
+    prefixes: config.upstream.pathPrefixes,
+    forwarder,
+    logger: logger.child({ component: 'proxy' }),
+    metrics,
+    isDraining: () => draining,
+  });
+  const adminApp = createAdminApp({
+    registry,
+    version: VERSION,
+    startedAt: clock.now(),
+    now: () => clock.now(),
+    state: {
+      tokenReady: () => keeper.isReady(),
+      isDraining: () => draining,
+      tokenStatus: () => ({ ...keeper.status() }),
+    },
+  });
+
+  keeper.start();
+  let proxy: Awaited<ReturnType<typeof startProxyServer>> | undefined;
+  let admin: Awaited<ReturnType<typeof startAdminServer>> | undefined;
+  try {
+    proxy = await startProxyServer({
+      app: proxyApp,
+      listen: config.proxy.listen,
+      http2: config.proxy.http2,
+      logger: logger.child({ component: 'proxy' }),
+      beginDrain: () => {
+        draining = true;
+      },
+      metrics,
+      clock,
+    });
+    admin = await startAdminServer({ app: adminApp, listen: config.admin.listen });
+  } catch (error) {
+    keeper.stop();
+    await proxy?.drain(0);
+    await Promise.allSettled([tokenDispatcher.close(), upstreamDispatcher.close()]);
+    throw error;
+  }
+  const proxyServer = proxy;
+  const adminServer = admin;
+  logger.info(
+    {
+      proxy: `${proxyServer.address.host}:${proxyServer.address.port}`,
+      admin: `${adminServer.address.host}:${adminServer.address.port}`,
+      upstream: config.upstream.baseUrl,
+      prefixes: config.upstream.pathPrefixes,
+      tokenUrl: config.token.url,
+      tokenFormat: config.token.format,
+      version: VERSION,
+    },
+    'oauth-sidecar listening',
+  );
+
+  let shutdownPromise: Promise<void> | undefined;
+  const shutdown = (): Promise<void> => {
+    shutdownPromise ??= (async () => {
+      draining = true;
+      logger.info(
+        { drainTimeoutMs: DRAIN_TIMEOUT_MS },
+        'shutting down: draining the proxy listener',
+      );
+      await proxyServer.drain(DRAIN_TIMEOUT_MS);
+      keeper.stop();
+      await adminServer.close();
+      await Promise.allSettled([tokenDispatcher.close(), upstreamDispatcher.close()]);
+      logger.info('shut down');
+    })();
+    return shutdownPromise;
+  };
+
+  return {
+    proxyAddress: proxyServer.address,
+    adminAddress: adminServer.address,
+    keeper,
+    registry,
+    shutdown,
+  };
+}
+
+type Env = Record<string, string | undefined>;
+
+interface Io {
+  out(line: string): void;
+  err(line: string): void;
+}
+
+/** Human-readable logs where pino-pretty is installed (a dev dependency): demo and local runs. */
+function prettyAvailable(): boolean {
+  try {
+    createRequire(import.meta.url).resolve('pino-pretty');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** `oauth-sidecar check`: validate config, get one token, print what came back, never the token. */
+async function runCheck(config: Config, io: Io): Promise<number> {
+  const ca = readCa(config, {} as SidecarDeps);
+  const dispatcher = createUpstreamDispatcher({ ca, http2: false });
+  try {
+    const endpoint = createTokenEndpointClient({
+      url: config.token.url,
+      format: config.token.format,
+      clientAuth: config.token.clientAuth,
+      scopes: config.token.scopes,
+      timeoutMs: config.token.timeoutMs,
+      dispatcher,
+    });
+    const credentials = await createCredentialsReader(config.credentials)();
+    const tokens = await endpoint.requestToken({ grant: 'client_credentials', credentials });
+    io.out(`token endpoint: ${config.token.url}`);
+    io.out('grant: client_credentials');
+    io.out('token type: Bearer');
+    io.out(
+      `expires in: ${tokens.expiresInSeconds} s${tokens.lifetimeDefaulted ? ' (no expiresIn in the answer: default assumed)' : ''}`,
+    );
+    io.out(`refresh token: ${typeof tokens.refreshToken === 'string' ? 'yes' : 'no'}`);
+    return 0;
+  } catch (error) {
+    const reason =
+      error instanceof TokenEndpointError || error instanceof Error ? error.message : String(error);
+    io.err(`oauth-sidecar check: failed: ${reason}`);
+    return 1;
+  } finally {
+    await dispatcher.close();
+  }
+}
+
+/** Environment for the demo: only listener and log settings pass through; the rest is the stand-in's. */
+function demoEnv(env: Env, standinUrl: string): Env {
+  const passThrough = [
+    'PROXY_LISTEN',
+    'ADMIN_LISTEN',
+    'LOG_LEVEL',
+    'PROXY_HTTP2',
+    'UPSTREAM_HTTP2',
+  ];
+  const out: Env = {
+    UPSTREAM_BASE_URL: standinUrl,
+    CLIENT_ID: 'demo-client',
+    CLIENT_SECRET: 'demo-secret',
+    // The demo's admin listener stays on loopback unless asked otherwise.
+    ADMIN_LISTEN: '127.0.0.1:9090',
+  };
+  for (const key of passThrough) if (env[key] !== undefined) out[key] = env[key];
+  return out;
+}
+
+function curlTarget(address: { host: string; port: number }): string {
+  const host = address.host.includes(':') ? `[${address.host}]` : address.host;
+  const shown = host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host;
+  return `http://${shown}:${address.port}/v1.0/contracts/`;
+}
+
+function installSignalHandlers(
+  sidecar: RunningSidecar,
+  logger: Logger,
+  cleanup?: () => Promise<void>,
+): void {
+  let signalled = false;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (signalled) {
+      logger.warn({ signal }, 'second signal: exiting at once');
+      process.exit(1);
+    }
+    signalled = true;
+    logger.info({ signal }, 'signal received');
+    sidecar
+      .shutdown()
+      .then(() => cleanup?.())
+      .then(
+        () => {
+          logger.flush();
+          process.exit(0);
+        },
+        (error: unknown) => {
+          logger.error({ err: error }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}
+
+/** Run the CLI. Returns an exit code for one-shot commands; serve and demo keep running. */
+export async function run(argv: readonly string[], env: Env, io: Io): Promise<number | undefined> {
+  let args;
+  try {
+    args = parseArgs(argv);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.err(`oauth-sidecar: ${error.message}\n${USAGE}`);
+    return 64;
+  }
+  if (args.command === 'help') {
+    io.out(USAGE);
+    return 0;
+  }
+  if (args.command === 'version') {
+    io.out(VERSION);
+    return 0;
+  }
+
+  if (args.command === 'demo') {
+    const standin = await startStandin({ tokenLifetimeSeconds: DEMO_TOKEN_LIFETIME_SECONDS });
+    let config: Config;
+    try {
+      config = await loadConfig({ env: demoEnv(env, standin.url) });
+    } catch (error) {
+      await standin.close();
+      if (error instanceof ConfigError) {
+        io.err(formatConfigProblems(error));
+        return EXIT_CONFIG;
+      }
+      throw error;
+    }
+    const logger = createLogger({ level: config.log.level, pretty: prettyAvailable() });
+    logger.info(
+      { upstream: standin.url, tokenLifetimeSeconds: DEMO_TOKEN_LIFETIME_SECONDS },
+      'demo: stand-in API started',
+    );
+    let sidecar: RunningSidecar;
+    try {
+      sidecar = await startSidecar(config, { logger, extraCaPem: standin.caCert });
+    } catch (error) {
+      await standin.close();
+      io.err(
+        `oauth-sidecar demo: cannot start: ${error instanceof Error ? error.message : String(error)}`,
+      );
+      return 1;
+    }
+    installSignalHandlers(sidecar, logger, () => standin.close());
+    io.out('');
+    io.out('oauth-sidecar demo is running (stand-in API, no network, no credentials). Try:');
+    io.out('');
+    io.out(`  curl ${curlTarget(sidecar.proxyAddress)}`);
+    io.out('');
+    io.out(`Status: curl http://127.0.0.1:${sidecar.adminAddress.port}/status   Stop: Ctrl-C`);
+    io.out('');
+    return undefined;
+  }
+
+  let config: Config;
+  try {
+    config = await loadConfig({ env, configFile: args.configFile });
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      io.err(formatConfigProblems(error));
+      return EXIT_CONFIG;
+    }
+    throw error;
+  }
+
+  if (args.command === 'check') return runCheck(config, io);
+
+  const logger = createLogger({ level: config.log.level });
+  let sidecar: RunningSidecar;
+  try {
+    sidecar = await startSidecar(config, { logger });
+  } catch (error) {
+    logger.fatal({ err: error }, 'cannot start');
+    io.err(
+      `oauth-sidecar: cannot start: ${error instanceof Error ? error.message : String(error)}`,
+    );
+    return 1;
+  }
+  installSignalHandlers(sidecar, logger);
+  return undefined;
+}
+
+function isEntryPoint(): boolean {
+  const script = process.argv[1];
+  if (script === undefined) return false;
+  try {
+    return realpathSync(script) === fileURLToPath(import.meta.url);
+  } catch {
+    return false;
+  }
+}
+
+if (isEntryPoint()) {
+  const io: Io = {
+    out: (line) => console.log(line),
+    err: (line) => console.error(line),
+  };
+  run(process.argv.slice(2), process.env, io).then(
+    (code) => {
+      if (code !== undefined) process.exitCode = code;
+    },
+    (error: unknown) => {
+      console.error(
+        `oauth-sidecar: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+      );
+      process.exitCode = 1;
+    },
+  );
+}

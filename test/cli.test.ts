@@ -1,0 +1,264 @@
+/**
+ * End-to-end: the real `oauth-sidecar` process (dist/main.js, built by `npm test`) against the
+ * stand-in API over HTTPS. Exit codes, printed lines, drain on SIGTERM, and logs without secrets.
+ */
+import { spawn } from 'node:child_process';
+import { connect } from 'node:net';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStandin, type Standin } from '../src/standin/index.js';
+import {
+  MAIN,
+  runCli,
+  startSidecarProcess,
+  waitFor,
+  writeTemp,
+} from './helpers/sidecar-process.js';
+
+const SECRET = 'demo-secret';
+let standin: Standin;
+let caFile: string;
+
+beforeAll(async () => {
+  standin = await startStandin({ clientId: 'demo-client', clientSecret: SECRET });
+  caFile = writeTemp('ca.pem', standin.caCert);
+});
+afterAll(async () => {
+  await standin.close();
+});
+
+function baseEnv(): Record<string, string> {
+  return {
+    UPSTREAM_BASE_URL: standin.url,
+    UPSTREAM_CA_FILE: caFile,
+    CLIENT_ID: 'demo-client',
+    CLIENT_SECRET: SECRET,
+  };
+}
+
+function expectNoSecrets(text: string): void {
+  expect(text).not.toContain(SECRET);
+  for (const token of standin.issuedTokens()) expect(text).not.toContain(token);
+}
+
+describe('bad configuration', () => {
+  it('lists every problem on stderr, one line each, exits 78, prints no secret and listens nowhere', async () => {
+    const secret = 'sup3r-s3cret-value';
+    const result = await runCli([], {
+      CLIENT_ID: 'id',
+      CLIENT_SECRET: secret,
+      CLIENT_CREDENTIALS_CSV: '/nonexistent/creds.csv',
+      UPSTREAM_TIMEOUT_MS: 'soon',
+      TOKEN_REQUEST_FORMAT: 'xml',
+      LOG_LEVEL: 'loud',
+      PROXY_LISTEN: '127.0.0.1:0',
+      ADMIN_LISTEN: '127.0.0.1:0',
+    });
+    expect(result.code).toBe(78);
+    const lines = result.stderr.trim().split('\n');
+    expect(lines[0]).toMatch(/invalid configuration/);
+    for (const key of [
+      'UPSTREAM_BASE_URL',
+      'UPSTREAM_TIMEOUT_MS',
+      'TOKEN_REQUEST_FORMAT',
+      'LOG_LEVEL',
+      'CLIENT_CREDENTIALS_CSV',
+    ]) {
+      expect(lines.filter((l) => l.includes(key)).length, `a line naming ${key}`).toBeGreaterThan(
+        0,
+      );
+    }
+    expect(result.stdout + result.stderr).not.toContain(secret);
+    expect(result.stdout).not.toContain('listening');
+  });
+
+  it('refuses an http:// upstream with exit 78', async () => {
+    const result = await runCli(['check'], {
+      ...baseEnv(),
+      UPSTREAM_BASE_URL: 'http://127.0.0.1:1',
+    });
+    expect(result.code).toBe(78);
+    expect(result.stderr).toContain('UPSTREAM_BASE_URL');
+    expect(result.stderr).toMatch(/https/);
+  });
+
+  it('answers an unknown command with usage and exit 64', async () => {
+    const result = await runCli(['frobnicate'], {});
+    expect(result.code).toBe(64);
+    expect(result.stderr).toContain('unknown command frobnicate');
+    expect(result.stderr).toContain('usage: oauth-sidecar');
+  });
+});
+
+describe('oauth-sidecar check', () => {
+  it('prints grant, token type, lifetime and refresh token, never the token, and exits 0', async () => {
+    const result = await runCli(['check'], baseEnv());
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain('grant: client_credentials\n');
+    expect(result.stdout).toContain('token type: Bearer\n');
+    expect(result.stdout).toContain('expires in: 1799 s\n');
+    expect(result.stdout).toContain('refresh token: yes\n');
+    expectNoSecrets(result.stdout);
+  });
+
+  it('works with the form format and Basic client authentication', async () => {
+    const before = standin.tokenRequests.length;
+    const result = await runCli(['check'], {
+      ...baseEnv(),
+      TOKEN_REQUEST_FORMAT: 'form',
+      TOKEN_CLIENT_AUTH: 'basic',
+    });
+    expect(result.code).toBe(0);
+    const sent = standin.tokenRequests.slice(before);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatchObject({
+      format: 'form',
+      auth: 'basic',
+      grant: 'client_credentials',
+      outcome: 'issued',
+    });
+  });
+
+  it('a wrong secret gives exit 1 and a one-line reason without the secret', async () => {
+    const result = await runCli(['check'], { ...baseEnv(), CLIENT_SECRET: 'wrong-secret-123' });
+    expect(result.code).toBe(1);
+    const lines = result.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/401/);
+    expect(lines[0]).toMatch(/invalid_client/);
+    expect(result.stdout + result.stderr).not.toContain('wrong-secret-123');
+  });
+});
+
+describe('oauth-sidecar serve', () => {
+  it('proxies with the kept token, reports ready, drains on SIGTERM and exits 0, logging no secret', async () => {
+    const sidecar = await startSidecarProcess(baseEnv());
+    try {
+      await waitFor(
+        async () => (await request(`${sidecar.adminUrl}/readyz`)).statusCode === 200,
+        10_000,
+        'readyz',
+      );
+
+      const contracts = await request(`${sidecar.proxyUrl}/v1.0/contracts/`, {
+        headers: { authorization: 'Bearer client-supplied' },
+      });
+      expect(contracts.statusCode).toBe(200);
+      expect(await contracts.body.json()).toMatchObject({ data: expect.any(Array) });
+      const upstreamSaw = standin.apiRequests.at(-1)!;
+      expect(upstreamSaw.token).toBeDefined();
+      expect(upstreamSaw.token).not.toBe('client-supplied');
+
+      const status = (await (await request(`${sidecar.adminUrl}/status`)).body.json()) as Record<
+        string,
+        unknown
+      >;
+      expect(status).toMatchObject({ ready: true, draining: false });
+      expectNoSecrets(JSON.stringify(status));
+
+      // A slow request in flight, and an idle keep-alive connection opened before the signal.
+      const slow = request(`${sidecar.proxyUrl}/v1.0/slow/1500`);
+      const [host, port] = sidecar.proxyUrl.slice('http://'.length).split(':');
+      const idle = connect(Number(port), host);
+      await new Promise((resolve) => idle.once('connect', resolve));
+      await waitFor(
+        async () => {
+          const text = await (await request(`${sidecar.adminUrl}/metrics`)).body.text();
+          return /^oauth_sidecar_requests_in_flight 1$/m.test(text);
+        },
+        5000,
+        'the slow request in flight',
+      );
+
+      sidecar.child.kill('SIGTERM');
+      await waitFor(
+        async () => {
+          const res = await request(`${sidecar.adminUrl}/readyz`).catch(() => undefined);
+          return res?.statusCode === 503;
+        },
+        3000,
+        'readyz 503 while draining',
+      );
+
+      // A new request on the already-open connection gets 503 shutting_down in the envelope.
+      const answer = await new Promise<string>((resolve) => {
+        let data = '';
+        idle.on('data', (d: Buffer) => (data += d.toString()));
+        idle.on('close', () => resolve(data));
+        idle.on('end', () => resolve(data));
+        idle.write(
+          'GET /v1.0/contracts/ HTTP/1.1\r\nHost: x\r\nX-Request-Id: drain-check\r\nConnection: close\r\n\r\n',
+        );
+      });
+      expect(answer).toMatch(/^HTTP\/1\.1 503/);
+      expect(answer).toContain('"code":"shutting_down"');
+      expect(answer).toContain('"requestId":"drain-check"');
+
+      const slowAnswer = await slow;
+      expect(slowAnswer.statusCode).toBe(200);
+      expect(await slowAnswer.body.json()).toMatchObject({ waitedMs: 1500 });
+
+      expect(await sidecar.exited).toBe(0);
+      const logs = sidecar.stdout.join('\n') + sidecar.stderr.join('');
+      expect(logs).toContain('"requestId":"drain-check"');
+      expectNoSecrets(logs);
+    } finally {
+      await sidecar.stop('SIGKILL');
+    }
+  });
+
+  it('exits 1 with a clear reason when the proxy port is taken', async () => {
+    const first = await startSidecarProcess(baseEnv());
+    try {
+      const taken = first.proxyUrl.slice('http://'.length);
+      const result = await runCli([], {
+        ...baseEnv(),
+        PROXY_LISTEN: taken,
+        ADMIN_LISTEN: '127.0.0.1:0',
+      });
+      expect(result.code).toBe(1);
+      expect(result.stderr).toMatch(/EADDRINUSE/);
+    } finally {
+      await first.stop();
+    }
+  });
+});
+
+describe('oauth-sidecar demo', () => {
+  it('starts the stand-in and the sidecar with no configuration and prints a curl line that works', async () => {
+    const child = spawn(process.execPath, [MAIN, 'demo'], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        PROXY_LISTEN: '127.0.0.1:0',
+        ADMIN_LISTEN: '127.0.0.1:0',
+      },
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) =>
+      child.on('exit', (code) => resolve(code)),
+    );
+    try {
+      await waitFor(
+        () => /curl (http:\/\/127\.0\.0\.1:\d+\/v1\.0\/contracts\/)/.test(out),
+        15_000,
+        'the curl line',
+      );
+      const url = /curl (http:\/\/127\.0\.0\.1:\d+\/v1\.0\/contracts\/)/.exec(out)![1]!;
+      let res = await request(url);
+      // The first request may wait (up to token.waitMs) for the first token: it still answers 200.
+      expect(res.statusCode).toBe(200);
+      expect(await res.body.json()).toMatchObject({ data: expect.any(Array) });
+      res = await request(url, { headers: { accept: 'text/csv' } });
+      expect(res.headers['content-type']).toMatch(/text\/csv/);
+      await res.body.text();
+      child.kill('SIGINT');
+      expect(await exited).toBe(0);
+      expect(out).not.toContain('demo-secret');
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+});

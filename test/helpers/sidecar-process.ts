@@ -1,0 +1,124 @@
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const MAIN = join(import.meta.dirname, '..', '..', 'dist', 'main.js');
+
+export interface SidecarProcess {
+  child: ChildProcessWithoutNullStreams;
+  /** Every stdout line so far (JSON log lines and printed text). */
+  stdout: string[];
+  stderr: string[];
+  proxyUrl: string;
+  adminUrl: string;
+  /** Resolves with the exit code (or signal name) once the process has ended. */
+  exited: Promise<number | string>;
+  stop(signal?: NodeJS.Signals): Promise<number | string>;
+}
+
+/** Write a PEM to a temp file and return its path (for UPSTREAM_CA_FILE). */
+export function writeTemp(name: string, content: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'oauth-sidecar-test-'));
+  const file = join(dir, name);
+  writeFileSync(file, content);
+  return file;
+}
+
+/** Run `node dist/main.js <args>` to completion. */
+export function runCli(
+  args: string[],
+  env: Record<string, string>,
+  timeoutMs = 20_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [MAIN, ...args], {
+      env: { PATH: process.env.PATH ?? '', ...env },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(
+        new Error(
+          `oauth-sidecar ${args.join(' ')} did not exit within ${timeoutMs} ms\n${stdout}\n${stderr}`,
+        ),
+      );
+    }, timeoutMs);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Start a serving sidecar process and wait for its "listening" log line. */
+export async function startSidecarProcess(
+  env: Record<string, string>,
+  args: string[] = [],
+): Promise<SidecarProcess> {
+  const child = spawn(process.execPath, [MAIN, ...args], {
+    env: {
+      PATH: process.env.PATH ?? '',
+      PROXY_LISTEN: '127.0.0.1:0',
+      ADMIN_LISTEN: '127.0.0.1:0',
+      ...env,
+    },
+  });
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  let partial = '';
+  const exited = new Promise<number | string>((resolve) =>
+    child.on('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')),
+  );
+  const listening = new Promise<{ proxy: string; admin: string }>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) => {
+      const lines = (partial + d.toString()).split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines) {
+        stdout.push(line);
+        if (line.includes('oauth-sidecar listening')) {
+          const parsed = JSON.parse(line) as { proxy: string; admin: string };
+          resolve(parsed);
+        }
+      }
+    });
+    child.stderr.on('data', (d: Buffer) => stderr.push(d.toString()));
+    void exited.then((code) =>
+      reject(
+        new Error(
+          `sidecar exited (${code}) before listening:\n${stdout.join('\n')}\n${stderr.join('')}`,
+        ),
+      ),
+    );
+  });
+  const { proxy, admin } = await listening;
+  return {
+    child,
+    stdout,
+    stderr,
+    proxyUrl: `http://${proxy}`,
+    adminUrl: `http://${admin}`,
+    exited,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+/** Poll `fn` until it returns true or `timeoutMs` passes. */
+export async function waitFor(
+  fn: () => boolean | Promise<boolean>,
+  timeoutMs = 10_000,
+  what = 'condition',
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await fn()) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
