@@ -22,4 +22,8 @@ fi
 
 echo "--- vitest test/deploy-manifests.test.ts"
 npx vitest run test/deploy-manifests.test.ts
+if [ -n "${DEPLOY_KUBECTL_RENDER_DIR:-}" ]; then
+  echo "--- kubectl kustomize output against the built-in renderer"
+  npx vitest run --config deploy/validate/vitest.config.ts
+fi
 echo "ok: manifests valid"
