@@ -1,0 +1,492 @@
+// Soak: the real sidecar (node dist/main.js) in front of the real stand-in over HTTPS, under
+// constant load, through four phases:
+//   a) tokens live a few seconds: many renewals, zero non-2xx, zero upstream 401s;
+//   b) the token endpoint fails half its calls and answers in 2 s: no failure while a token is valid;
+//   c) the token endpoint is down past expiry: only 503 token_unavailable, then 200s again within
+//      one backoff step of it coming back;
+//   d) upstream resets, timeouts and clients leaving mid-answer: 502/504 only for those requests,
+//      no crash, file descriptors and memory back where they were.
+//
+//   npm run build && node bench/soak.mjs [--duration 60] [--ci] [--node /path/to/node]
+//
+// Memory method: after a warm-up (every code path taken once), the load stops, idle keep-alive
+// sockets time out, and a full GC is forced through the inspector protocol (the sidecar is started
+// with --inspect=127.0.0.1:0; nothing in the sidecar changes). RSS (/proc VmRSS), V8 heap used and
+// open fds (/proc/<pid>/fd) are read then, and again the same way after phase d.
+// Exits 1 on any violated expectation.
+import { Buffer } from 'node:buffer';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:https';
+import { join } from 'node:path';
+import process from 'node:process';
+import { clearInterval, clearTimeout, setInterval, setTimeout } from 'node:timers';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { Pool, WebSocket, request } from 'undici';
+import {
+  ROOT,
+  caAgent,
+  fmt,
+  freePort,
+  makePki,
+  makeWorkDir,
+  metricSum,
+  procStatusBytes,
+  say,
+  scrape,
+  sidecarEnv,
+  startChild,
+  waitForStatus,
+} from './lib.mjs';
+
+const { values: args } = parseArgs({
+  options: {
+    duration: { type: 'string', default: process.env.SOAK_DURATION ?? '60' },
+    ci: { type: 'boolean', default: false },
+    node: { type: 'string', default: process.env.SOAK_NODE ?? process.execPath },
+    concurrency: { type: 'string', default: '20' },
+    keep: { type: 'boolean', default: false },
+  },
+});
+const CI = args.ci;
+const D = CI ? 15 : Number(args.duration);
+const PLAN = {
+  a: { seconds: CI ? 18 : D, lifetime: CI ? 2 : 5 },
+  b: { seconds: CI ? 12 : D, lifetime: CI ? 6 : 10, delayMs: 2000, failRatio: 0.5 },
+  c: { outageSeconds: CI ? 6 : Math.max(10, D / 3), lifetime: 3 },
+  d: { seconds: CI ? 10 : D },
+};
+const CONCURRENCY = Number(args.concurrency);
+const UPSTREAM_TIMEOUT_MS = 1000;
+const SETTLE_MS = 5000; // > the upstream dispatcher's 4 s keep-alive timeout
+
+const work = makeWorkDir('oauth-sidecar-soak-');
+const violations = [];
+const cleanups = [];
+const check = (ok, message) => {
+  if (!ok) violations.push(message);
+  return ok;
+};
+
+// ---- token validity bookkeeping (from the stand-in's own records) ----
+const lifetimes = [{ from: 0, seconds: PLAN.a.lifetime }];
+let standin;
+function setLifetime(seconds) {
+  lifetimes.push({ from: Date.now(), seconds });
+  standin.setTokenLifetime(seconds);
+}
+const lifetimeAt = (t) => lifetimes.filter((l) => l.from <= t).pop().seconds;
+const issued = () => standin.tokenRequests.filter((r) => r.outcome === 'issued');
+/** True when some token the stand-in issued was valid from `start` to `end` + 1 s. */
+function tokenValidThroughout(start, end) {
+  return issued().some((r) => r.at <= start && r.at + lifetimeAt(r.at) * 1000 >= end + 1000);
+}
+
+// ---- load ----
+function phaseStats(name) {
+  return {
+    name,
+    requests: 0,
+    byOutcome: new Map(),
+    renewals: 0,
+    upstream401: 0,
+    maxRss: 0,
+    maxFds: 0,
+    excused503: 0,
+    notes: [],
+  };
+}
+let phase = phaseStats('warm-up');
+const phases = [];
+const count = (key) => phase.byOutcome.set(key, (phase.byOutcome.get(key) ?? 0) + 1);
+let mix = () => 'normal';
+let retryAfterSeen = [];
+let firstOkAfter;
+
+async function one(pool, kind) {
+  const start = Date.now();
+  const spec = {
+    normal: () =>
+      Math.random() < 0.8
+        ? { path: '/v1.0/contracts/', method: 'GET' }
+        : { path: '/v1.0/echo/soak', method: 'POST', body: Buffer.alloc(1024, 'x') },
+    reset: () => ({ path: '/v1.0/reset', method: 'GET' }),
+    slow: () => ({ path: `/v1.0/slow/${UPSTREAM_TIMEOUT_MS + 500}`, method: 'GET' }),
+    'abort-slow': () => ({ path: '/v1.0/slow/800', method: 'GET', abortAfterMs: 100 }),
+    'abort-body': () => ({
+      path: '/v1.0/bytes/5000000',
+      method: 'GET',
+      abortAfterFirstChunk: true,
+    }),
+  }[kind]();
+  const controller = new AbortController();
+  const timer = spec.abortAfterMs
+    ? setTimeout(() => controller.abort(), spec.abortAfterMs)
+    : undefined;
+  try {
+    const res = await pool.request({
+      path: spec.path,
+      method: spec.method,
+      body: spec.body,
+      signal: controller.signal,
+      headersTimeout: 15000,
+      bodyTimeout: 15000,
+    });
+    if (spec.abortAfterFirstChunk) {
+      for await (const _chunk of res.body) break; // leaving the loop destroys the body mid-answer
+      count(`${kind}:left`);
+      return;
+    }
+    const text = await res.body.text();
+    const end = Date.now();
+    phase.requests++;
+    let code = '';
+    if (res.statusCode >= 400) {
+      try {
+        code = JSON.parse(text).errors?.[0]?.code ?? '';
+      } catch {
+        code = 'not-json';
+      }
+    }
+    if (res.statusCode === 503 && code === 'token_unavailable') {
+      retryAfterSeen.push({ at: end, seconds: Number(res.headers['retry-after']) });
+      if (res.headers['retry-after'] === undefined)
+        check(false, `${phase.name}: 503 without Retry-After`);
+      if (kind === 'normal' && !tokenValidThroughout(start, end)) {
+        phase.excused503++;
+        count(`${kind}:503 token_unavailable (no valid token)`);
+        return;
+      }
+    }
+    if (res.statusCode < 300 && firstOkAfter && start >= firstOkAfter.since && !firstOkAfter.at) {
+      firstOkAfter.at = end;
+    }
+    count(`${kind}:${res.statusCode}${code ? ` ${code}` : ''}`);
+  } catch (err) {
+    if (timer && controller.signal.aborted) count(`${kind}:left`);
+    else count(`${kind}:client error ${err.code ?? err.name}`);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function startLoad(origin, connections) {
+  const pool = new Pool(origin, { connections, pipelining: 1 });
+  let running = true;
+  const workers = Array.from({ length: connections }, async (_, i) => {
+    while (running) await one(pool, mix(i));
+  });
+  return async () => {
+    running = false;
+    await Promise.all(workers);
+    await pool.close();
+  };
+}
+
+// ---- the sidecar's process ----
+async function forceGc(inspectorUrl) {
+  const ws = new WebSocket(inspectorUrl);
+  await new Promise((resolve, reject) => {
+    ws.onopen = resolve;
+    ws.onerror = reject;
+  });
+  const done = new Promise((resolve) => {
+    ws.onmessage = (event) => {
+      if (JSON.parse(String(event.data)).id === 2) resolve();
+    };
+  });
+  ws.send(JSON.stringify({ id: 1, method: 'HeapProfiler.enable' }));
+  ws.send(JSON.stringify({ id: 2, method: 'HeapProfiler.collectGarbage' }));
+  await done;
+  ws.close();
+}
+
+const fdCount = (pid) => readdirSync(`/proc/${pid}/fd`).length;
+
+async function snapshot(pid, admin, inspectorUrl) {
+  await sleep(SETTLE_MS);
+  await forceGc(inspectorUrl);
+  await sleep(200);
+  const metrics = await scrape(admin);
+  return {
+    rss: procStatusBytes(pid, 'VmRSS'),
+    heapUsed: metricSum(metrics, 'oauth_sidecar_nodejs_heap_size_used_bytes'),
+    fds: fdCount(pid),
+    handles: metricSum(metrics, 'oauth_sidecar_nodejs_active_handles_total'),
+  };
+}
+
+/** A front for the token endpoint that can answer slowly: forwards to the stand-in after `delayMs`. */
+async function startTokenFront(pki, target) {
+  const front = { delayMs: 0, calls: 0 };
+  const agent = caAgent(pki.caCert);
+  const server = createServer({ key: pki.serverKey, cert: pki.serverCert }, (req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      front.calls++;
+      const forward = async () => {
+        if (front.delayMs) await sleep(front.delayMs);
+        const headers = { ...req.headers };
+        delete headers.host;
+        delete headers.connection;
+        try {
+          const up = await request(`${target}${req.url}`, {
+            method: req.method,
+            headers,
+            body: Buffer.concat(chunks),
+            dispatcher: agent,
+          });
+          const body = Buffer.from(await up.body.arrayBuffer());
+          const out = { ...up.headers };
+          delete out['transfer-encoding'];
+          delete out.connection;
+          delete out['keep-alive'];
+          out['content-length'] = String(body.length);
+          res.writeHead(up.statusCode, out).end(body);
+        } catch {
+          req.socket.destroy(); // the stand-in reset the connection: do the same
+        }
+      };
+      void forward();
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(
+    () =>
+      new Promise((resolve) => {
+        server.close(resolve);
+        server.closeAllConnections();
+      }),
+  );
+  return { front, url: `https://127.0.0.1:${server.address().port}` };
+}
+
+async function main() {
+  const started = Date.now();
+  const pki = makePki(work);
+  const { startStandin } = await import(join(ROOT, 'dist', 'standin', 'index.js'));
+  standin = await startStandin({
+    clientId: 'soak-client',
+    clientSecret: 'soak-secret',
+    tokenLifetimeSeconds: PLAN.a.lifetime,
+    pki: { caCert: pki.caCert, serverCert: pki.serverCert, serverKey: pki.serverKey },
+  });
+  cleanups.push(() => standin.close());
+  const { front, url: frontUrl } = await startTokenFront(pki, standin.url);
+
+  const [proxyPort, adminPort] = [await freePort(), await freePort()];
+  const logFile = join(work, 'sidecar.log');
+  const sidecar = startChild(args.node, ['--inspect=127.0.0.1:0', join(ROOT, 'dist', 'main.js')], {
+    env: sidecarEnv({
+      upstream: standin.url,
+      tokenUrl: `${frontUrl}/oauth/token/`,
+      caFile: pki.caFile,
+      proxyPort,
+      adminPort,
+      extra: {
+        CLIENT_ID: 'soak-client',
+        CLIENT_SECRET: 'soak-secret',
+        UPSTREAM_TIMEOUT_MS: String(UPSTREAM_TIMEOUT_MS),
+        TOKEN_WAIT_MS: '1000',
+      },
+    }),
+    logFile,
+  });
+  cleanups.push(() => sidecar.stop());
+  const admin = `http://127.0.0.1:${adminPort}`;
+  await waitForStatus(`${admin}/readyz`, { isAlive: () => !sidecar.exited, timeoutMs: 20000 });
+  const inspectorUrl = /ws:\/\/127\.0\.0\.1:\d+\/[\w-]+/.exec(readFileSync(logFile, 'utf8'))?.[0];
+  if (!inspectorUrl) throw new Error('no inspector URL in the sidecar output');
+  const origin = `http://127.0.0.1:${proxyPort}`;
+  const pid = sidecar.pid;
+
+  // Per-second bookkeeping: drain the stand-in's API log (it keeps every request in memory),
+  // sample RSS and fds, notice a crash at once.
+  const ticker = setInterval(() => {
+    for (const r of standin.apiRequests.splice(0)) if (r.status === 401) phase.upstream401++;
+    if (sidecar.exited) return;
+    phase.maxRss = Math.max(phase.maxRss, procStatusBytes(pid, 'VmRSS'));
+    phase.maxFds = Math.max(phase.maxFds, fdCount(pid));
+  }, 1000);
+  cleanups.push(() => clearInterval(ticker));
+
+  const runPhase = async (name, seconds, setup = () => {}, mixFn = () => 'normal') => {
+    phase = phaseStats(name);
+    phases.push(phase);
+    const tokensBefore = issued().length;
+    const unauthorizedBefore = metricSum(
+      await scrape(admin),
+      'oauth_sidecar_upstream_unauthorized_total',
+    );
+    mix = mixFn;
+    await setup();
+    const stop = startLoad(origin, CONCURRENCY + (mixFn === normalOnly ? 0 : 2));
+    await sleep(seconds * 1000);
+    await stop();
+    for (const r of standin.apiRequests.splice(0)) if (r.status === 401) phase.upstream401++;
+    phase.renewals = issued().length - tokensBefore;
+    phase.unauthorizedMetric =
+      metricSum(await scrape(admin), 'oauth_sidecar_upstream_unauthorized_total') -
+      unauthorizedBefore;
+    check(!sidecar.exited, `${name}: the sidecar exited`);
+    return phase;
+  };
+  const normalOnly = () => 'normal';
+  const abusive = (i) =>
+    i >= CONCURRENCY
+      ? ['reset', 'slow', 'abort-slow', 'abort-body'][Math.floor(Math.random() * 4)]
+      : 'normal';
+  const only = (p, allowed) => {
+    for (const [key, n] of p.byOutcome) {
+      if (!allowed(key)) check(false, `${p.name}: ${n} × ${key}`);
+    }
+  };
+
+  // Warm-up: every code path once, then the baseline.
+  await runPhase('warm-up', CI ? 3 : 5, () => {}, abusive);
+  const before = await snapshot(pid, admin, inspectorUrl);
+
+  const a = await runPhase('a sustained, short tokens', PLAN.a.seconds);
+  check(a.renewals >= 10, `a: ${a.renewals} renewals (want ≥ 10)`);
+  only(a, (k) => /^normal:2\d\d$/.test(k));
+  check(a.excused503 === 0, `a: ${a.excused503} × 503 token_unavailable`);
+  check(
+    a.upstream401 === 0 && a.unauthorizedMetric === 0,
+    `a: upstream 401s (${a.upstream401}, metric ${a.unauthorizedMetric})`,
+  );
+
+  const b = await runPhase('b token endpoint 50% 503, 2 s', PLAN.b.seconds, () => {
+    setLifetime(PLAN.b.lifetime);
+    front.delayMs = PLAN.b.delayMs;
+    standin.failTokenRequestsRandomly({ kind: 'status', status: 503 }, PLAN.b.failRatio);
+  });
+  standin.clearTokenFaults();
+  front.delayMs = 0;
+  only(b, (k) => /^normal:2\d\d$/.test(k) || k.includes('(no valid token)'));
+  check(b.upstream401 === 0, `b: ${b.upstream401} upstream 401s`);
+  b.notes.push(`${b.excused503} × 503 while no token was valid`);
+
+  // c: short tokens, then the endpoint goes down until well past expiry.
+  setLifetime(PLAN.c.lifetime);
+  const since = Date.now();
+  while (!issued().some((r) => r.at >= since)) await sleep(100);
+  const lastToken = issued().pop();
+  const expiry = lastToken.at + PLAN.c.lifetime * 1000;
+  let downAt;
+  let upAt;
+  const outageInfo = { attemptsWhileDown: 0, retryAfterAtRecovery: 1 };
+  const c = await runPhase(
+    'c token endpoint down past expiry',
+    (expiry - Date.now()) / 1000 + PLAN.c.outageSeconds + 6,
+    () => {
+      downAt = Date.now();
+      standin.failTokenRequests({ kind: 'status', status: 503 }, Infinity);
+      const callsBefore = front.calls;
+      retryAfterSeen = [];
+      setTimeout(
+        () => {
+          upAt = Date.now();
+          outageInfo.attemptsWhileDown = front.calls - callsBefore;
+          const recent = retryAfterSeen.filter((r) => r.at >= upAt - 2000).map((r) => r.seconds);
+          outageInfo.retryAfterAtRecovery = recent.length ? Math.max(...recent) : 1;
+          firstOkAfter = { since: upAt };
+          standin.clearTokenFaults();
+        },
+        Math.max(0, expiry - Date.now()) + PLAN.c.outageSeconds * 1000,
+      );
+    },
+  );
+  Object.assign(c, outageInfo);
+  only(c, (k) => /^normal:2\d\d$/.test(k) || k.includes('(no valid token)'));
+  const outage = (upAt - downAt) / 1000;
+  check(
+    c.excused503 > 0,
+    'c: no 503 token_unavailable while the token endpoint was down past expiry',
+  );
+  check(
+    c.attemptsWhileDown <= outage + 3,
+    `c: ${c.attemptsWhileDown} token attempts in ${outage.toFixed(1)} s of outage (backoff not honoured?)`,
+  );
+  const recovery = firstOkAfter?.at ? (firstOkAfter.at - upAt) / 1000 : Infinity;
+  check(
+    recovery <= c.retryAfterAtRecovery + 1.5,
+    `c: first 200 ${recovery.toFixed(1)} s after the endpoint came back (Retry-After said ${c.retryAfterAtRecovery} s)`,
+  );
+  c.notes.push(
+    `${c.attemptsWhileDown} token attempts in ${outage.toFixed(0)} s down; 200 again ${recovery.toFixed(1)} s after recovery (Retry-After ${c.retryAfterAtRecovery} s)`,
+  );
+  setLifetime(PLAN.a.lifetime);
+
+  const d = await runPhase(
+    'd upstream resets, timeouts, clients leaving',
+    PLAN.d.seconds,
+    () => {},
+    abusive,
+  );
+  only(
+    d,
+    (k) =>
+      /^normal:2\d\d$/.test(k) ||
+      k === 'reset:502 upstream_unreachable' ||
+      k === 'slow:504 upstream_timeout' ||
+      /^abort-(slow|body):left$/.test(k),
+  );
+  check(d.byOutcome.get('reset:502 upstream_unreachable') > 0, 'd: no reset was exercised');
+  check(d.byOutcome.get('slow:504 upstream_timeout') > 0, 'd: no timeout was exercised');
+
+  const after = await snapshot(pid, admin, inspectorUrl);
+  check(
+    after.rss <= before.rss * 1.1,
+    `memory: RSS ${fmt.mib(before.rss)} → ${fmt.mib(after.rss)} (> +10%)`,
+  );
+  check(after.fds <= before.fds + 5, `fds: ${before.fds} → ${after.fds}`);
+  check(
+    after.handles <= before.handles + 5,
+    `active handles: ${before.handles} → ${after.handles}`,
+  );
+  const health = await request(`${admin}/healthz`);
+  await health.body.dump();
+  check(health.statusCode === 200 && !sidecar.exited, 'the sidecar is not healthy at the end');
+
+  say();
+  say(`| phase | requests | outcomes | renewals | upstream 401 | max RSS | max fds |`);
+  say(`|---|---:|---|---:|---:|---:|---:|`);
+  for (const p of phases) {
+    const outcomes = [...p.byOutcome].map(([k, n]) => `${k} ×${n}`).join('; ');
+    say(
+      `| ${p.name} | ${p.requests} | ${outcomes} | ${p.renewals} | ${p.upstream401} | ${fmt.mib(p.maxRss)} | ${p.maxFds} |`,
+    );
+  }
+  for (const p of phases) for (const note of p.notes) say(`- ${p.name}: ${note}`);
+  say(
+    `- after forced GC, settled: RSS ${fmt.mib(before.rss)} → ${fmt.mib(after.rss)}, heap used ${fmt.mib(before.heapUsed)} → ${fmt.mib(after.heapUsed)}, fds ${before.fds} → ${after.fds}, active handles ${before.handles} → ${after.handles}`,
+  );
+  say(
+    `- node ${args.node === process.execPath ? process.version : args.node}, ${((Date.now() - started) / 1000).toFixed(0)} s total${CI ? ' (--ci)' : ''}`,
+  );
+  say();
+  if (violations.length) {
+    say(`FAIL (${violations.length}):`);
+    for (const v of violations) say(`  - ${v}`);
+  } else say('PASS');
+}
+
+let exitCode = 0;
+try {
+  await main();
+  if (violations.length) exitCode = 1;
+} catch (err) {
+  process.stderr.write(`soak failed: ${err.stack ?? err}\n(logs in ${work})\n`);
+  exitCode = 2;
+} finally {
+  for (const cleanup of cleanups.reverse()) {
+    try {
+      await cleanup();
+    } catch {
+      // best effort
+    }
+  }
+  if (!args.keep && exitCode !== 2) rmSync(work, { recursive: true, force: true });
+  process.exit(exitCode);
+}
