@@ -3,7 +3,10 @@
  * stand-in API over HTTPS. Exit codes, printed lines, drain on SIGTERM, and logs without secrets.
  */
 import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandin, type Standin } from '../src/standin/index.js';
@@ -204,6 +207,66 @@ describe('oauth-sidecar serve', () => {
       expect(logs).toContain('"requestId":"drain-check"');
       expectNoSecrets(logs);
     } finally {
+      await sidecar.stop('SIGKILL');
+    }
+  });
+
+  it('follows a Kubernetes Secret rotation (..data symlink swap) on the next client-credentials grant', async () => {
+    // The layout the kubelet writes for a Secret volume.
+    const dir = mkdtempSync(join(tmpdir(), 'oauth-sidecar-secret-'));
+    const writeVersion = (name: string, secret: string): void => {
+      mkdirSync(join(dir, name));
+      writeFileSync(join(dir, name, 'client-id'), 'demo-client\n');
+      writeFileSync(join(dir, name, 'client-secret'), `${secret}\n`);
+    };
+    writeVersion('..2026_11_22_01', SECRET);
+    symlinkSync('..2026_11_22_01', join(dir, '..data'));
+    symlinkSync('..data/client-id', join(dir, 'client-id'));
+    symlinkSync('..data/client-secret', join(dir, 'client-secret'));
+
+    const { CLIENT_ID: _id, CLIENT_SECRET: _secret, ...env } = baseEnv();
+    const sidecar = await startSidecarProcess({
+      ...env,
+      CLIENT_ID_FILE: join(dir, 'client-id'),
+      CLIENT_SECRET_FILE: join(dir, 'client-secret'),
+    });
+    const rotated = 'rotated-secret-2';
+    try {
+      await waitFor(
+        async () => (await request(`${sidecar.adminUrl}/readyz`)).statusCode === 200,
+        10_000,
+        'readyz',
+      );
+
+      // Reset in the portal, then the kubelet swaps ..data atomically.
+      standin.setClientSecret(rotated);
+      writeVersion('..2026_11_22_02', rotated);
+      symlinkSync('..2026_11_22_02', join(dir, '..data_tmp'));
+      renameSync(join(dir, '..data_tmp'), join(dir, '..data'));
+
+      // Everything the sidecar holds dies: the next request's 401 forces a renewal, the refresh grant
+      // is rejected, and client credentials must be re-read from the swapped files.
+      standin.revokeAccessTokens();
+      standin.revokeRefreshTokens();
+      const before = standin.tokenRequests.length;
+      const res = await request(`${sidecar.proxyUrl}/v1.0/contracts/`);
+      expect(res.statusCode).toBe(200);
+      await res.body.text();
+      const grants = standin.tokenRequests.slice(before);
+      expect(grants.at(-1)).toMatchObject({
+        grant: 'client_credentials',
+        secretOk: true,
+        outcome: 'issued',
+      });
+      expect(grants.some((g) => g.grant === 'client_credentials' && !g.secretOk)).toBe(false);
+
+      await sidecar.stop();
+      const logs = sidecar.stdout.join('\n') + sidecar.stderr.join('');
+      expect(logs).toContain('client credentials changed');
+      expectNoSecrets(logs);
+      expect(logs).not.toContain(rotated);
+    } finally {
+      standin.setClientSecret(SECRET);
       await sidecar.stop('SIGKILL');
     }
   });
