@@ -2,7 +2,8 @@
 // due at start + i/rate whatever happened before, and its latency is measured from that due time,
 // so a stall shows up in the percentiles instead of slowing the sender (no coordinated omission).
 // Usage: node bench/fixed-rate.mjs <url> <rate/s> <seconds> [connections] [caFile]
-// Prints one JSON line: { due, ok, non2xx, errors, rate, p50, p90, p99, p999, max } (ms).
+// Prints one JSON line: { due, ok, non2xx, errors, unfinished, rate, p50, p90, p99, p999, max }
+// (ms); requests still unanswered 10 s after the last send count as unfinished, at their age.
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import process from 'node:process';
@@ -28,22 +29,25 @@ let ok = 0;
 let non2xx = 0;
 let errors = 0;
 let done = 0;
+/** Due times of requests still in flight, so a saturated target cannot hide its slowest ones. */
+const outstanding = new Map();
 let allDone;
 const finished = new Promise((resolve) => (allDone = resolve));
 
 function fire(index, due) {
+  if (index >= warmup) outstanding.set(index, due);
   pool
     .request({ path, method: 'GET' })
     .then(async (res) => {
       await res.body.dump();
-      if (index >= warmup) {
+      if (index >= warmup && outstanding.delete(index)) {
         latencies[recorded++] = performance.now() - due;
         if (res.statusCode >= 200 && res.statusCode < 300) ok++;
         else non2xx++;
       }
     })
     .catch(() => {
-      if (index >= warmup) errors++;
+      if (index >= warmup && outstanding.delete(index)) errors++;
     })
     .finally(() => {
       if (++done === total) allDone();
@@ -61,8 +65,12 @@ while (next < total) {
   }
   await sleep(Math.max(0, Math.min(1, start + next * interval - performance.now())));
 }
-await Promise.race([finished, sleep(30000)]);
-await pool.close();
+await Promise.race([finished, sleep(10000)]);
+// Still unanswered 10 s after the last send: count them at their age so far (a lower bound).
+const unfinished = outstanding.size;
+for (const due of outstanding.values()) latencies[recorded++] = performance.now() - due;
+outstanding.clear();
+await pool.destroy();
 const sorted = latencies.slice(0, recorded).sort();
 const pct = (p) => sorted[Math.min(recorded - 1, Math.max(0, Math.ceil((p / 100) * recorded) - 1))];
 const round = (n) => (n === undefined ? null : Math.round(n * 1000) / 1000);
@@ -72,6 +80,7 @@ process.stdout.write(
     ok,
     non2xx,
     errors,
+    unfinished,
     rate,
     p50: round(pct(50)),
     p90: round(pct(90)),

@@ -350,7 +350,8 @@ async function main() {
           r.results[t.name].kb2.non2xx +
           r.results[t.name].mb1.non2xx +
           r.results[t.name].rate.non2xx +
-          r.results[t.name].rate.errors,
+          r.results[t.name].rate.errors +
+          (r.results[t.name].rate.unfinished ?? 0),
         0,
       ),
     };
