@@ -24,6 +24,8 @@ import { createLogger, type Logger } from './telemetry/logger.js';
 import { createMetrics } from './telemetry/metrics.js';
 import { createTokenEndpointClient } from './token/client.js';
 import { TokenKeeper } from './token/keeper.js';
+import type { TokenEndpoint } from './token/types.js';
+import type { Dispatcher } from 'undici';
 
 /** In-flight requests get this long to finish after SIGTERM (DESIGN.md "Command line"). */
 export const DRAIN_TIMEOUT_MS = 10_000;
@@ -60,6 +62,11 @@ function readCa(config: Config, deps: SidecarDeps): string | undefined {
     : readFileSync(config.upstream.caFile, 'utf8');
 }
 
+function tokenEndpointFor(config: Config, dispatcher: Dispatcher): TokenEndpoint {
+  const { url, format, clientAuth, scopes, timeoutMs } = config.token;
+  return createTokenEndpointClient({ url, format, clientAuth, scopes, timeoutMs, dispatcher });
+}
+
 /** Wire and start the token keeper, the proxy listener and the admin listener. */
 export async function startSidecar(config: Config, deps: SidecarDeps): Promise<RunningSidecar> {
   const { logger } = deps;
@@ -72,14 +79,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   const tokenDispatcher = createUpstreamDispatcher({ ca, http2: false });
   const upstreamDispatcher = createUpstreamDispatcher({ ca, http2: config.upstream.http2 });
 
-  const endpoint = createTokenEndpointClient({
-    url: config.token.url,
-    format: config.token.format,
-    clientAuth: config.token.clientAuth,
-    scopes: config.token.scopes,
-    timeoutMs: config.token.timeoutMs,
-    dispatcher: tokenDispatcher,
-  });
+  const endpoint = tokenEndpointFor(config, tokenDispatcher);
   const keeper = new TokenKeeper({
     endpoint,
     readCredentials: createCredentialsReader(config.credentials),
@@ -204,14 +204,7 @@ async function runCheck(config: Config, io: Io): Promise<number> {
   const ca = readCa(config, {} as SidecarDeps);
   const dispatcher = createUpstreamDispatcher({ ca, http2: false });
   try {
-    const endpoint = createTokenEndpointClient({
-      url: config.token.url,
-      format: config.token.format,
-      clientAuth: config.token.clientAuth,
-      scopes: config.token.scopes,
-      timeoutMs: config.token.timeoutMs,
-      dispatcher,
-    });
+    const endpoint = tokenEndpointFor(config, dispatcher);
     const credentials = await createCredentialsReader(config.credentials)();
     const tokens = await endpoint.requestToken({ grant: 'client_credentials', credentials });
     io.out(`token endpoint: ${config.token.url}`);

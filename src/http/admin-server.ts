@@ -1,7 +1,7 @@
-import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import type { Hono } from 'hono';
 import type { HostPort } from '../config/types.js';
+import { listen } from './listen.js';
 
 export interface AdminServer {
   address: HostPort;
@@ -14,16 +14,9 @@ export async function startAdminServer(options: {
   listen: HostPort;
 }): Promise<AdminServer> {
   const server = createAdaptorServer({ fetch: options.app.fetch });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.listen.port, options.listen.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const info = server.address() as AddressInfo;
+  const address = await listen(server, options.listen);
   return {
-    address: { host: info.address, port: info.port },
+    address,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -17,7 +17,6 @@ import {
   type Http2ServerResponse,
   type Http2Session,
 } from 'node:http2';
-import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { systemClock, type Clock } from '../clock.js';
 import type { HostPort } from '../config/types.js';
@@ -25,6 +24,7 @@ import { SidecarError } from '../errors.js';
 import { checkRequestTarget, pathForLog } from '../proxy/path-safety.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
+import { listen } from './listen.js';
 import { errorAnswer } from './error-handler.js';
 import { PLACEHOLDER_TARGET, rememberRawTarget } from './raw-target.js';
 import { REQUEST_ID_HEADER, resolveRequestId } from './request-id.js';
@@ -203,15 +203,7 @@ export async function startProxyServer(options: ProxyServerOptions): Promise<Pro
     });
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.listen.port, options.listen.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const info = server.address() as AddressInfo;
-  const address = { host: info.address, port: info.port };
+  const address = await listen(server, options.listen);
   logger.info({ address, http2: options.http2 }, 'proxy listening');
 
   async function drain(timeoutMs = 10_000): Promise<void> {
