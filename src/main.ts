@@ -18,8 +18,7 @@ import { startAdminServer } from './http/admin-server.js';
 import { createProxyApp } from './http/proxy-app.js';
 import { startProxyServer } from './http/proxy-server.js';
 import { createForwarder } from './proxy/forwarder.js';
-import { createUpstreamDispatcher } from './proxy/dispatcher.js';
-import { startStandin } from './standin/index.js';
+import { createUpstreamDispatcher, trustContext } from './proxy/dispatcher.js';
 import { createLogger, type Logger } from './telemetry/logger.js';
 import { createMetrics } from './telemetry/metrics.js';
 import { createTokenEndpointClient } from './token/client.js';
@@ -73,7 +72,8 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   const clock = deps.clock ?? systemClock;
   const registry = new Registry();
   const metrics = createMetrics({ registry });
-  const ca = readCa(config, deps);
+  const caPem = readCa(config, deps);
+  const ca = caPem === undefined ? undefined : trustContext(caPem);
 
   // TLS verification is always on: the extra CA is added to the system roots, never replaces checks.
   const tokenDispatcher = createUpstreamDispatcher({ ca, http2: false });
@@ -302,6 +302,8 @@ export async function run(argv: readonly string[], env: Env, io: Io): Promise<nu
   }
 
   if (args.command === 'demo') {
+    // Loaded only here: production processes never load the stand-in and its certificate generator.
+    const { startStandin } = await import('./standin/index.js');
     const standin = await startStandin({ tokenLifetimeSeconds: DEMO_TOKEN_LIFETIME_SECONDS });
     let config: Config;
     try {

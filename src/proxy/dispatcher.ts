@@ -1,9 +1,12 @@
-import { rootCertificates } from 'node:tls';
+import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 import { Agent, type Dispatcher } from 'undici';
 
 export interface UpstreamDispatcherOptions {
-  /** Extra PEM CA bundle (`upstream.caFile` contents), trusted on top of the system roots. */
-  ca?: string;
+  /**
+   * Extra PEM CA bundle (`upstream.caFile` contents), trusted on top of the system roots, or a
+   * context from `trustContext()` to share between dispatchers.
+   */
+  ca?: string | SecureContext;
   /** Offer HTTP/2 through ALPN (`upstream.http2`). */
   http2: boolean;
   /** Connections per origin; unlimited when absent. */
@@ -17,10 +20,20 @@ export interface UpstreamDispatcherOptions {
  * TLS verification is always on; an extra CA only widens the trusted roots, it never replaces them.
  */
 export function createUpstreamDispatcher(options: UpstreamDispatcherOptions): Dispatcher {
+  const secureContext = typeof options.ca === 'string' ? trustContext(options.ca) : options.ca;
   return new Agent({
     allowH2: options.http2,
     connections: options.connections ?? null,
     keepAliveTimeout: options.keepAliveTimeoutMs ?? 4_000,
-    ...(options.ca === undefined ? {} : { connect: { ca: [...rootCertificates, options.ca] } }),
+    ...(secureContext === undefined ? {} : { connect: { secureContext } }),
   });
+}
+
+/**
+ * The system roots plus `ca`, parsed once. Passing `connect.ca` instead would make node build a
+ * context from ~145 certificates for every new TLS connection: 14–50 ms of blocked event loop each
+ * (measured by bench/, see README "Benchmarks").
+ */
+export function trustContext(ca: string): SecureContext {
+  return createSecureContext({ ca: [...rootCertificates, ca] });
 }

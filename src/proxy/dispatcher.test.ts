@@ -1,0 +1,45 @@
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestPki, startStandin, type Standin } from '../standin/index.js';
+import { createUpstreamDispatcher, trustContext } from './dispatcher.js';
+
+describe('createUpstreamDispatcher', () => {
+  let standin: Standin;
+  beforeAll(async () => {
+    standin = await startStandin();
+  });
+  afterAll(async () => {
+    await standin.close();
+  });
+
+  it('trusts the extra CA through one shared context, for several dispatchers', async () => {
+    const shared = trustContext(standin.caCert);
+    for (const dispatcher of [
+      createUpstreamDispatcher({ ca: shared, http2: false }),
+      createUpstreamDispatcher({ ca: shared, http2: true }),
+      createUpstreamDispatcher({ ca: standin.caCert, http2: false }),
+    ]) {
+      const res = await request(`${standin.url}/v1.0/contracts/`, { dispatcher });
+      expect(res.statusCode).toBe(401); // reached the API over verified TLS (no bearer sent)
+      await res.body.text();
+      await dispatcher.close();
+    }
+  });
+
+  it('keeps TLS verification on: a server signed by another CA is refused', async () => {
+    const other = await createTestPki();
+    const dispatcher = createUpstreamDispatcher({ ca: trustContext(other.caCert), http2: false });
+    await expect(request(`${standin.url}/v1.0/contracts/`, { dispatcher })).rejects.toThrow(
+      /certificate/i,
+    );
+    await dispatcher.close();
+  });
+
+  it('refuses the throwaway CA with the system roots alone', async () => {
+    const dispatcher = createUpstreamDispatcher({ http2: false });
+    await expect(request(`${standin.url}/v1.0/contracts/`, { dispatcher })).rejects.toThrow(
+      /certificate/i,
+    );
+    await dispatcher.close();
+  });
+});
