@@ -4,6 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +16,7 @@ import {
   runCli,
   startSidecarProcess,
   waitFor,
+  waitReady,
   writeTemp,
 } from './helpers/sidecar-process.js';
 
@@ -138,11 +140,7 @@ describe('oauth-sidecar serve', () => {
   it('proxies with the kept token, reports ready, drains on SIGTERM and exits 0, logging no secret', async () => {
     const sidecar = await startSidecarProcess(baseEnv());
     try {
-      await waitFor(
-        async () => (await request(`${sidecar.adminUrl}/readyz`)).statusCode === 200,
-        10_000,
-        'readyz',
-      );
+      await waitReady(sidecar);
 
       const contracts = await request(`${sidecar.proxyUrl}/v1.0/contracts/`, {
         headers: { authorization: 'Bearer client-supplied' },
@@ -232,11 +230,7 @@ describe('oauth-sidecar serve', () => {
     });
     const rotated = 'rotated-secret-2';
     try {
-      await waitFor(
-        async () => (await request(`${sidecar.adminUrl}/readyz`)).statusCode === 200,
-        10_000,
-        'readyz',
-      );
+      await waitReady(sidecar);
 
       // Reset in the portal, then the kubelet swaps ..data atomically.
       standin.setClientSecret(rotated);
@@ -267,6 +261,61 @@ describe('oauth-sidecar serve', () => {
       expect(logs).not.toContain(rotated);
     } finally {
       standin.setClientSecret(SECRET);
+      await sidecar.stop('SIGKILL');
+    }
+  });
+
+  it('replays a request whose token a renewal replaced and which expired on its way: the client sees 200', async () => {
+    standin.setTokenLifetime(4);
+    const sidecar = await startSidecarProcess(baseEnv());
+    try {
+      await waitReady(sidecar);
+      const first = standin.tokenRequests.filter((r) => r.outcome === 'issued').at(-1)!;
+      const apiBefore = standin.apiRequests.length;
+
+      // The sidecar takes its token when the request arrives, then buffers the (small) body.
+      const proxy = new URL(sidecar.proxyUrl);
+      const body = 'late body';
+      const sent = new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const req = httpRequest(
+          {
+            host: proxy.hostname,
+            port: proxy.port,
+            method: 'POST',
+            path: '/v1.0/echo/late',
+            headers: { 'content-type': 'text/plain', 'content-length': body.length },
+          },
+          (res) => {
+            let text = '';
+            res.setEncoding('utf8');
+            res.on('data', (d: string) => (text += d));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+          },
+        );
+        req.on('error', reject);
+        req.write(body.slice(0, 4));
+        // The scheduled renewal (at about half the 4 s lifetime) replaces the token, and the old
+        // one expires at the stand-in, before the rest of the body arrives.
+        void waitFor(
+          () => standin.tokenRequests.some((r) => r.outcome === 'issued' && r.at > first.at),
+          10_000,
+          'a scheduled renewal',
+        ).then(async () => {
+          await new Promise((r) => setTimeout(r, Math.max(0, first.at + 4_300 - Date.now())));
+          req.end(body.slice(4));
+        }, reject);
+      });
+      const res = await sent;
+
+      expect(res.status).toBe(200);
+      expect(JSON.parse(res.text)).toMatchObject({ method: 'POST', bodyBytes: body.length });
+      const seen = standin.apiRequests.slice(apiBefore);
+      expect(seen.map((r) => r.status)).toEqual([401, 200]);
+      expect(seen[0]!.token).not.toBe(seen[1]!.token);
+      const metrics = await (await request(`${sidecar.adminUrl}/metrics`)).body.text();
+      expect(metrics).toMatch(/^oauth_sidecar_upstream_unauthorized_total\{replayed="true"\} 1$/m);
+    } finally {
+      standin.setTokenLifetime(1799);
       await sidecar.stop('SIGKILL');
     }
   });

@@ -10,7 +10,7 @@ import { request } from 'undici';
 import { startStandin, type Standin } from '../src/standin/index.js';
 import {
   startSidecarProcess,
-  waitFor,
+  waitReady,
   writeTemp,
   type SidecarProcess,
 } from './helpers/sidecar-process.js';
@@ -31,11 +31,7 @@ beforeAll(async () => {
     CLIENT_ID: 'demo-client',
     CLIENT_SECRET: 'demo-secret',
   });
-  await waitFor(
-    async () => (await request(`${sidecar.adminUrl}/readyz`)).statusCode === 200,
-    10_000,
-    'readyz',
-  );
+  await waitReady(sidecar);
 });
 
 afterAll(async () => {

@@ -174,8 +174,11 @@ echo "ok: proxied /v1.0/contracts/ through the container"
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$proxy_port/not-allowed/")
 [ "$code" = 404 ] || { echo "path outside the allow-list: expected 404, got $code" >&2; exit 1; }
 echo "ok: path outside the allow-list -> 404"
-curl -sf "http://127.0.0.1:$admin_port/metrics" | grep -q '^oauth_sidecar_token_ready 1' ||
-  { echo "metrics: oauth_sidecar_token_ready is not 1" >&2; exit 1; }
+# Capture first: with pipefail, `curl | grep -q` fails at random when grep exits before curl has
+# written everything (curl dies of SIGPIPE).
+metrics=$(curl -sf "http://127.0.0.1:$admin_port/metrics") || { echo "metrics: GET /metrics failed" >&2; exit 1; }
+grep -q '^oauth_sidecar_token_ready 1' <<<"$metrics" ||
+  { echo "metrics: oauth_sidecar_token_ready is not 1" >&2; grep '^oauth_sidecar_token' <<<"$metrics" >&2; exit 1; }
 echo "ok: /metrics oauth_sidecar_token_ready 1"
 
 podman healthcheck run "$container" && echo "ok: HEALTHCHECK (node hitting /healthz) passes"
@@ -188,7 +191,9 @@ podman stop -t 15 "$container" >/dev/null 2>"$work/stop.err" || { cat "$work/sto
 exit_code=$(podman inspect "$container" --format '{{.State.ExitCode}}')
 [ "$exit_code" = 0 ] || { echo "exit code after SIGTERM: $exit_code" >&2; podman logs --tail 20 "$container" >&2; exit 1; }
 echo "ok: exit code 0 after SIGTERM"
-podman logs "$container" 2>&1 | grep -q 'proof-secret' && { echo "client secret found in logs" >&2; exit 1; }
+logs=$(podman logs "$container" 2>&1)
+[ -n "$logs" ] || { echo "no logs captured from the container" >&2; exit 1; }
+grep -q 'proof-secret' <<<"$logs" && { echo "client secret found in logs" >&2; exit 1; }
 echo "ok: no client secret in the logs"
 
 step "container proof passed in $(($(date +%s) - started)) s (image $((size / 1024 / 1024)) MiB)"

@@ -7,8 +7,8 @@ export interface AccessTokenSource {
   getAccessToken(): Promise<string>;
   /**
    * The upstream answered 401 to `token`. If it is still the current token, it is dropped and a
-   * renewal starts (at most one forced renewal per 5 s). Returns true when a renewal was started or
-   * is in flight, so a replay may get a different token.
+   * renewal starts (at most one forced renewal per 5 s). Returns true when a replay would carry a
+   * different token: a renewal is in flight, or a newer token has already replaced `token`.
    */
   invalidate(token: string): boolean;
 }

@@ -468,7 +468,15 @@ describe('TokenKeeper failures', () => {
 });
 
 describe('TokenKeeper.invalidate', () => {
-  it('drops the current token and runs one forced renewal; old tokens do nothing', async () => {
+  /** A 401 to a superseded token: replay (with the newer one), no renewal, the newer one kept. */
+  async function expectReplayWithHeldToken(stale: string, held: string): Promise<void> {
+    const requests = h.endpoint.requests.length;
+    expect(h.keeper.invalidate(stale)).toBe(true);
+    expect(h.endpoint.requests).toHaveLength(requests);
+    await expect(h.keeper.getAccessToken()).resolves.toBe(held);
+  }
+
+  it('drops the current token and runs one forced renewal; a superseded token only replays', async () => {
     h.keeper.start();
     await flush();
     h.endpoint.script.push(deferredAnswer());
@@ -482,9 +490,30 @@ describe('TokenKeeper.invalidate', () => {
     pending.resolve({});
     await expect(waiting).resolves.toBe('access-2');
 
+    await expectReplayWithHeldToken('access-1', 'access-2');
+    expect(h.endpoint.requests).toHaveLength(2);
+  });
+
+  it('asks for a replay when a scheduled renewal replaced the token that got the 401', async () => {
+    h.keeper.start();
+    await flush();
+    // The request left with access-1; the scheduled renewal lands before the upstream answers.
+    await advance(900_000);
+    await flush();
+    expect(h.endpoint.requests).toHaveLength(2);
+    await expect(h.keeper.getAccessToken()).resolves.toBe('access-2');
+    await expectReplayWithHeldToken('access-1', 'access-2');
+  });
+
+  it('asks for no replay when no valid token is held and nothing is in flight', async () => {
+    h.keeper.start();
+    await flush();
+    h.endpoint.failWith = serverError(20_000);
+    expect(h.keeper.invalidate('access-1')).toBe(true); // forced renewal starts, and fails
+    await flush();
+    expect(h.keeper.isReady()).toBe(false);
     expect(h.keeper.invalidate('access-1')).toBe(false);
     expect(h.keeper.invalidate('never-issued')).toBe(false);
-    expect(h.endpoint.requests).toHaveLength(2);
   });
 
   it('allows one forced renewal per 5 s and keeps the newest token meanwhile', async () => {

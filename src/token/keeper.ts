@@ -111,8 +111,6 @@ export class TokenKeeper {
   private lastError: KeeperStatus['lastError'] = null;
   private latest: LastResult | undefined;
   private lastForcedAt: number | undefined;
-  /** The token dropped by the last forced renewal: concurrent 401s with it share that renewal. */
-  private lastForcedToken: string | undefined;
   private credentialsFingerprint: string | undefined;
   private readonly waiters = new Set<Waiter>();
   private readonly readyWaiters: { resolve(): void; reject(error: Error): void }[] = [];
@@ -181,12 +179,15 @@ export class TokenKeeper {
    * starts, at most once per 5 s and never against backoff. Within 5 s of the previous forced
    * renewal the token is kept and nothing is requested: the newest token was just issued, and
    * hammering the endpoint will not make the upstream accept it sooner.
-   * Returns true when a renewal is in flight, so a replay may get a different token.
+   * A token that is no longer the current one (a renewal replaced it while the request was on its
+   * way, and it expired or was revoked upstream) changes nothing here.
+   * Returns true when a replay would carry a different token: a newer valid token is held, or a
+   * renewal is in flight.
    */
   invalidate(token: string): boolean {
     if (this.stopped) return false;
     if (this.current?.accessToken !== token) {
-      return token === this.lastForcedToken && this.inflight !== undefined;
+      return this.validToken() !== undefined || this.inflight !== undefined;
     }
     const now = this.clock.now();
     if (this.lastForcedAt !== undefined && now - this.lastForcedAt < FORCED_RENEWAL_INTERVAL_MS) {
@@ -197,7 +198,6 @@ export class TokenKeeper {
       return this.inflight !== undefined;
     }
     this.lastForcedAt = now;
-    this.lastForcedToken = token;
     this.current = undefined;
     this.log.info(
       { event: 'token', reason: 'forced' },

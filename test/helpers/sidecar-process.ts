@@ -2,6 +2,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { request } from 'undici';
 
 export const MAIN = join(import.meta.dirname, '..', '..', 'dist', 'main.js');
 
@@ -121,4 +122,13 @@ export async function waitFor(
     await new Promise((r) => setTimeout(r, 25));
   }
   throw new Error(`timed out waiting for ${what}`);
+}
+
+/** Wait until the sidecar's /readyz answers 200 (it holds a token). */
+export function waitReady(sidecar: Pick<SidecarProcess, 'adminUrl'>, timeoutMs = 10_000) {
+  return waitFor(
+    async () => (await request(`${sidecar.adminUrl}/readyz`)).statusCode === 200,
+    timeoutMs,
+    'readyz',
+  );
 }
