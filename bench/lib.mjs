@@ -2,7 +2,7 @@
 // processes, /proc readings and Prometheus text parsing. Plain ESM so it runs without a build step;
 // the sidecar itself is always the built one (dist/).
 import { execFileSync, spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -240,3 +240,29 @@ export const fmt = {
   x: (n) => (Number.isFinite(n) ? `${n.toFixed(2)}×` : 'n/a'),
   us: (n) => (Number.isFinite(n) ? `${n.toFixed(1)} µs` : 'n/a'),
 };
+
+/**
+ * Run a bench script's `main` and exit: 0, or 1 when `main` resolves to 1 (an expectation was
+ * violated), or 2 when it throws. Cleanups run in reverse order, each best effort. The work
+ * directory is removed unless `keep` is set or the run crashed (its logs are the evidence).
+ */
+export async function runScript(name, main, { cleanups, work, keep }) {
+  let exitCode = 0;
+  try {
+    exitCode = (await main()) === 1 ? 1 : 0;
+  } catch (err) {
+    process.stderr.write(`${name} failed: ${err.stack ?? err}\n(logs in ${work})\n`);
+    exitCode = 2;
+  } finally {
+    for (const cleanup of cleanups.reverse()) {
+      try {
+        await cleanup();
+      } catch {
+        // best effort: the next cleanup still runs
+      }
+    }
+    if (!keep && exitCode !== 2) rmSync(work, { recursive: true, force: true });
+    await sleep(10);
+    process.exit(exitCode);
+  }
+}

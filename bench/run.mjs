@@ -11,12 +11,11 @@
 // latest.md; exits 1 when a target is missed.
 import { Buffer } from 'node:buffer';
 import { execFile, execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
 import { clearInterval, setInterval } from 'node:timers';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { parseArgs } from 'node:util';
 import { request } from 'undici';
@@ -33,6 +32,7 @@ import {
   metricSum,
   procStatusBytes,
   processTree,
+  runScript,
   say,
   scrape,
   sidecarEnv,
@@ -68,7 +68,6 @@ const MIB = 1048576;
 const work = makeWorkDir('oauth-sidecar-bench-');
 const log = (name) => join(work, `${name}.log`);
 const cleanups = [];
-let exitCode = 0;
 
 /** A 2 KB JSON answer shaped like the API's contracts listing. */
 function contractsJson() {
@@ -449,7 +448,7 @@ async function main() {
   writeFileSync(join(dir, 'latest.md'), md);
   say();
   say(md);
-  if (checks.some((c) => !c.pass)) exitCode = 1;
+  if (checks.some((c) => !c.pass)) return 1;
 }
 
 function markdown({ meta, summary, ratios, tokenCalls, checks }, targets) {
@@ -501,20 +500,4 @@ function markdown({ meta, summary, ratios, tokenCalls, checks }, targets) {
   return lines.join('\n');
 }
 
-try {
-  await main();
-} catch (err) {
-  process.stderr.write(`bench failed: ${err.stack ?? err}\n(logs in ${work})\n`);
-  exitCode = 2;
-} finally {
-  for (const cleanup of cleanups.reverse()) {
-    try {
-      await cleanup();
-    } catch {
-      // best effort: the next cleanup still runs
-    }
-  }
-  if (!args.keep && exitCode !== 2) rmSync(work, { recursive: true, force: true });
-  await sleep(10);
-  process.exit(exitCode);
-}
+await runScript('bench', main, { cleanups, work, keep: args.keep });

@@ -15,7 +15,7 @@
 // open fds (/proc/<pid>/fd) are read then, and again the same way after phase d.
 // Exits 1 on any violated expectation.
 import { Buffer } from 'node:buffer';
-import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:https';
 import { join } from 'node:path';
 import process from 'node:process';
@@ -33,6 +33,7 @@ import {
   makeWorkDir,
   metricSum,
   procStatusBytes,
+  runScript,
   say,
   scrape,
   sidecarEnv,
@@ -581,21 +582,11 @@ async function main() {
   } else say('PASS');
 }
 
-let exitCode = 0;
-try {
-  await main();
-  if (violations.length) exitCode = 1;
-} catch (err) {
-  process.stderr.write(`soak failed: ${err.stack ?? err}\n(logs in ${work})\n`);
-  exitCode = 2;
-} finally {
-  for (const cleanup of cleanups.reverse()) {
-    try {
-      await cleanup();
-    } catch {
-      // best effort
-    }
-  }
-  if (!args.keep && exitCode !== 2) rmSync(work, { recursive: true, force: true });
-  process.exit(exitCode);
-}
+await runScript(
+  'soak',
+  async () => {
+    await main();
+    return violations.length ? 1 : 0;
+  },
+  { cleanups, work, keep: args.keep },
+);
