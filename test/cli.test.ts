@@ -320,6 +320,42 @@ describe('oauth-sidecar serve', () => {
     }
   });
 
+  it('a 401 while backoff forbids a renewal gives the client 503 token_unavailable, not the 401', async () => {
+    standin.setTokenLifetime(4);
+    const sidecar = await startSidecarProcess({ ...baseEnv(), TOKEN_WAIT_MS: '300' });
+    try {
+      await waitReady(sidecar);
+      // The token endpoint goes down: the scheduled renewal (about 2 s in) fails with Retry-After
+      // 30, so the keeper is in backoff while its token is still valid.
+      const tokensBefore = standin.tokenRequests.length;
+      standin.failTokenRequests({ kind: 'status', status: 503, retryAfter: '30' }, Infinity);
+      await waitFor(
+        () => standin.tokenRequests.slice(tokensBefore).some((r) => r.outcome === 'fault'),
+        10_000,
+        'the failed renewal',
+      );
+      const tokensAfterFailure = standin.tokenRequests.length;
+      // Then the API rejects that token.
+      standin.revokeAccessTokens();
+      const apiBefore = standin.apiRequests.length;
+
+      const res = await request(`${sidecar.proxyUrl}/v1.0/contracts/`);
+      const body = (await res.body.json()) as { errors: { code: string }[] };
+
+      expect(res.statusCode).toBe(503);
+      expect(body.errors[0]!.code).toBe('token_unavailable');
+      expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(20);
+      expect(standin.apiRequests.slice(apiBefore).map((r) => r.status)).toEqual([401]);
+      expect(standin.tokenRequests).toHaveLength(tokensAfterFailure); // backoff honoured
+      const metrics = await (await request(`${sidecar.adminUrl}/metrics`)).body.text();
+      expect(metrics).toMatch(/^oauth_sidecar_upstream_unauthorized_total\{replayed="true"\} 1$/m);
+    } finally {
+      standin.clearTokenFaults();
+      standin.setTokenLifetime(1799);
+      await sidecar.stop('SIGKILL');
+    }
+  });
+
   it('exits 1 with a clear reason when the proxy port is taken', async () => {
     const first = await startSidecarProcess(baseEnv());
     try {

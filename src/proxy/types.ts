@@ -7,8 +7,9 @@ export interface AccessTokenSource {
   getAccessToken(): Promise<string>;
   /**
    * The upstream answered 401 to `token`. If it is still the current token, it is dropped and a
-   * renewal starts (at most one forced renewal per 5 s). Returns true when a replay would carry a
-   * different token: a renewal is in flight, or a newer token has already replaced `token`.
+   * renewal starts (at most one forced renewal per 5 s, never against backoff). Returns true when a
+   * replay would not carry `token` again: it gets a newer token, waits for one, or is answered 503
+   * `token_unavailable`.
    */
   invalidate(token: string): boolean;
 }

@@ -505,15 +505,24 @@ describe('TokenKeeper.invalidate', () => {
     await expectReplayWithHeldToken('access-1', 'access-2');
   });
 
-  it('asks for no replay when no valid token is held and nothing is in flight', async () => {
+  it('with no valid token and backoff in force, a 401 still asks for a replay, which ends in token_unavailable', async () => {
     h.keeper.start();
     await flush();
     h.endpoint.failWith = serverError(20_000);
     expect(h.keeper.invalidate('access-1')).toBe(true); // forced renewal starts, and fails
     await flush();
     expect(h.keeper.isReady()).toBe(false);
-    expect(h.keeper.invalidate('access-1')).toBe(false);
-    expect(h.keeper.invalidate('never-issued')).toBe(false);
+    // Another request that left with access-1, and one with a token never seen: no new request,
+    // but a replay (it waits like any request made while no token is valid).
+    expect(h.keeper.invalidate('access-1')).toBe(true);
+    expect(h.keeper.invalidate('never-issued')).toBe(true);
+    expect(h.endpoint.requests).toHaveLength(2);
+    const replay = outcome(h.keeper.getAccessToken());
+    await advance(5000);
+    const error = await replay;
+    expect(error).toBeInstanceOf(TokenUnavailableError);
+    expect((error as TokenUnavailableError).retryAfterSeconds).toBe(15);
+    expect(h.endpoint.requests).toHaveLength(2);
   });
 
   it('allows one forced renewal per 5 s and keeps the newest token meanwhile', async () => {
@@ -532,15 +541,24 @@ describe('TokenKeeper.invalidate', () => {
     await expect(h.keeper.getAccessToken()).resolves.toBe('access-3');
   });
 
-  it('does not force a request against backoff', async () => {
+  it('drops the rejected token but does not force a request against backoff', async () => {
     h.keeper.start();
     await flush();
     h.endpoint.failWith = serverError(20_000);
-    await advanceTo(790);
+    await advanceTo(790); // the scheduled renewal failed: Retry-After 20 s, access-1 still valid
     expect(h.endpoint.requests).toHaveLength(2);
-    expect(h.keeper.invalidate('access-1')).toBe(false);
+    expect(h.keeper.isReady()).toBe(true);
+    expect(h.keeper.invalidate('access-1')).toBe(true);
     expect(h.endpoint.requests).toHaveLength(2);
     expect(h.keeper.isReady()).toBe(false);
+    // The replay waits waitMs (5 s) and gets token_unavailable: the retry is 20 s away. That
+    // retry then runs on schedule and brings access-2.
+    h.endpoint.failWith = undefined;
+    const replay = outcome(h.keeper.getAccessToken());
+    await advanceTo(811);
+    expect(await replay).toBeInstanceOf(TokenUnavailableError);
+    await expect(h.keeper.getAccessToken()).resolves.toBe('access-2');
+    expect(h.endpoint.requests).toHaveLength(3);
   });
 });
 

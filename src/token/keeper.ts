@@ -181,14 +181,13 @@ export class TokenKeeper {
    * hammering the endpoint will not make the upstream accept it sooner.
    * A token that is no longer the current one (a renewal replaced it while the request was on its
    * way, and it expired or was revoked upstream) changes nothing here.
-   * Returns true when a replay would carry a different token: a newer valid token is held, or a
-   * renewal is in flight.
+   * Returns true when a replay would not carry the same token again: it gets a newer token, waits
+   * for one, or gets `token_unavailable` like any request made while no token is valid. False only
+   * when the rejected token is kept (rate limit with nothing in flight) or the keeper is stopped.
    */
   invalidate(token: string): boolean {
     if (this.stopped) return false;
-    if (this.current?.accessToken !== token) {
-      return this.validToken() !== undefined || this.inflight !== undefined;
-    }
+    if (this.current?.accessToken !== token) return true;
     const now = this.clock.now();
     if (this.lastForcedAt !== undefined && now - this.lastForcedAt < FORCED_RENEWAL_INTERVAL_MS) {
       this.log.warn(
@@ -199,12 +198,24 @@ export class TokenKeeper {
     }
     this.lastForcedAt = now;
     this.current = undefined;
-    this.log.info(
-      { event: 'token', reason: 'forced' },
-      'upstream rejected the access token; renewing',
-    );
-    if (this.inflight === undefined && now >= this.notBefore) this.attempt('forced');
-    return this.inflight !== undefined;
+    if (this.inflight === undefined && now >= this.notBefore) {
+      this.log.info(
+        { event: 'token', reason: 'forced' },
+        'upstream rejected the access token; renewing',
+      );
+      this.attempt('forced');
+    } else if (this.inflight === undefined) {
+      this.log.info(
+        { event: 'token', reason: 'forced', nextAttemptAt: iso(this.notBefore) },
+        'upstream rejected the access token; dropped it, the next attempt is after the backoff',
+      );
+    } else {
+      this.log.info(
+        { event: 'token', reason: 'forced' },
+        'upstream rejected the access token; a token request is already in flight',
+      );
+    }
+    return true;
   }
 
   /** True while a valid token is held. */
