@@ -127,27 +127,27 @@ describe('token endpoint', () => {
             );
       expect(res.status).toBe(201);
       expect(res.headers['cache-control']).toBe('no-store');
-      const body = JSON.parse(res.text);
-      if (format === 'json') {
-        expect(Object.keys(body).sort()).toEqual([
-          'accessToken',
-          'expiresIn',
-          'refreshToken',
-          'tokenType',
-        ]);
-        expect(body.tokenType).toBe('Bearer');
-        expect(body.expiresIn).toBe(1799);
-        expect(body.accessToken).toMatch(/^at_[\w-]{43}$/);
-        expect(body.refreshToken).toMatch(/^rt_[\w-]{43}$/);
-      } else {
-        expect(Object.keys(body).sort()).toEqual([
-          'access_token',
-          'expires_in',
-          'refresh_token',
-          'token_type',
-        ]);
-        expect(body.token_type).toBe('Bearer');
-      }
+      const body = JSON.parse(res.text) as Record<string, unknown>;
+      // The same four fields in the format's own casing.
+      const name =
+        format === 'json'
+          ? {
+              access: 'accessToken',
+              expires: 'expiresIn',
+              refresh: 'refreshToken',
+              type: 'tokenType',
+            }
+          : {
+              access: 'access_token',
+              expires: 'expires_in',
+              refresh: 'refresh_token',
+              type: 'token_type',
+            };
+      expect(Object.keys(body).sort()).toEqual(Object.values(name).sort());
+      expect(body[name.type]).toBe('Bearer');
+      expect(body[name.expires]).toBe(1799);
+      expect(body[name.access]).toMatch(/^at_[\w-]{43}$/);
+      expect(body[name.refresh]).toMatch(/^rt_[\w-]{43}$/);
       const recorded = standin.tokenRequests.slice(before);
       expect(recorded).toHaveLength(1);
       expect(recorded[0]).toMatchObject({

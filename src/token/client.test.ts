@@ -300,17 +300,22 @@ describe('parseRetryAfter', () => {
   });
 });
 
-describe('sendGrantRequest (MockAgent)', () => {
-  const origin = 'https://auth.example';
-  let agent: MockAgent;
-
+/** A fresh MockAgent per test that refuses real connections; closed after each test. */
+function useMockAgent(): { agent: MockAgent } {
+  const holder = {} as { agent: MockAgent };
   beforeEach(() => {
-    agent = new MockAgent();
-    agent.disableNetConnect();
+    holder.agent = new MockAgent();
+    holder.agent.disableNetConnect();
   });
   afterEach(async () => {
-    await agent.close();
+    await holder.agent.close();
   });
+  return holder;
+}
+
+describe('sendGrantRequest (MockAgent)', () => {
+  const origin = 'https://auth.example';
+  const mock = useMockAgent();
 
   function options(overrides: Partial<TokenClientOptions> = {}): TokenClientOptions {
     return {
@@ -319,7 +324,7 @@ describe('sendGrantRequest (MockAgent)', () => {
       clientAuth: 'body',
       scopes: [],
       timeoutMs: 2000,
-      dispatcher: agent,
+      dispatcher: mock.agent,
       ...overrides,
     };
   }
@@ -327,7 +332,7 @@ describe('sendGrantRequest (MockAgent)', () => {
   /** Answers 201 once and records what arrived. */
   function capture(): { headers: Record<string, string>; body: string } {
     const seen = { headers: {} as Record<string, string>, body: '' };
-    agent
+    mock.agent
       .get(origin)
       .intercept({ path: '/oauth/token/', method: 'POST' })
       .reply((opts) => {
@@ -450,7 +455,7 @@ describe('sendGrantRequest (MockAgent)', () => {
   );
 
   it('does not follow a redirect', async () => {
-    const pool = agent.get(origin);
+    const pool = mock.agent.get(origin);
     pool
       .intercept({ path: '/oauth/token/', method: 'POST' })
       .reply(302, '', { headers: { location: `${origin}/elsewhere/` } });
@@ -467,7 +472,7 @@ describe('sendGrantRequest (MockAgent)', () => {
   });
 
   it('maps a connection failure to network', async () => {
-    agent
+    mock.agent
       .get(origin)
       .intercept({ path: '/oauth/token/', method: 'POST' })
       .replyWithError(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }));
@@ -480,7 +485,7 @@ describe('sendGrantRequest (MockAgent)', () => {
   });
 
   it('times out after timeoutMs', async () => {
-    agent
+    mock.agent
       .get(origin)
       .intercept({ path: '/oauth/token/', method: 'POST' })
       .reply(201, { accessToken: ACCESS, tokenType: 'Bearer' })
@@ -495,7 +500,7 @@ describe('sendGrantRequest (MockAgent)', () => {
   });
 
   it('honours a caller abort', async () => {
-    agent
+    mock.agent
       .get(origin)
       .intercept({ path: '/oauth/token/', method: 'POST' })
       .reply(201, {})
@@ -523,15 +528,7 @@ describe('sendGrantRequest (MockAgent)', () => {
 
 describe('createTokenEndpointClient (MockAgent)', () => {
   const origin = 'https://auth.example';
-  let agent: MockAgent;
-
-  beforeEach(() => {
-    agent = new MockAgent();
-    agent.disableNetConnect();
-  });
-  afterEach(async () => {
-    await agent.close();
-  });
+  const mock = useMockAgent();
 
   const client = (timeoutMs = 2000) =>
     createTokenEndpointClient({
@@ -540,11 +537,11 @@ describe('createTokenEndpointClient (MockAgent)', () => {
       clientAuth: 'basic',
       scopes: [],
       timeoutMs,
-      dispatcher: agent,
+      dispatcher: mock.agent,
     });
 
   it('sends and checks', async () => {
-    agent.get(origin).intercept({ path: '/oauth/token/', method: 'POST' }).reply(201, {
+    mock.agent.get(origin).intercept({ path: '/oauth/token/', method: 'POST' }).reply(201, {
       access_token: ACCESS,
       token_type: 'bearer',
       expires_in: 1799,
@@ -561,7 +558,7 @@ describe('createTokenEndpointClient (MockAgent)', () => {
   });
 
   it('passes a rejection through', async () => {
-    agent
+    mock.agent
       .get(origin)
       .intercept({ path: '/oauth/token/', method: 'POST' })
       .reply(400, { error: 'invalid_grant' });
