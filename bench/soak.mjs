@@ -105,6 +105,7 @@ function tokenValidThroughout(start, end) {
 function phaseStats(name) {
   return {
     name,
+    start: Date.now(),
     requests: 0,
     byOutcome: new Map(),
     renewals: 0,
@@ -119,13 +120,12 @@ function phaseStats(name) {
   };
 }
 let phase = phaseStats('warm-up');
-let phaseStart = Date.now();
 const phases = [];
 const count = (key, start) => {
   phase.byOutcome.set(key, (phase.byOutcome.get(key) ?? 0) + 1);
   if (start === undefined) return;
   const seen = phase.timings.get(key) ?? [];
-  if (seen.length < 4) seen.push(`+${start - phaseStart} ms (took ${Date.now() - start} ms)`);
+  if (seen.length < 4) seen.push(`+${start - phase.start} ms (took ${Date.now() - start} ms)`);
   phase.timings.set(key, seen);
 };
 let mix = () => 'normal';
@@ -191,8 +191,8 @@ async function one(pool, kind) {
           .filter((r) => r.at <= start)
           .pop();
         phase.samples.push(
-          `503 token_unavailable for a request from +${start - phaseStart} ms to +${end - phaseStart} ms; ` +
-            `newest token issued at +${last.at - phaseStart} ms, sidecar-side expiry +${expiryOf(last) - phaseStart} ms`,
+          `503 token_unavailable for a request from +${start - phase.start} ms to +${end - phase.start} ms; ` +
+            `newest token issued at +${last.at - phase.start} ms, sidecar-side expiry +${expiryOf(last) - phase.start} ms`,
         );
       }
     }
@@ -361,8 +361,6 @@ async function main() {
 
   const runPhase = async (name, seconds, setup = () => {}, mixFn = () => 'normal') => {
     phase = phaseStats(name);
-    phaseStart = Date.now();
-    phase.start = phaseStart;
     phases.push(phase);
     const tokensBefore = issued().length;
     const unauthorizedBefore = metricSum(

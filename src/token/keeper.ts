@@ -198,23 +198,20 @@ export class TokenKeeper {
     }
     this.lastForcedAt = now;
     this.current = undefined;
-    if (this.inflight === undefined && now >= this.notBefore) {
-      this.log.info(
-        { event: 'token', reason: 'forced' },
-        'upstream rejected the access token; renewing',
-      );
-      this.attempt('forced');
-    } else if (this.inflight === undefined) {
-      this.log.info(
-        { event: 'token', reason: 'forced', nextAttemptAt: iso(this.notBefore) },
-        'upstream rejected the access token; dropped it, the next attempt is after the backoff',
-      );
-    } else {
-      this.log.info(
-        { event: 'token', reason: 'forced' },
-        'upstream rejected the access token; a token request is already in flight',
-      );
-    }
+    const inBackoff = this.inflight === undefined && now < this.notBefore;
+    const renewNow = this.inflight === undefined && !inBackoff;
+    let what = 'a token request is already in flight';
+    if (renewNow) what = 'renewing';
+    if (inBackoff) what = 'dropped it, the next attempt is after the backoff';
+    this.log.info(
+      {
+        event: 'token',
+        reason: 'forced',
+        ...(inBackoff && { nextAttemptAt: iso(this.notBefore) }),
+      },
+      `upstream rejected the access token; ${what}`,
+    );
+    if (renewNow) this.attempt('forced');
     return true;
   }
 
