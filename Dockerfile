@@ -28,7 +28,7 @@ LABEL org.opencontainers.image.title="oauth-sidecar" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.base.name="${NODE_IMAGE}"
 # Heap caps sized for the 256Mi limit in deploy/: Node 24 otherwise grows to about twice the RSS of
-# Node 20 under load (perf/ENGINE.md); small semi-spaces keep the young generation from ballooning.
+# Node 20 under load (docs/engine-choice.md); small semi-spaces keep the young generation from ballooning.
 ENV NODE_ENV=production \
     NODE_OPTIONS="--max-old-space-size=160 --max-semi-space-size=8"
 WORKDIR /app

@@ -5,10 +5,10 @@ import tseslint from 'typescript-eslint';
 const honoOnlyInHttp = {
   group: ['hono', 'hono/*', '@hono/*'],
   message:
-    'Only src/http/ may import Hono (DESIGN.md "Source layout and boundaries"); keep the rest framework-free and testable.',
+    'Only src/http/ may import Hono (docs/design.md "Module boundaries"); keep the rest framework-free and testable.',
 };
 
-/** Module boundaries from DESIGN.md, each with its reason. */
+/** Module boundaries from docs/design.md, each with its reason. */
 const boundaries = [
   {
     files: ['src/errors.ts'],
@@ -83,12 +83,12 @@ const boundaries = [
         {
           object: 'process',
           property: 'env',
-          message: 'Only src/main.ts reads process.env (DESIGN.md): pass configuration in.',
+          message: 'Only src/main.ts reads process.env (docs/design.md): pass configuration in.',
         },
       ],
       'no-restricted-globals': [
         'error',
-        { name: 'fetch', message: 'Inject fetch/dispatcher (STYLE.md 6): no global I/O.' },
+        { name: 'fetch', message: 'Inject fetch/dispatcher (docs/design.md): no global I/O.' },
       ],
     },
   },

@@ -1,4 +1,4 @@
-/** Command-line parsing only: argv in, a command out. No I/O (DESIGN.md "Command line"). */
+/** Command-line parsing only: argv in, a command out. No I/O (docs/reference.md "Command line"). */
 
 export type Command = 'serve' | 'check' | 'demo' | 'help' | 'version';
 

@@ -1,5 +1,5 @@
 /**
- * Time as a dependency (STYLE.md 6): the keeper's schedule, backoff and token ages read this, so
+ * Time as a dependency (docs/design.md "Practices" 6): the keeper's schedule, backoff and token ages read this, so
  * tests drive them with fake timers or a hand-made clock.
  */
 export interface Clock {

@@ -10,7 +10,7 @@ import {
 } from './errors.js';
 
 describe('errors', () => {
-  it('maps every proxy error code to the status DESIGN.md gives', () => {
+  it('maps every proxy error code to the status docs/reference.md gives', () => {
     expect(PROXY_ERROR_STATUS).toEqual({
       bad_request: 400,
       not_found: 404,

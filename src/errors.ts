@@ -1,10 +1,10 @@
 /**
- * Every error the sidecar knows, in one module (STYLE.md 3). Codes are stable: they appear in the
+ * Every error the sidecar knows, in one module (docs/design.md "Practices" 3). Codes are stable: they appear in the
  * error envelope, in logs and in the `oauth_sidecar_proxy_rejected_total{code}` metric.
  * Imports nothing internal.
  */
 
-/** Codes of errors the sidecar answers itself, with their HTTP status (DESIGN.md "Proxy semantics"). */
+/** Codes of errors the sidecar answers itself, with their HTTP status (docs/reference.md "Error codes"). */
 export const PROXY_ERROR_STATUS = {
   bad_request: 400,
   not_found: 404,

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * Composition root (DESIGN.md "Source layout"): the only reader of process.env and signals, and
+ * Composition root (docs/design.md "Module boundaries"): the only reader of process.env and signals, and
  * the only place where concrete instances (dispatchers, registry, logger, clock) are wired together.
  */
 import { readFileSync, realpathSync } from 'node:fs';
@@ -26,7 +26,7 @@ import { TokenKeeper } from './token/keeper.js';
 import type { TokenEndpoint } from './token/types.js';
 import type { Dispatcher } from 'undici';
 
-/** In-flight requests get this long to finish after SIGTERM (DESIGN.md "Command line"). */
+/** In-flight requests get this long to finish after SIGTERM (docs/reference.md "Command line"). */
 export const DRAIN_TIMEOUT_MS = 10_000;
 
 /** The demo's token lifetime: short, so renewals show in the log within a minute. */

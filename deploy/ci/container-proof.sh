@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the image with podman (no Docker engine, no registry) and runs it the way the Deployment
 # does against a stand-in API on the host: read-only root, tmpfs /tmp, no capabilities, uid 1000,
-# secret files mounted read-only. Recipe: /work/shared/notes/containers.md.
+# secret files mounted read-only. Recipe: docs/testing.md "Container proof".
 #
 #   deploy/ci/container-proof.sh [CACHE_DIR]        full proof (needs `npm run build` to work)
 #   deploy/ci/container-proof.sh --build-only [CACHE_DIR]
@@ -39,7 +39,7 @@ for tool in podman runc debootstrap; do
   command -v "$tool" >/dev/null || { echo "missing $tool: apt-get install -y podman runc debootstrap" >&2; exit 1; }
 done
 
-# Two host quirks (containers.md): crun refuses this cgroup setup; default rlimits exceed the hard ones.
+# Two host quirks (docs/testing.md "Container proof"): crun refuses this cgroup setup; default rlimits exceed the hard ones.
 cat >"$cache/containers.conf" <<CONF
 [containers]
 default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]

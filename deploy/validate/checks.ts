@@ -174,7 +174,7 @@ interface PodTemplate {
   };
 }
 
-/** Env vars of DESIGN.md "Configuration" (plus the HTTP/2 switches), for typos in ConfigMaps. */
+/** Env vars of docs/configuration.md (plus the HTTP/2 switches), for typos in ConfigMaps. */
 export const KNOWN_ENV = new Set([
   'UPSTREAM_BASE_URL',
   'UPSTREAM_PATH_PREFIXES',

@@ -1,5 +1,5 @@
 /**
- * Client credentials from one of three sources (DESIGN.md "Configuration"): inline values, two
+ * Client credentials from one of three sources (docs/configuration.md "Credentials"): inline values, two
  * files (a Kubernetes Secret volume) or the CSV downloaded from the portal. Files are read again
  * on every call, so a rotated Secret applies to the next client-credentials grant. No message
  * produced here ever contains a client id or secret.

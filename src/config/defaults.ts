@@ -3,7 +3,7 @@
  * `schema.ts`'s `FIELDS` table).
  */
 
-/** Path of the token endpoint under the base URL when `token.url` is not set (spec §4.1). */
+/** Path of the token endpoint under the base URL when `token.url` is not set (docs/api-notes.md §4.1). */
 export const DEFAULT_TOKEN_PATH = '/oauth/token/';
 
 /** Host used for a listen address written as `:port`. */

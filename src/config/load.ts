@@ -1,7 +1,7 @@
 /**
- * Configuration loading (DESIGN.md "Configuration"): built-in defaults < YAML file < environment,
+ * Configuration loading (docs/configuration.md): built-in defaults < YAML file < environment,
  * later wins key by key. Every problem is collected and thrown at once as one {@link ConfigError},
- * one line per problem naming the environment variable and the YAML key (STYLE.md 7).
+ * one line per problem naming the environment variable and the YAML key (docs/design.md "Practices" 7).
  */
 import { inspect } from 'node:util';
 import { LineCounter, parseDocument } from 'yaml';

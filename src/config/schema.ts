@@ -256,7 +256,7 @@ const LOG_LEVELS = [
   'silent',
 ] as const satisfies readonly LogLevel[];
 
-/** `upstream.rateLimit`: `N/s`, `N/m` or `N/h` (DESIGN.md "Quota guard"). */
+/** `upstream.rateLimit`: `N/s`, `N/m` or `N/h` (docs/configuration.md "Upstream (the API)"). */
 const RATE_PERIODS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000 };
 
 function rateLimit() {
@@ -416,17 +416,17 @@ function secretField<T>(env: string, schema: z.ZodType<T>): FieldSpec<T, undefin
 }
 
 /**
- * Every configuration key, by its dotted YAML path, with its default beside it (DESIGN.md
- * "Configuration"). The YAML file may hold exactly these keys; anything else is reported as
+ * Every configuration key, by its dotted YAML path, with its default beside it
+ * (docs/configuration.md). The YAML file may hold exactly these keys; anything else is reported as
  * unknown. `token.url` has no default here: it is derived from `upstream.baseUrl` in `load.ts`.
  */
 export const FIELDS = {
   'upstream.baseUrl': field('UPSTREAM_BASE_URL', baseUrl()),
-  // The API's only documented version prefix (spec §9).
+  // The API's only documented version prefix (docs/api-notes.md §9).
   'upstream.pathPrefixes': field('UPSTREAM_PATH_PREFIXES', pathPrefixes(), ['/v1.0/']),
   'upstream.caFile': field('UPSTREAM_CA_FILE', text('a path to a PEM CA bundle')),
   'upstream.timeoutMs': field('UPSTREAM_TIMEOUT_MS', integer(1, 600_000, 'milliseconds'), 30_000),
-  // Plain http is refused unless explicitly allowed (spec §5.1).
+  // Plain http is refused unless explicitly allowed (docs/api-notes.md §5.1).
   'upstream.allowInsecureHttp': field('UPSTREAM_ALLOW_INSECURE_HTTP', boolean(), false),
   'upstream.http2': field('UPSTREAM_HTTP2', boolean(), false),
   'upstream.maxConnections': field(
@@ -447,7 +447,7 @@ export const FIELDS = {
     300,
   ),
   'token.url': field('TOKEN_URL', endpointUrl()),
-  // The API's camelCase JSON format (spec §4.1, format A).
+  // The API's camelCase JSON format (docs/api-notes.md §4.1, format A).
   'token.format': field('TOKEN_REQUEST_FORMAT', oneOf(TOKEN_FORMATS), 'json'),
   'token.clientAuth': field('TOKEN_CLIENT_AUTH', oneOf(CLIENT_AUTHS), 'body'),
   'token.scopes': field('TOKEN_SCOPES', scopes(), []),

@@ -1,4 +1,4 @@
-/** The validated configuration every other module receives (DESIGN.md "Configuration"). */
+/** The validated configuration every other module receives (docs/configuration.md). */
 
 export interface HostPort {
   host: string;

@@ -52,7 +52,7 @@ describe('admin app', () => {
     expect(await res.json()).toMatchObject({ reason: 'shutting down' });
   });
 
-  it('/metrics exposes every metric name of DESIGN.md in Prometheus text format', async () => {
+  it('/metrics exposes every metric name of docs/reference.md in Prometheus text format', async () => {
     const { app, metrics } = setup();
     metrics.tokenRequests.inc({ grant: 'client_credentials', outcome: 'success' });
     metrics.upstreamRequests.inc({ method: 'GET', code: '200' });

@@ -21,7 +21,7 @@ export interface AdminAppOptions {
 }
 
 /**
- * The admin listener (DESIGN.md "Admin listener"): liveness never depends on the token endpoint;
+ * The admin listener (docs/reference.md "Admin endpoints"): liveness never depends on the token endpoint;
  * readiness is "a valid token is held and we are not draining".
  */
 export function createAdminApp(options: AdminAppOptions): Hono {

@@ -105,7 +105,7 @@ export async function startProxyServer(options: ProxyServerOptions): Promise<Pro
   let onIdle: (() => void) | undefined;
 
   // With RESPONSE_ALREADY_SENT, Hono rewraps HEAD answers so the adapter no longer sees the marker
-  // (perf/ENGINE.md): whenever the node response already started, tell the adapter so again.
+  // (docs/engine-choice.md): whenever the node response already started, tell the adapter so again.
   const fetch = async (request: Request, env: HttpBindings | Http2Bindings): Promise<Response> => {
     const response = await options.app.fetch(request, env);
     return responseStarted(env.outgoing) ? RESPONSE_ALREADY_SENT : response;

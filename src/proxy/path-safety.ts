@@ -1,5 +1,5 @@
 /**
- * Which request targets may be forwarded (DESIGN.md "Proxy semantics"). Judged on the raw request
+ * Which request targets may be forwarded (docs/design.md "Proxy"). Judged on the raw request
  * target exactly as it arrived (`req.url`), before any URL parser had a chance to normalise it:
  * a target that a parser would "clean up" is exactly the one that reaches something else upstream.
  */

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import { Readable } from 'node:stream';
 
-/** Bodies up to this size are buffered, so a request that met a 401 can be replayed (DESIGN.md). */
+/** Bodies up to this size are buffered, so a request that met a 401 can be replayed (docs/design.md "Token keeper"). */
 export const REPLAY_BUFFER_BYTES = 64 * 1024;
 
 export type ClientRequest = IncomingMessage | Http2ServerRequest;

@@ -1,5 +1,5 @@
 /**
- * How the proxy sees the token keeper (DESIGN.md: `{ getAccessToken(), invalidate(token) }`).
+ * How the proxy sees the token keeper (docs/design.md "Module boundaries": `{ getAccessToken(), invalidate(token) }`).
  * The keeper satisfies it structurally; proxy/ never imports token/.
  */
 export interface AccessTokenSource {

@@ -1,6 +1,6 @@
 /**
  * The API side: bearer-protected routes under /v1.0/ and /beta/; every other path is a 404, and
- * every request is recorded, so a test can tell that a proxy forwarded something it should not have. Besides the spec's contracts
+ * every request is recorded, so a test can tell that a proxy forwarded something it should not have. Besides the API's contracts
  * listing, diagnostic routes let tests exercise the proxy: echo, large and slow bodies, hop-by-hop
  * headers, arbitrary statuses and resets.
  */
@@ -25,7 +25,7 @@ const CHUNK = 64 * 1024;
 /** Byte k of every /v1.0/bytes/<n> body is `k & 0xff`, so a client can check what it got. */
 const PATTERN = Buffer.from(Array.from({ length: CHUNK }, (_, i) => i & 0xff));
 
-/** Plausible records: the spec shows the path, not the record's fields. */
+/** Plausible records: docs/api-notes.md §2.3 shows the path, not the record's fields. */
 export const SAMPLE_CONTRACTS = [
   { shortName: 'spark30s', fullName: 'Spark30S Atlantic', type: 'freight' },
   { shortName: 'spark25s', fullName: 'Spark25S Pacific', type: 'freight' },

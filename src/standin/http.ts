@@ -48,7 +48,7 @@ export function sendJson(
   o.end(text);
 }
 
-/** The API's own error envelope (spec: `{"errors":[{code,detail}]}`). */
+/** The API's own error envelope (docs/api-notes.md §7: `{"errors":[{code,detail}]}`). */
 export function envelope(
   code: string,
   detail: string,

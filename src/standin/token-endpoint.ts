@@ -1,5 +1,5 @@
 /**
- * POST /oauth/token/ as spec/service-interface.md 4.1 describes it: format A (JSON, camelCase) and
+ * POST /oauth/token/ as docs/api-notes.md §4.1 describes it: format A (JSON, camelCase) and
  * format B (form, snake_case) chosen by Content-Type, the answer in the request's casing, client
  * credentials in the body or a Basic header, single-use refresh tokens, and injectable faults.
  */
@@ -35,7 +35,7 @@ interface ParsedRequest {
   scopes: string | undefined;
 }
 
-/** Wire names per format (spec 4.1). */
+/** Wire names per format (docs/api-notes.md §4.1). */
 const NAMES = {
   json: {
     grantType: 'grantType',

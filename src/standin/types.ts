@@ -1,6 +1,6 @@
 /**
  * The embedded stand-in of the commodities API: the tests' counterpart and the `demo` upstream.
- * Implements `spec/service-interface.md` over HTTPS with a throwaway CA.
+ * Implements the API of `docs/api-notes.md` over HTTPS with a throwaway CA.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';

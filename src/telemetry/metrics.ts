@@ -15,7 +15,7 @@ export interface TokenGaugeSource {
 export type TokenGrantLabel = 'client_credentials' | 'refresh_token';
 export type TokenOutcomeLabel = 'success' | 'rejected' | 'error';
 
-/** Every metric of DESIGN.md "Metrics", registered on an injected registry (one per instance). */
+/** Every metric of docs/reference.md "Metrics", registered on an injected registry (one per instance). */
 export interface SidecarMetrics {
   registry: Registry;
   tokenRequests: Counter<'grant' | 'outcome'>;

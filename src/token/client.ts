@@ -1,5 +1,5 @@
 /**
- * The token endpoint client. Sending and checking are separate steps (STYLE.md 1): `sendGrantRequest`
+ * The token endpoint client. Sending and checking are separate steps (docs/design.md "Practices" 1): `sendGrantRequest`
  * puts one grant on the wire, `checkTokenResponse` turns whatever came back into a `TokenSet` or a
  * `TokenEndpointError`. Error messages name the problem and never carry a token, a secret or any
  * of the answer body; the raw body is kept on the error's non-enumerable `body`.
@@ -11,7 +11,7 @@ import { TokenEndpointError } from '../errors.js';
 import { encodeGrantRequest } from './dialects.js';
 import type { GrantRequest, TokenEndpoint, TokenSet } from './types.js';
 
-/** Lifetime assumed when an answer has no `expiresIn` (DESIGN.md "Token keeper semantics"). */
+/** Lifetime assumed when an answer has no `expiresIn` (docs/design.md "Token keeper"). */
 export const DEFAULT_LIFETIME_SECONDS = 300;
 /** Largest answer body read; more is a malformed answer. */
 export const MAX_ANSWER_BYTES = 65536;

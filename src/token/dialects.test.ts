@@ -9,7 +9,7 @@ const cc: GrantRequest = {
 const refresh: GrantRequest = { grant: 'refresh_token', refreshToken: 'rt-1' };
 const basic = `Basic ${Buffer.from('demo-client:demo-secret').toString('base64')}`;
 
-describe('encodeGrantRequest, json (spec format A)', () => {
+describe('encodeGrantRequest, json (API format A)', () => {
   it('client credentials in the body, scopes comma-joined', () => {
     const out = encodeGrantRequest({ format: 'json', clientAuth: 'body', scopes: ['a', 'b'] }, cc);
     expect(out.headers).toEqual({ accept: 'application/json', 'content-type': 'application/json' });
@@ -41,7 +41,7 @@ describe('encodeGrantRequest, json (spec format A)', () => {
   );
 });
 
-describe('encodeGrantRequest, form (RFC 6749, spec format B)', () => {
+describe('encodeGrantRequest, form (RFC 6749, API format B)', () => {
   it('client credentials in the body, scope space-joined', () => {
     const out = encodeGrantRequest({ format: 'form', clientAuth: 'body', scopes: ['a', 'b'] }, cc);
     expect(out.headers).toEqual({

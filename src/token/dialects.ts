@@ -1,12 +1,12 @@
 /**
- * The two request dialects of the token endpoint (spec/service-interface.md 4.1): how a grant
+ * The two request dialects of the token endpoint (docs/api-notes.md §4.1): how a grant
  * request becomes headers and a body. Pure functions, no I/O.
  */
 import type { ClientAuth, TokenFormat } from '../config/types.js';
 import type { ClientCredentials, GrantRequest } from './types.js';
 
 export interface DialectOptions {
-  /** `json`: spec format A (camelCase); `form`: RFC 6749 / spec format B (snake_case). */
+  /** `json`: the API's format A (camelCase); `form`: RFC 6749 / format B (snake_case). */
   format: TokenFormat;
   /** `body`: credentials in the body; `basic`: `Authorization: Basic ...` (RFC 6749 §2.3.1). */
   clientAuth: ClientAuth;
@@ -27,7 +27,7 @@ export const FORM_CONTENT_TYPE = 'application/x-www-form-urlencoded';
  * Builds the headers and body of one grant request.
  *
  * Refresh grants carry no client credentials at all, not even a Basic header with
- * `clientAuth: basic`: the spec says a refresh exchange works without them (4.1 rule 3), and
+ * `clientAuth: basic`: the API says a refresh exchange works without them (api-notes.md §4.1 rule 3), and
  * leaving them out means a refresh never spends the secret. Scopes are sent on client-credentials
  * grants only; a refresh without scope keeps the originally granted one (RFC 6749 §6).
  */
@@ -70,7 +70,7 @@ export function encodeGrantRequest(
 }
 
 /**
- * `Basic base64(urlencode(id):urlencode(secret))`, as RFC 6749 §2.3.1 requires. The spec writes
+ * `Basic base64(urlencode(id):urlencode(secret))`, as RFC 6749 §2.3.1 requires. The API's notes write
  * `base64(client_id:client_secret)`; the two are identical for ids and secrets made of letters,
  * digits and `-._*`, which is what the portal issues. Encoding first keeps a `:` in the id from
  * splitting the pair in the wrong place.

@@ -1,5 +1,5 @@
 /**
- * The token keeper (DESIGN.md "Token keeper semantics"): obtains the access token with the
+ * The token keeper (docs/design.md "Token keeper"): obtains the access token with the
  * client-credentials grant, renews it ahead of expiry (refresh-token grant while a refresh token is
  * held), retries failures with backoff, and hands the current token to the proxy. The timing rules
  * live in schedule.ts; this file is the state machine around them.

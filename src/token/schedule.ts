@@ -1,6 +1,6 @@
 /**
- * The token renewal schedule and the retry backoff, as pure functions (DESIGN.md "Token keeper
- * semantics"). Everything time-related the keeper decides is computed here.
+ * The token renewal schedule and the retry backoff, as pure functions (docs/design.md "Token
+ * keeper"). Everything time-related the keeper decides is computed here.
  */
 
 /** Jitter subtracted from the renewal time: up to this fraction of the renewal lead. */

@@ -7,7 +7,7 @@ export interface ClientCredentials {
   clientSecret: string;
 }
 
-/** A validated token endpoint answer (STYLE.md 1: the checker returns this). */
+/** A validated token endpoint answer (docs/design.md "Practices" 1: the checker returns this). */
 export interface TokenSet {
   accessToken: string;
   /** Always lower-cased `bearer`: anything else is rejected by the checker. */
