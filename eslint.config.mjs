@@ -8,7 +8,7 @@ const honoOnlyInHttp = {
     'Only src/http/ may import Hono (docs/design.md "Module boundaries"); keep the rest framework-free and testable.',
 };
 
-/** Module boundaries from docs/design.md, each with its reason. */
+/** Module boundaries from DESIGN.md, each with its reason. */
 const boundaries = [
   {
     files: ['src/errors.ts'],

@@ -228,6 +228,21 @@ describe('the repository', () => {
     expect(problems, problems.join('\n')).toEqual([]);
   });
 
+  it('docs/design.md "Dependencies" has a row for every runtime dependency', () => {
+    const { dependencies } = JSON.parse(read('package.json')) as {
+      dependencies: Record<string, string>;
+    };
+    const design = read('docs/design.md');
+    const section = design.slice(design.indexOf('\n## Dependencies'));
+    const rows = section.split('\n').filter((line) => line.startsWith('| `'));
+    const missing = Object.keys(dependencies).filter(
+      (name) => !rows.some((row) => row.split('|')[1]?.includes(`\`${name}\``)),
+    );
+    expect(missing, `add a row to docs/design.md "Dependencies" for ${missing.join(', ')}`).toEqual(
+      [],
+    );
+  });
+
   it('no comment cites a file outside the repository', () => {
     const sources = [
       ...['src', 'test', 'bench', 'deploy', 'scripts', 'config', '.ci'].flatMap(walk),

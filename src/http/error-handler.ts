@@ -10,7 +10,7 @@ export interface ErrorAnswer {
   body: string;
 }
 
-/** The one mapping from an error to the HTTP answer the client sees (docs/design.md "Practices" 4). */
+/** The one mapping from an error to the HTTP answer the client sees (STYLE.md 4). */
 export function errorAnswer(error: unknown, requestId: string): ErrorAnswer {
   const headers: Record<string, string> = {
     'content-type': 'application/json; charset=utf-8',

@@ -30,7 +30,7 @@ const REFUSED_METHODS = new Set(['TRACE', 'CONNECT', 'TRACK']);
 
 /**
  * The proxy listener's Hono app: request id, request log, path safety, method and drain checks,
- * then the forwarder writes the answer straight into the node response (docs/engine-choice.md).
+ * then the forwarder writes the answer straight into the node response (perf/ENGINE.md).
  * Needs the node bindings of `@hono/node-server` (`c.env.incoming`/`c.env.outgoing`).
  */
 export function createProxyApp(options: ProxyAppOptions): Hono<ProxyEnv> {
@@ -40,7 +40,7 @@ export function createProxyApp(options: ProxyAppOptions): Hono<ProxyEnv> {
   app.use(requestIdMiddleware(options.generateRequestId));
   app.use(requestLogMiddleware({ logger: options.logger, clock }));
   app.use(async (c, next) => {
-    // Judged on the raw target: Hono's URL is already normalised (docs/design.md "Proxy").
+    // Judged on the raw target: Hono's URL is already normalised (DESIGN.md "Proxy semantics").
     const verdict = checkRequestTarget(rawTargetOf(c.env.incoming), options.prefixes);
     if (!verdict.ok) throw new SidecarError(verdict.code, verdict.reason);
     if (REFUSED_METHODS.has((c.env.incoming.method ?? '').toUpperCase())) {

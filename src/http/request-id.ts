@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
 import type { ProxyEnv } from './proxy-env.js';
 
-/** docs/design.md "Proxy": an inbound id is kept only if it is 1–128 characters of `[A-Za-z0-9._-]`. */
+/** DESIGN.md: an inbound id is kept only if it is 1–128 characters of `[A-Za-z0-9._-]`. */
 const VALID_REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 
 export const REQUEST_ID_HEADER = 'x-request-id';
@@ -18,7 +18,7 @@ export function resolveRequestId(
 /**
  * Sets `c.var.requestId`; the forwarder sends it upstream and returns it, the error handler echoes
  * it. Read from the node request: `c.req.header()` would build a WHATWG Headers object per request
- * (docs/engine-choice.md: that costs ~40 % of throughput).
+ * (perf/ENGINE.md: that costs ~40 % of throughput).
  */
 export function requestIdMiddleware(
   generate: () => string = randomUUID,

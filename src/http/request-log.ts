@@ -12,7 +12,7 @@ export interface RequestLogOptions {
 }
 
 /**
- * One line per proxied request (docs/reference.md "Logs"). The path is logged without its query string:
+ * One line per proxied request (DESIGN.md "Logs"). The path is logged without its query string:
  * queries may carry data the caller did not mean to log.
  */
 export function requestLogMiddleware(options: RequestLogOptions): MiddlewareHandler<ProxyEnv> {

@@ -1,7 +1,7 @@
 /**
  * The forwarder: a function from a client request to the upstream's answer written into the
- * client response (docs/design.md "Practices" 5). undici `stream()` writes the upstream body straight into the node
- * response with backpressure (docs/engine-choice.md); errors before the upstream's headers become
+ * client response (STYLE.md 5). undici `stream()` writes the upstream body straight into the node
+ * response with backpressure (perf/ENGINE.md); errors before the upstream's headers become
  * SidecarErrors for the one error handler, errors after them abort the client response.
  */
 import type { ServerResponse } from 'node:http';
@@ -37,7 +37,7 @@ export interface ForwarderOptions {
   upstream: URL | string;
   dispatcher: Dispatcher;
   tokens: AccessTokenSource;
-  /** Time to the upstream's response headers, connecting included; then 504 (docs/reference.md "Error codes"). */
+  /** Time to the upstream's response headers, connecting included; then 504 (DESIGN.md). */
   timeoutMs: number;
   metrics: ForwarderMetrics;
   logger: Logger;
@@ -141,7 +141,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       metrics.upstreamRequestDuration.observe({ method: label }, (clock.now() - started) / 1000);
       metrics.upstreamRequests.inc({ method: label, code: String(statusCode) });
       if (statusCode === 401) {
-        // Always report the token: the keeper decides whether it is still current (docs/design.md "Token keeper").
+        // Always report the token: the keeper decides whether it is still current (DESIGN.md).
         const worthReplaying = tokens.invalidate(token);
         replay = mayReplay && worthReplaying;
         metrics.upstreamUnauthorized.inc({ replayed: String(replay) });

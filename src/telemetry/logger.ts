@@ -40,7 +40,7 @@ export interface LoggerOptions {
   base?: Record<string, unknown>;
 }
 
-/** The one logger factory: JSON lines with secrets redacted (docs/reference.md "Logs"). */
+/** The one logger factory: JSON lines with secrets redacted (DESIGN.md "Logs"). */
 export function createLogger(options: LoggerOptions): Logger {
   const config = {
     level: options.level,
