@@ -137,13 +137,18 @@ describe('the checks themselves', () => {
   });
 
   it('flags comments that cite files or the API description outside the repository', () => {
-    const files = { 'docs/design.md': '## Proxy\n', 'docs/api-notes.md': '## §4.1 Token\n' };
+    const files = {
+      'docs/design.md': '## Proxy\n',
+      'docs/api-notes.md': '## §4.1 Token\n',
+      'README.md': '# x\n## Try it\n',
+    };
     const source = [
       '// fine: docs/design.md "Proxy", api-notes.md §4.1, https://example.com/README.md',
       "const url = 'https://host//path'; // and the fetch spec is someone else's",
       '/** forwarded with stream() (perf/ENGINE.md)',
       ' * as spec/service-interface.md 4.1 says (spec §9), see DESIGN.md "Proxy semantics" */',
       '// see docs/design.md "Nowhere" and docs/api-notes.md §7, ../shared/notes/x.md',
+      '// measured by bench/, see README "Benchmarks"',
     ].join('\n');
     const problems = outsideCitations('src/x.ts', source, fakeRepo(files));
     const text = problems.join('\n');
@@ -154,6 +159,7 @@ describe('the checks themselves', () => {
     expect(text).toMatch(/src\/x\.ts:5: docs\/design\.md has no section "Nowhere"/);
     expect(text).toMatch(/src\/x\.ts:5: docs\/api-notes\.md has no section §7/);
     expect(text).toMatch(/src\/x\.ts:5: "\.\.\/shared\/"/);
+    expect(text).toMatch(/src\/x\.ts:6: README\.md has no section "Benchmarks"/);
     expect(text).not.toMatch(/src\/x\.ts:[12]:/);
     expect(outsideCitations('deploy/x.sh', '# Recipe: /work/shared/notes/c.md\n', repo)).toEqual(
       expect.arrayContaining([expect.stringMatching(/deploy\/x\.sh:1: cites \/work\/shared/)]),

@@ -32,7 +32,7 @@ export function createUpstreamDispatcher(options: UpstreamDispatcherOptions): Di
 /**
  * The system roots plus `ca`, parsed once. Passing `connect.ca` instead would make node build a
  * context from ~145 certificates for every new TLS connection: 14–50 ms of blocked event loop each
- * (measured by bench/, see README "Benchmarks").
+ * (measured by bench/, see docs/engine-choice.md).
  */
 export function trustContext(ca: string): SecureContext {
   return createSecureContext({ ca: [...rootCertificates, ca] });

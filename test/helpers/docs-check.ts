@@ -299,7 +299,9 @@ export function outsideCitations(path: string, text: string, repo: RepoView): st
   const prose = path.endsWith('.md');
   for (const comment of comments(path, text)) {
     const where = `${path}:${comment.line}`;
-    const withoutUrls = comment.text.replace(/[a-z]+:\/\/\S+/gi, '');
+    const withoutUrls = comment.text
+      .replace(/[a-z]+:\/\/\S+/gi, '')
+      .replace(/\bREADME(?=\s+")/g, 'README.md'); // `README "Section"` names README.md's section
     for (const pattern of OUTSIDE) {
       const hit = pattern.exec(withoutUrls);
       if (hit !== null)
