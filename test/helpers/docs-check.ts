@@ -301,7 +301,7 @@ export function outsideCitations(path: string, text: string, repo: RepoView): st
     const where = `${path}:${comment.line}`;
     const withoutUrls = comment.text
       .replace(/[a-z]+:\/\/\S+/gi, '')
-      .replace(/\bREADME(?=\s+")/g, 'README.md'); // `README "Section"` names README.md's section
+      .replace(/\bREADME(?=\s+")/g, 'README.md'); // a bare README before a quoted heading
     for (const pattern of OUTSIDE) {
       const hit = pattern.exec(withoutUrls);
       if (hit !== null)
