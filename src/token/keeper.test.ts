@@ -94,6 +94,7 @@ let h: Harness;
 
 function setup(options: { random?: number | (() => number); waitMs?: number } = {}): Harness {
   const endpoint = new FakeEndpoint();
+  const random = options.random ?? 0.5;
   const lines: string[] = [];
   const logger = createLogger({
     level: 'trace',
@@ -113,7 +114,7 @@ function setup(options: { random?: number | (() => number); waitMs?: number } = 
     readCredentials: harness.readCredentials,
     settings: { waitMs: options.waitMs ?? 5000, refreshMarginSeconds: 60, refreshFraction: 0.2 },
     clock: systemClock,
-    random: typeof options.random === 'function' ? options.random : () => options.random ?? 0.5,
+    random: typeof random === 'function' ? random : () => random,
     logger,
     metrics,
   });
