@@ -147,7 +147,6 @@ describe('checkTokenResponse: malformed answers', () => {
     [{ ...good, accessToken: 'at with space' }, '"accessToken" must be an RFC 6750 b64token'],
     [{ ...good, accessToken: 'at-nön-ascii' }, '"accessToken" must be an RFC 6750 b64token'],
     [{ ...good, accessToken: 'a=b' }, '"accessToken" must be an RFC 6750 b64token'],
-    [
     [[good], 'must be a JSON object (got an array)'],
     [null, 'must be a JSON object (got null)'],
   ])('%j → %s', async (body, message) => {
