@@ -27,6 +27,8 @@ export type TokenFault =
   | { kind: 'html' }
   /** 201 JSON without the access token. */
   | { kind: 'missing-access-token' }
+  /** 201 JSON whose access token is this string (e.g. one with CR/LF or a space). */
+  | { kind: 'access-token'; value: string }
   /** 201 JSON with this token type (e.g. "mac"). */
   | { kind: 'token-type'; tokenType: string }
   /** 201 JSON with this expiresIn (e.g. -5, "abc"); `omit: true` leaves the field out. */
