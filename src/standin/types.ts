@@ -101,6 +101,8 @@ export interface Standin {
   readonly apiRequests: RecordedApiRequest[];
   /** Every access and refresh token ever issued (for tests that grep logs for them). */
   issuedTokens(): string[];
+  /** Whether the API would accept this access token now (issued, not expired, not revoked). */
+  accessTokenValid(token: string): boolean;
   /** Rotate the client secret: old one rejected with 401 from now on. */
   setClientSecret(secret: string): void;
   setTokenLifetime(seconds: number): void;
