@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Agent, MockAgent, Response } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { TokenEndpointError } from '../errors.js';
+import { TokenEndpointError, isRejectedGrant } from '../errors.js';
 import {
   DEFAULT_LIFETIME_SECONDS,
   MAX_ANSWER_BYTES,
@@ -262,7 +262,7 @@ describe('checkTokenResponse: error statuses', () => {
       json({ error: 'invalid_client', error_description: 'Client authentication failed' }, 401),
     );
     expect(e.kind).toBe('rejected');
-    expect(e.transient).toBe(false);
+    expect(isRejectedGrant(e)).toBe(true);
     expect(e.status).toBe(401);
     expect(e.oauthError).toBe('invalid_client');
     expect(e.message).toBe(
@@ -307,7 +307,7 @@ describe('checkTokenResponse: error statuses', () => {
       new Response('oops', { status: 500, headers: { 'retry-after': '30' } }),
     );
     expect(e.kind).toBe('server');
-    expect(e.transient).toBe(true);
+    expect(isRejectedGrant(e)).toBe(false);
     expect(e.retryAfterMs).toBe(30_000);
     expect(e.message).toContain('token endpoint answered 500');
     expect(e.message).toContain('retry after 30 s');
