@@ -103,11 +103,31 @@ export class TokenEndpointError extends Error {
     this.oauthError = options.oauthError;
     hide(this, 'body', options.body);
   }
+}
 
-  /** Transient failures are retried with backoff; a rejected grant is not retried as such. */
-  get transient(): boolean {
-    return this.kind !== 'rejected';
+/**
+ * The one rejected/transient predicate: true for a grant the token endpoint refused (a 4xx other
+ * than 429: wrong secret, dead refresh token); every other failure is transient, retried with
+ * backoff.
+ */
+export function isRejectedGrant(error: unknown): boolean {
+  return error instanceof TokenEndpointError && error.kind === 'rejected';
+}
+
+/**
+ * The client credentials could not be read (missing file, FIFO, a read over its deadline, a
+ * malformed CSV): the attempt fails and is retried with backoff like a transient endpoint error.
+ */
+export class CredentialsReadError extends Error {
+  constructor(cause: unknown) {
+    super(`could not read the client credentials: ${errorText(cause)}`, { cause });
+    this.name = 'CredentialsReadError';
   }
+}
+
+/** The message of an Error, or the value as text. */
+export function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 /** Invalid configuration: every problem at once, one line each. The process exits with 78. */
