@@ -1,5 +1,5 @@
 /**
- * End-to-end: the token keeper's limits (DESIGN.md "Token keeper semantics") in the real
+ * End-to-end: the token keeper's limits (docs/design.md "Token keeper") in the real
  * `oauth-sidecar` process against a stand-in token endpoint that misbehaves: lifetimes past Node's
  * timer maximum, `expiresIn: 0`, an access token with CR/LF, and a client-secret file replaced by a
  * FIFO. Whatever it answers, at most 10 token requests in any 10 s, and serving again once fixed.

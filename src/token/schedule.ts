@@ -68,7 +68,7 @@ export function backoffDelayMs(
 }
 
 /**
- * The rate ceiling on token requests (DESIGN.md: at most 10 in any 10-second window, whatever the
+ * The rate ceiling on token requests (docs/design.md "Token keeper": at most 10 in any 10 s, whatever the
  * endpoint answers). Every request is recorded; `nextFreeAt` says when the next one may be sent.
  */
 export class RequestCeiling {
