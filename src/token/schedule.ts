@@ -68,8 +68,9 @@ export function backoffDelayMs(
 }
 
 /**
- * The rate ceiling on token requests (docs/design.md "Token keeper": at most 10 in any 10 s, whatever the
- * endpoint answers). Every request is recorded; `nextFreeAt` says when the next one may be sent.
+ * The rate ceiling on token requests (docs/design.md "Token keeper": at most 10 in any 10 s,
+ * whatever the endpoint answers). Every request is recorded; `nextFreeAt` says when the next one
+ * may be sent.
  */
 export class RequestCeiling {
   /** Send times of the most recent requests, oldest first; never more than `limit`. */
