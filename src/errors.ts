@@ -110,6 +110,27 @@ export class TokenEndpointError extends Error {
   }
 }
 
+/** True for a grant the token endpoint refused (a 4xx other than 429); every other failure is transient. */
+export function isRejectedGrant(error: unknown): boolean {
+  return error instanceof TokenEndpointError && error.kind === 'rejected';
+}
+
+/**
+ * The client credentials could not be read (missing file, FIFO, a read over its deadline, a
+ * malformed CSV): the attempt fails and is retried with backoff like a transient endpoint error.
+ */
+export class CredentialsReadError extends Error {
+  constructor(cause: unknown) {
+    super(`could not read the client credentials: ${errorText(cause)}`, { cause });
+    this.name = 'CredentialsReadError';
+  }
+}
+
+/** The message of an Error, or the value as text. */
+export function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 /** Invalid configuration: every problem at once, one line each. The process exits with 78. */
 export class ConfigError extends Error {
   readonly problems: readonly string[];

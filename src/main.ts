@@ -82,7 +82,14 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   const endpoint = tokenEndpointFor(config, tokenDispatcher);
   const keeper = new TokenKeeper({
     endpoint,
-    readCredentials: createCredentialsReader(config.credentials),
+    readCredentials: createCredentialsReader(config.credentials, undefined, {
+      // Fingerprints only: neither the client id nor the secret is ever logged.
+      onChange: ({ previous, current }) =>
+        logger.info(
+          { component: 'token', event: 'credentials', previous, current },
+          'client credentials changed; using the new ones',
+        ),
+    }),
     settings: config.token,
     clock,
     logger: logger.child({ component: 'token' }),
@@ -113,7 +120,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
     startedAt: clock.now(),
     now: () => clock.now(),
     state: {
-      tokenReady: () => keeper.isReady(),
+      tokenReady: () => keeper.status().ready,
       isDraining: () => draining,
       tokenStatus: () => ({ ...keeper.status() }),
     },

@@ -257,6 +257,8 @@ describe('oauth-sidecar serve', () => {
       await sidecar.stop();
       const logs = sidecar.stdout.join('\n') + sidecar.stderr.join('');
       expect(logs).toContain('client credentials changed');
+      // The client id is never logged either, only the pair's fingerprints.
+      expect(logs).not.toContain('demo-client');
       expectNoSecrets(logs);
       expect(logs).not.toContain(rotated);
     } finally {

@@ -30,11 +30,11 @@ export class StandinTokens implements AccessTokenSource {
     return this.current;
   }
 
-  invalidate(token: string): boolean {
-    if (token !== this.current) return false;
+  invalidate(token: string): 'renewing' | 'keep' {
+    if (token !== this.current) return 'keep';
     this.current = undefined;
     this.invalidations += 1;
-    return true;
+    return 'renewing';
   }
 
   private async fetchToken(): Promise<string> {

@@ -7,8 +7,7 @@
 import { createHash } from 'node:crypto';
 import { readFile as fsReadFile } from 'node:fs/promises';
 import { inspect } from 'node:util';
-import type { ClientCredentials, CredentialsReader } from '../token/types.js';
-import type { CredentialsConfig } from './types.js';
+import type { ClientCredentials, CredentialsConfig, CredentialsReader } from './types.js';
 
 /** Reads a whole text file; injected so tests and callers can substitute their own I/O. */
 export type ReadTextFile = (path: string) => Promise<string>;
