@@ -292,7 +292,11 @@ export class TokenKeeper {
     const now = this.clock.now();
     const earliest = this.earliestAttemptAt(now);
     if (earliest > now) {
-      if (this.nextAttemptAt !== earliest) this.schedule(earliest, reason);
+      // Re-arm when no timer is pending: a timer may fire a millisecond before the wall clock
+      // says it is due (libuv counts from its cached loop time), and must not end the schedule.
+      if (this.timer === undefined || this.nextAttemptAt !== earliest) {
+        this.schedule(earliest, reason);
+      }
       return;
     }
     this.clearTimer();
