@@ -217,15 +217,6 @@ describe.concurrent('a fleet of three sidecars sharing a token through Redis', (
       const survivors = fleet.sidecars.filter((s) => s !== holder);
       await waitFor(() => issued(fleet.standin) > grantsBefore, 15_000, 'a survivor to renew');
       const renewedAfterMs = Date.now() - leaseTakenAt;
-      if (process.env.DEBUG_FLEET)
-        for (const s of survivors)
-          console.log(
-            s.stdout
-              .filter((l) => /"(token|store)"/.test(l) && !l.includes('"proxy"'))
-              .slice(-12)
-              .join('\n'),
-            '\n---',
-          );
       // Lease TTL (3 s + 2 s) plus the first backoff step (at most 1 s) plus polling slack.
       expect(renewedAfterMs).toBeLessThan(5_000 + 1_000 + 1_000);
       await waitFor(
