@@ -140,7 +140,11 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
     log.info({ event: 'store', up: true, store: url }, 'token store available');
   };
 
-  client.on('error', (error: unknown) => markDown(error));
+  client.on('error', (error: unknown) => {
+    markDown(error);
+    // A caller waiting for the connection learns at once that this attempt failed.
+    for (const wake of readyWaiters) wake();
+  });
   client.on('ready', () => {
     for (const wake of readyWaiters) wake();
     readyWaiters.clear();
@@ -149,7 +153,10 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
   });
   client.connect().catch((error: unknown) => markDown(error));
 
-  /** Resolves when the client is ready or `deadline` passes (then the call fails as "down"). */
+  /**
+   * Resolves when the client is ready, a connection attempt fails, or `deadline` passes (then the
+   * call fails as "down").
+   */
   const whenReady = (deadline: number): Promise<void> => {
     if (client.isReady) return Promise.resolve();
     return new Promise<void>((resolve) => {
@@ -185,7 +192,10 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
       });
       const attempt = (async () => {
         await whenReady(deadline);
-        if (!client.isReady) throw new StoreError(`${what}: not connected`);
+        if (!client.isReady) {
+          const cause = lastError === null ? '' : ` (${lastError.message})`;
+          throw new StoreError(`${what}: not connected${cause}`);
+        }
         return send();
       })();
       attempt.catch(() => undefined); // a late rejection after the timeout is not unhandled
