@@ -153,7 +153,8 @@ describe('deploy/ manifests', () => {
     let known: Set<string>;
     beforeAll(async () => {
       const registry = new Registry();
-      createMetrics({ registry });
+      // As a sidecar with a token store configured exports them (the store gauge only then).
+      createMetrics({ registry }).bindStoreState({ status: () => ({ up: true }) });
       known = exposedNames(await registry.metrics());
     });
 
