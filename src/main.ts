@@ -118,6 +118,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
 
   const endpoint = tokenEndpointFor(config, tokenDispatcher);
   const readCredentials = createCredentialsReader(config.credentials, undefined, {
+    clock,
     // Fingerprints only: neither the client id nor the secret is ever logged.
     onChange: ({ previous, current }) =>
       logger.info(

@@ -62,6 +62,9 @@ export interface TokenSetStore {
   deleteIfCurrent(accessToken: string): Promise<{ deleted: boolean; entry: StoredEntry }>;
 }
 
+/** Credentials read for one store call are reused for this long. */
+const IDENTITY_REUSE_MS = 1_000;
+
 /** How long an entry outlives its token: keeps the generation across a short gap between tokens. */
 export const ENTRY_GRACE_MS = 3_600_000;
 
@@ -116,9 +119,16 @@ export interface TokenSetStoreOptions {
 
 export function createTokenSetStore(options: TokenSetStoreOptions): TokenSetStore {
   const { connection } = options;
-  let cached: { id: string; secret: string; keys: EntryKeys } | undefined;
+  let cached: { id: string; secret: string; keys: EntryKeys; readAt: number } | undefined;
 
+  /**
+   * Names and keys from the current credentials. Read again at most once a second: a follower
+   * polling every 100 ms need not re-read the Secret files each time, and a rotation still applies
+   * at the next renewal.
+   */
   const keys = async (): Promise<EntryKeys> => {
+    const now = options.now();
+    if (cached !== undefined && now - cached.readAt < IDENTITY_REUSE_MS) return cached.keys;
     const { clientId, clientSecret } = await options.readIdentity();
     if (cached?.id !== clientId || cached.secret !== clientSecret) {
       const derived = deriveEntryKeys({
@@ -128,8 +138,9 @@ export function createTokenSetStore(options: TokenSetStoreOptions): TokenSetStor
         clientSecret,
         scopes: options.scopes,
       });
-      cached = { id: clientId, secret: clientSecret, keys: derived };
+      cached = { id: clientId, secret: clientSecret, keys: derived, readAt: now };
     }
+    cached.readAt = now;
     return cached.keys;
   };
 

@@ -131,6 +131,22 @@ describe('checkTokenResponse: malformed answers', () => {
       { ...good, refreshToken: {} },
       '"refreshToken" must be a non-empty string or null (got an object)',
     ],
+    [
+      { ...good, expiresIn: 1e12 },
+      '"expiresIn" must be at most 2147483647 seconds (got 1000000000000)',
+    ],
+    [
+      { ...good, expiresIn: 2 ** 31 },
+      '"expiresIn" must be at most 2147483647 seconds (got 2147483648)',
+    ],
+    [{ ...good, expires_in: '99999999999', expiresIn: undefined }, '"expires_in" must be at most'],
+    [
+      { ...good, accessToken: 'at-line\r\nX-Injected: 1' },
+      '"accessToken" must be an RFC 6750 b64token',
+    ],
+    [{ ...good, accessToken: 'at with space' }, '"accessToken" must be an RFC 6750 b64token'],
+    [{ ...good, accessToken: 'at-nön-ascii' }, '"accessToken" must be an RFC 6750 b64token'],
+    [{ ...good, accessToken: 'a=b' }, '"accessToken" must be an RFC 6750 b64token'],
     [[good], 'must be a JSON object (got an array)'],
     [null, 'must be a JSON object (got null)'],
   ])('%j → %s', async (body, message) => {
@@ -139,6 +155,29 @@ describe('checkTokenResponse: malformed answers', () => {
     expect(e.status).toBe(201);
     expect(e.message).toContain('token endpoint answer');
     expect(e.message).toContain(message);
+  });
+
+  it('accepts the largest lifetime and a b64token of 8 KiB with padding', async () => {
+    const token = `${'A'.repeat(8190)}==`;
+    const set = await checkTokenResponse(
+      json({ ...good, accessToken: token, expiresIn: 2 ** 31 - 1 }),
+    );
+    expect(set).toMatchObject({ expiresInSeconds: 2 ** 31 - 1 });
+    expect(set.accessToken).toBe(token);
+  });
+
+  it('refuses an access token over 8 KiB', async () => {
+    const e = await checkError(json({ ...good, accessToken: 'a'.repeat(8193) }));
+    expect(e.kind).toBe('malformed');
+    expect(e.message).toContain('"accessToken" must be an RFC 6750 b64token');
+    expect(e.message).toContain('of at most 8192 characters (got 8193 characters)');
+  });
+
+  it('never shows a refused access token in the message', async () => {
+    const e = await checkError(json({ ...good, accessToken: `${ACCESS}\r\n` }));
+    expect(e.kind).toBe('malformed');
+    expect(e.message).not.toContain(ACCESS);
+    expect(e.message).toContain('"accessToken"');
   });
 
   it('names content-type and length of a non-JSON body, never its content', async () => {

@@ -15,6 +15,12 @@ import type { GrantRequest, TokenEndpoint, TokenSet } from './types.js';
 export const DEFAULT_LIFETIME_SECONDS = 300;
 /** Largest answer body read; more is a malformed answer. */
 export const MAX_ANSWER_BYTES = 65536;
+/** Largest `expiresIn` accepted (2^31−1 s, about 68 years); larger is a malformed answer. */
+export const MAX_EXPIRES_IN_SECONDS = 2 ** 31 - 1;
+/** Longest access token accepted (8 KiB): it must fit in a request header. */
+export const MAX_ACCESS_TOKEN_CHARS = 8192;
+/** RFC 6750 §2.1 `b64token`: the only characters a Bearer credential may carry. */
+const B64TOKEN = /^[A-Za-z0-9._~+/-]+=*$/;
 /** Longest OAuth error description or code copied into a message. */
 const MAX_DESCRIPTION_CHARS = 200;
 
@@ -199,6 +205,13 @@ function parseTokenSet(body: Record<string, unknown>): TokenSet {
         : `token endpoint answer: ${accessToken.label} must be a non-empty string (got ${typeName(accessToken.value)})`,
     );
   }
+  // A token undici cannot put in a header (CR/LF, space, non-ASCII) would fail every request for
+  // its whole lifetime. The message never shows the value: it may be a working credential.
+  if (accessToken.value.length > MAX_ACCESS_TOKEN_CHARS || !B64TOKEN.test(accessToken.value)) {
+    throw new FieldError(
+      `token endpoint answer: ${accessToken.label} must be an RFC 6750 b64token ([A-Za-z0-9._~+/-]+ then optional =) of at most ${MAX_ACCESS_TOKEN_CHARS} characters (got ${accessToken.value.length} characters${B64TOKEN.test(accessToken.value) ? '' : ', some outside that set'})`,
+    );
+  }
 
   const tokenType = field(body, 'tokenType', 'token_type');
   if (tokenType.value === undefined) {
@@ -218,6 +231,11 @@ function parseTokenSet(body: Record<string, unknown>): TokenSet {
     if (seconds === undefined) {
       throw new FieldError(
         `token endpoint answer: ${expiresIn.label} must be a non-negative integer (got ${showValue(expiresIn.value)})`,
+      );
+    }
+    if (seconds > MAX_EXPIRES_IN_SECONDS) {
+      throw new FieldError(
+        `token endpoint answer: ${expiresIn.label} must be at most ${MAX_EXPIRES_IN_SECONDS} seconds (got ${showValue(expiresIn.value)})`,
       );
     }
     expiresInSeconds = seconds;

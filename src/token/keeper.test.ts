@@ -92,8 +92,9 @@ interface Harness {
 
 let h: Harness;
 
-function setup(options: { random?: number; waitMs?: number } = {}): Harness {
+function setup(options: { random?: number | (() => number); waitMs?: number } = {}): Harness {
   const endpoint = new FakeEndpoint();
+  const random = options.random ?? 0.5;
   const lines: string[] = [];
   const logger = createLogger({
     level: 'trace',
@@ -113,7 +114,7 @@ function setup(options: { random?: number; waitMs?: number } = {}): Harness {
     readCredentials: harness.readCredentials,
     settings: { waitMs: options.waitMs ?? 5000, refreshMarginSeconds: 60, refreshFraction: 0.2 },
     clock: systemClock,
-    random: () => options.random ?? 0.5,
+    random: typeof random === 'function' ? random : () => random,
     logger,
     metrics,
   });
@@ -626,5 +627,138 @@ describe('TokenKeeper.stop', () => {
     expect(await ready).toBeInstanceOf(TokenUnavailableError);
     expect(vi.getTimerCount()).toBe(0);
     await expect(h.keeper.getAccessToken()).rejects.toBeInstanceOf(TokenUnavailableError);
+  });
+});
+
+/** The most token requests in any 10-second window (request times in seconds). */
+function busiestWindow(seconds: number[]): number {
+  const times = seconds.map((t) => Math.round(t * 1000));
+  let most = 0;
+  for (let i = 0; i < times.length; i++) {
+    let n = 0;
+    for (let j = i; j < times.length && times[j]! < times[i]! + 10_000; j++) n += 1;
+    most = Math.max(most, n);
+  }
+  return most;
+}
+
+/** Callers every `everyMs` for `forMs`, each settled into a token or an error. */
+async function callersFor(forMs: number, everyMs: number): Promise<(string | Error)[]> {
+  const calls: Promise<string | Error>[] = [];
+  for (let t = 0; t < forMs; t += everyMs) {
+    calls.push(outcome(h.keeper.getAccessToken()));
+    await advance(everyMs);
+  }
+  await advance(5000);
+  return Promise.all(calls);
+}
+
+describe('TokenKeeper limits that hold whatever the endpoint answers', () => {
+  it('a 40-day lifetime renews once, on time: the renewal timer is re-armed, never clamped to 1 ms', async () => {
+    const lifetime = 40 * 86_400;
+    h.endpoint.lifetimeSeconds = lifetime;
+    h.keeper.start();
+    await advance(60_000);
+    expect(h.endpoint.requests).toHaveLength(1);
+    // lead = 0.2 × lifetime × (1 + 0.1 × 0.5) = 725 760 s: renewal at day 31.6, past 2^31−1 ms.
+    const renewAt = lifetime - 0.2 * lifetime * 1.05;
+    expect(Date.parse(h.keeper.status().nextRenewalAt!)).toBe(T0 + renewAt * 1000);
+    await advanceTo(renewAt - 1);
+    expect(h.endpoint.requests).toHaveLength(1);
+    await advanceTo(renewAt);
+    expect(h.endpoint.times()).toEqual([0, renewAt]);
+  });
+
+  it('the largest lifetime (2^31−1 s) is held and renewed only decades later', async () => {
+    h.endpoint.lifetimeSeconds = 2 ** 31 - 1;
+    h.keeper.start();
+    await advance(3_600_000);
+    expect(h.endpoint.requests).toHaveLength(1);
+    await expect(h.keeper.getAccessToken()).resolves.toBe('access-1');
+  });
+
+  it('Retry-After: 3000000 waits 3600 s, not 1 ms (capped, and no timer overflow)', async () => {
+    h.endpoint.script.push(serverError(3_000_000_000));
+    h.keeper.start();
+    await advance(60_000);
+    expect(h.endpoint.requests).toHaveLength(1);
+    expect(h.keeper.status().nextRenewalAt).toBe(new Date(T0 + 3_600_000).toISOString());
+    await advanceTo(3599.999);
+    expect(h.endpoint.requests).toHaveLength(1);
+    await advanceTo(3600);
+    expect(h.endpoint.times()).toEqual([0, 3600]);
+    expect(h.keeper.status().ready).toBe(true);
+  });
+
+  it('expiresIn: 0 never hands out the expired token; callers get 503 and requests stay ≤ 10 per 10 s', async () => {
+    h.endpoint.lifetimeSeconds = 0;
+    h.keeper.start();
+    const results = await callersFor(30_000, 50);
+    expect(results.length).toBe(600);
+    for (const result of results) expect(result).toBeInstanceOf(TokenUnavailableError);
+    expect(busiestWindow(h.endpoint.times())).toBeLessThanOrEqual(10);
+    expect(h.endpoint.requests.length).toBeGreaterThan(0);
+  });
+
+  it('5xx forever with no backoff delay (random 0): at most 10 token requests in any 10 s', async () => {
+    h.keeper.stop();
+    h = setup({ random: 0 });
+    h.endpoint.failWith = serverError();
+    h.keeper.start();
+    const results = await callersFor(30_000, 50);
+    expect(results.every((r) => r instanceof TokenUnavailableError)).toBe(true);
+    const times = h.endpoint.times();
+    expect(busiestWindow(times)).toBe(10);
+    // A caller during the ceiling waits waitMs, then 503 with Retry-After to the next slot.
+    const call = outcome(h.keeper.getAccessToken());
+    await advance(5000);
+    const error = await call;
+    expect(error).toBeInstanceOf(TokenUnavailableError);
+    expect((error as TokenUnavailableError).retryAfterSeconds).toBeGreaterThanOrEqual(1);
+  });
+
+  it('a rejected refresh grant and rejected client credentials forever: ≤ 10 per 10 s', async () => {
+    h.keeper.stop();
+    h = setup({ random: 0 });
+    h.endpoint.lifetimeSeconds = 2;
+    h.keeper.start();
+    await flush();
+    h.endpoint.failWith = rejected();
+    await callersFor(60_000, 100);
+    expect(h.endpoint.grants()).toContain('refresh_token');
+    expect(busiestWindow(h.endpoint.times())).toBeLessThanOrEqual(10);
+  });
+
+  it('401 forever (every token rejected upstream at once): forced renewals stay ≤ 10 per 10 s', async () => {
+    h.keeper.stop();
+    h = setup({ random: 0 });
+    h.keeper.start();
+    for (let t = 0; t < 60_000; t += 20) {
+      void h.keeper.getAccessToken().then(
+        (token) => h.keeper.invalidate(token),
+        () => undefined,
+      );
+      await advance(20);
+    }
+    expect(h.endpoint.requests.length).toBeGreaterThan(10);
+    expect(busiestWindow(h.endpoint.times())).toBeLessThanOrEqual(10);
+  });
+
+  it('a failure nobody anticipated names the grant that was running (refresh_token)', async () => {
+    let calls = 0;
+    h.keeper.stop();
+    h = setup({
+      random: () => {
+        calls += 1;
+        // The second draw is the renewal jitter after the refresh grant's success.
+        if (calls === 2) throw new Error('boom');
+        return 0.5;
+      },
+    });
+    h.keeper.start();
+    await advanceTo(790);
+    expect(h.endpoint.grants()).toEqual(['client_credentials', 'refresh_token']);
+    const failure = logLines().find((l) => l.outcome === 'error');
+    expect(failure).toMatchObject({ grant: 'refresh_token', errorKind: 'internal' });
   });
 });
