@@ -359,6 +359,10 @@ export class TokenKeeper {
    * `progress.grant` names the grant running, for a failure nobody anticipated.
    */
   private async obtain(progress: { grant: GrantType }, source: RefreshSource): Promise<Outcome> {
+    // A store fallback can come back after stop(): no token request from a stopped keeper.
+    if (this.stopped) {
+      return { ok: false, grant: progress.grant, error: new TokenUnavailableError('stopped', 1) };
+    }
     // The fleet's refresh token while this process holds the store's lease; its own otherwise.
     const refreshToken = source.kind === 'shared' ? source.refreshToken : this.refreshToken;
     if (refreshToken !== undefined) {
