@@ -3,6 +3,7 @@
  * the scripts (lease, compare-and-set, compare-and-delete), the sealing, and the coordinator that
  * wraps the keeper's grant point.
  */
+import { connect, createServer, type AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/clock.js';
 import { StoreError } from '../src/errors.js';
@@ -46,7 +47,7 @@ afterEach(async () => {
   await redis.command('FLUSHALL');
 });
 
-function connect(url = redis.url, commandTimeoutMs?: number): StoreConnection {
+function storeConnection(url = redis.url, commandTimeoutMs?: number): StoreConnection {
   const connection = createStoreConnection({ url, logger, clock: systemClock, commandTimeoutMs });
   open.push(connection);
   return connection;
@@ -117,7 +118,7 @@ describe('sealing and names', () => {
 
 describe('connection', () => {
   it('runs scripts (EVAL once, then EVALSHA) and reads the store clock', async () => {
-    const connection = connect();
+    const connection = storeConnection();
     const script = defineScript(`${STORE_NOW_MS_LUA}return now_ms`);
     const first = Number(await connection.runScript(script, [], []));
     const second = Number(await connection.runScript(script, [], []));
@@ -128,13 +129,13 @@ describe('connection', () => {
   });
 
   it('fails at once while nothing listens, and within its bound while the server hangs', async () => {
-    const down = connect('redis://127.0.0.1:1');
+    const down = storeConnection('redis://127.0.0.1:1');
     const t0 = Date.now();
     await expect(down.probe()).rejects.toBeInstanceOf(StoreError);
     expect(Date.now() - t0).toBeLessThan(1_000);
     expect(down.health().up).toBe(false);
 
-    const connection = connect(redis.url, 300);
+    const connection = storeConnection(redis.url, 300);
     await connection.probe();
     redis.pause();
     try {
@@ -150,6 +151,31 @@ describe('connection', () => {
     }
     await expect(connection.probe()).resolves.toMatch(/\d/);
     expect(connection.health().up).toBe(true);
+  });
+
+  it('a call made while the first connection is still being set up waits for it (not only 500 ms)', async () => {
+    // A front that holds every new connection for 1.2 s before passing it to Redis (a slow
+    // handshake, a busy node at a fleet's start-up).
+    const front = createServer((socket) => {
+      setTimeout(() => {
+        const upstream = connect(redis.port, '127.0.0.1');
+        socket.pipe(upstream).pipe(socket);
+        socket.on('error', () => upstream.destroy());
+        upstream.on('error', () => socket.destroy());
+      }, 1_200);
+    });
+    await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (front.address() as AddressInfo).port;
+      const connection = storeConnection(`redis://127.0.0.1:${port}`);
+      const started = Date.now();
+      await expect(connection.probe()).resolves.toMatch(/\d/);
+      expect(Date.now() - started).toBeGreaterThan(1_000);
+      // Once connected, the ordinary 500 ms bound applies again.
+      expect(connection.health().up).toBe(true);
+    } finally {
+      front.close();
+    }
   });
 
   it('refuses calls beyond its pending limit instead of queueing them', async () => {
@@ -175,7 +201,7 @@ describe('connection', () => {
   });
 
   it('logs an outage once and recovers after a restart', async () => {
-    const connection = connect();
+    const connection = storeConnection();
     await connection.probe();
     const before = lines.length;
     await redis.stop();
@@ -203,8 +229,8 @@ describe('connection', () => {
 
 describe('token-set entry', () => {
   it('one lease at a time; only its holder publishes; the generation only grows', async () => {
-    const a = tokenStore(connect());
-    const b = tokenStore(connect());
+    const a = tokenStore(storeConnection());
+    const b = tokenStore(storeConnection());
     const first = await a.takeLease(5_000);
     const second = await b.takeLease(5_000);
     expect(first.lease).toBeDefined();
@@ -223,7 +249,7 @@ describe('token-set entry', () => {
   });
 
   it('a lease expires on its own when its holder dies', async () => {
-    const a = tokenStore(connect());
+    const a = tokenStore(storeConnection());
     const { lease } = await a.takeLease(200);
     expect(lease).toBeDefined();
     expect((await a.read()).leaseHeld).toBe(true);
@@ -233,7 +259,7 @@ describe('token-set entry', () => {
   });
 
   it('release deletes only its own lease', async () => {
-    const a = tokenStore(connect());
+    const a = tokenStore(storeConnection());
     const { lease } = await a.takeLease(5_000);
     await a.release({ owner: 'someone-else', keys: lease!.keys });
     expect((await a.read()).leaseHeld).toBe(true);
@@ -242,7 +268,7 @@ describe('token-set entry', () => {
   });
 
   it('compare-and-delete: only while the entry still holds the rejected token', async () => {
-    const a = tokenStore(connect());
+    const a = tokenStore(storeConnection());
     const { lease } = await a.takeLease(5_000);
     await a.publish(lease!, sharedSet('tok-new'), 0);
     const stale = await a.deleteIfCurrent('tok-old');
@@ -258,8 +284,8 @@ describe('token-set entry', () => {
   });
 
   it('an entry sealed under another secret reads as unreadable, never as a token', async () => {
-    const a = tokenStore(connect());
-    const rotated = tokenStore(connect(), 'another-secret');
+    const a = tokenStore(storeConnection());
+    const rotated = tokenStore(storeConnection(), 'another-secret');
     const { lease } = await a.takeLease(5_000);
     await a.publish(lease!, sharedSet('tok-a'), 0);
     const { entry } = await rotated.read();
@@ -267,7 +293,7 @@ describe('token-set entry', () => {
   });
 
   it('no token, refresh token, client id or secret is readable in any key or value', async () => {
-    const a = tokenStore(connect());
+    const a = tokenStore(storeConnection());
     const { lease } = await a.takeLease(5_000);
     await a.publish(lease!, sharedSet('access-abc123', 'refresh-def456'), 0);
     await a.takeLease(5_000);
@@ -320,7 +346,11 @@ describe('coordinator', () => {
 
   it('three processes at once: one grant, two adopt the same generation', async () => {
     const counter = { n: 0, sources: [] as RefreshSource[] };
-    const fleet = [coordinator(connect()), coordinator(connect()), coordinator(connect())];
+    const fleet = [
+      coordinator(storeConnection()),
+      coordinator(storeConnection()),
+      coordinator(storeConnection()),
+    ];
     const results = await Promise.all(
       fleet.map((c) => c.obtain({ held: undefined }, granter(counter, 300))),
     );
@@ -332,7 +362,7 @@ describe('coordinator', () => {
 
   it('the lease holder renews with the shared refresh token; a process holding the current token renews', async () => {
     const counter = { n: 0, sources: [] as RefreshSource[] };
-    const a = coordinator(connect());
+    const a = coordinator(storeConnection());
     const first = await a.obtain({ held: undefined }, granter(counter));
     expect(first.kind).toBe('granted');
     const again = await a.obtain({ held: { accessToken: 'tok-1' } }, granter(counter));
@@ -345,8 +375,8 @@ describe('coordinator', () => {
 
   it('a 401 deletes the entry once; a second process with the same rejected token adopts the new one', async () => {
     const counter = { n: 0, sources: [] as RefreshSource[] };
-    const a = coordinator(connect());
-    const b = coordinator(connect());
+    const a = coordinator(storeConnection());
+    const b = coordinator(storeConnection());
     await a.obtain({ held: undefined }, granter(counter));
     const renewed = await a.obtain({ held: undefined, rejectedToken: 'tok-1' }, granter(counter));
     expect(renewed.kind).toBe('granted');
@@ -361,9 +391,9 @@ describe('coordinator', () => {
 
   it('a follower whose holder dies gets lease-lost after one lease TTL, then takes the lease', async () => {
     const counter = { n: 0, sources: [] as RefreshSource[] };
-    const dead = tokenStore(connect());
+    const dead = tokenStore(storeConnection());
     await dead.takeLease(settings.timeoutMs + 2_000); // a holder that never publishes
-    const b = coordinator(connect());
+    const b = coordinator(storeConnection());
     const started = Date.now();
     const waited = await b.obtain({ held: undefined }, granter(counter));
     expect(waited.kind).toBe('lease-lost');
@@ -374,7 +404,7 @@ describe('coordinator', () => {
 
   it('falls back to a local grant when the store is down, bounded in time', async () => {
     const counter = { n: 0, sources: [] as RefreshSource[] };
-    const c = coordinator(connect('redis://127.0.0.1:1'));
+    const c = coordinator(storeConnection('redis://127.0.0.1:1'));
     const started = Date.now();
     const result = await c.obtain({ held: undefined }, granter(counter, 10));
     expect(result).toMatchObject({ kind: 'granted', shared: false });
@@ -385,11 +415,11 @@ describe('coordinator', () => {
 
   it('does not adopt a set that is itself due for renewal', async () => {
     const counter = { n: 0, sources: [] as RefreshSource[] };
-    const a = coordinator(connect());
+    const a = coordinator(storeConnection());
     // 4 s lifetime: due at half of it; wait past that and a fresh process renews instead of adopting.
     await a.obtain({ held: undefined }, granter(counter, 10, 4));
     await new Promise((r) => setTimeout(r, 2_100));
-    const b = coordinator(connect());
+    const b = coordinator(storeConnection());
     expect((await b.obtain({ held: undefined }, granter(counter, 10, 4))).kind).toBe('granted');
   });
 });

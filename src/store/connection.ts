@@ -17,6 +17,12 @@ export const STORE_COMMAND_TIMEOUT_MS = 500;
 export const STORE_MAX_PENDING = 64;
 /** A PING this often keeps `up` truthful while nothing else runs (DESIGN.md: shown within 5 s). */
 export const STORE_HEALTH_INTERVAL_MS = 2_000;
+/**
+ * One connection attempt. Calls made before the first attempt has settled wait for it (within this
+ * plus their own bound): a process starting with its fleet must not grant alone just because its
+ * connection is still being set up.
+ */
+export const STORE_CONNECT_TIMEOUT_MS = 2_000;
 /** Reconnect backoff: 100 ms doubling to 2 s, full jitter (a restarted store is found within ~2 s). */
 export const RECONNECT_BASE_MS = 100;
 export const RECONNECT_CAP_MS = 2_000;
@@ -111,7 +117,7 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
     // Fail at once while disconnected instead of queueing: the keeper falls back to its own token.
     disableOfflineQueue: true,
     socket: {
-      connectTimeout: 2_000,
+      connectTimeout: STORE_CONNECT_TIMEOUT_MS,
       reconnectStrategy: (retries) => reconnectDelayMs(retries, random()),
     },
   });
@@ -121,6 +127,8 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
   let serverVersion: string | null = null;
   let pending = 0;
   let closed = false;
+  /** The first connection attempt succeeded or failed; until then calls get the longer bound. */
+  let firstAttemptSettled = false;
   const readyWaiters = new Set<() => void>();
 
   const markDown = (error: unknown): void => {
@@ -141,17 +149,22 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
   };
 
   client.on('error', (error: unknown) => {
+    firstAttemptSettled = true;
     markDown(error);
     // A caller waiting for the connection learns at once that this attempt failed.
     for (const wake of readyWaiters) wake();
   });
   client.on('ready', () => {
+    firstAttemptSettled = true;
     for (const wake of readyWaiters) wake();
     readyWaiters.clear();
     // Learn the version and show `up` at once, not at the next health tick.
     probe().catch(() => undefined);
   });
-  client.connect().catch((error: unknown) => markDown(error));
+  client.connect().catch((error: unknown) => {
+    firstAttemptSettled = true;
+    markDown(error);
+  });
 
   /**
    * Resolves when the client is ready, a connection attempt fails, or `deadline` passes (then the
@@ -180,13 +193,14 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
       throw error;
     }
     pending += 1;
-    const deadline = clock.now() + timeoutMs;
+    const budget = firstAttemptSettled ? timeoutMs : STORE_CONNECT_TIMEOUT_MS + timeoutMs;
+    const deadline = clock.now() + budget;
     let timer: TimerHandle | undefined;
     try {
       const timeout = new Promise<never>((_, reject) => {
         timer = clock.setTimeout(
-          () => reject(new StoreError(`${what}: no answer within ${timeoutMs} ms`)),
-          timeoutMs,
+          () => reject(new StoreError(`${what}: no answer within ${budget} ms`)),
+          budget,
         );
         timer.unref?.();
       });
