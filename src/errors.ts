@@ -103,14 +103,13 @@ export class TokenEndpointError extends Error {
     this.oauthError = options.oauthError;
     hide(this, 'body', options.body);
   }
-
-  /** Transient failures are retried with backoff; a rejected grant is not retried as such. */
-  get transient(): boolean {
-    return this.kind !== 'rejected';
-  }
 }
 
-/** True for a grant the token endpoint refused (a 4xx other than 429); every other failure is transient. */
+/**
+ * The one rejected/transient predicate: true for a grant the token endpoint refused (a 4xx other
+ * than 429: wrong secret, dead refresh token); every other failure is transient, retried with
+ * backoff.
+ */
 export function isRejectedGrant(error: unknown): boolean {
   return error instanceof TokenEndpointError && error.kind === 'rejected';
 }

@@ -119,8 +119,9 @@ describe('token keeper against the stand-in', () => {
     await keeper.whenReady();
     expect(gauges.status().ready).toBe(true);
     const statuses: number[] = [];
-    const until = Date.now() + 5000;
-    while (Date.now() < until) {
+    // API calls until two renewals have landed (a condition, bounded), paced at 100 ms.
+    const until = Date.now() + 10_000;
+    while (standin.tokenRequests.length < 3 && Date.now() < until) {
       statuses.push(await callApi(standin, await source.getAccessToken()));
       await sleep(100);
     }

@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Agent, MockAgent, Response } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { TokenEndpointError } from '../errors.js';
+import { TokenEndpointError, isRejectedGrant } from '../errors.js';
 import {
   DEFAULT_LIFETIME_SECONDS,
   MAX_ANSWER_BYTES,
@@ -262,7 +262,7 @@ describe('checkTokenResponse: error statuses', () => {
       json({ error: 'invalid_client', error_description: 'Client authentication failed' }, 401),
     );
     expect(e.kind).toBe('rejected');
-    expect(e.transient).toBe(false);
+    expect(isRejectedGrant(e)).toBe(true);
     expect(e.status).toBe(401);
     expect(e.oauthError).toBe('invalid_client');
     expect(e.message).toBe(
@@ -307,7 +307,7 @@ describe('checkTokenResponse: error statuses', () => {
       new Response('oops', { status: 500, headers: { 'retry-after': '30' } }),
     );
     expect(e.kind).toBe('server');
-    expect(e.transient).toBe(true);
+    expect(isRejectedGrant(e)).toBe(false);
     expect(e.retryAfterMs).toBe(30_000);
     expect(e.message).toContain('token endpoint answered 500');
     expect(e.message).toContain('retry after 30 s');
@@ -351,6 +351,9 @@ function useMockAgent(): { agent: MockAgent } {
   });
   return holder;
 }
+
+/** The deadline `requestToken` would make; long enough never to fire in these tests. */
+const deadline = () => AbortSignal.timeout(10_000);
 
 describe('sendGrantRequest (MockAgent)', () => {
   const origin = 'https://auth.example';
@@ -481,7 +484,11 @@ describe('sendGrantRequest (MockAgent)', () => {
     '%s / %s / %o / scopes %j',
     async (format, clientAuth, request, scopes, body, authorization) => {
       const seen = capture();
-      const res = await sendGrantRequest(options({ format, clientAuth, scopes }), request);
+      const res = await sendGrantRequest(
+        options({ format, clientAuth, scopes }),
+        request,
+        deadline(),
+      );
       expect(res.status).toBe(201);
       expect(seen.body).toBe(body);
       expect(seen.headers.accept).toBe('application/json');
@@ -503,7 +510,7 @@ describe('sendGrantRequest (MockAgent)', () => {
       .intercept({ path: '/elsewhere/', method: 'POST' })
       .reply(201, { accessToken: ACCESS, tokenType: 'Bearer' })
       .persist();
-    const res = await sendGrantRequest(options(), cc);
+    const res = await sendGrantRequest(options(), cc, deadline());
     expect(res.status).toBe(302);
     const e = await checkError(res);
     expect(e.kind).toBe('redirect');
@@ -515,7 +522,7 @@ describe('sendGrantRequest (MockAgent)', () => {
       .get(origin)
       .intercept({ path: '/oauth/token/', method: 'POST' })
       .replyWithError(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }));
-    const e: unknown = await sendGrantRequest(options(), cc).catch((x: unknown) => x);
+    const e: unknown = await sendGrantRequest(options(), cc, deadline()).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(TokenEndpointError);
     expect((e as TokenEndpointError).kind).toBe('network');
     expect((e as TokenEndpointError).message).toBe(
@@ -529,9 +536,11 @@ describe('sendGrantRequest (MockAgent)', () => {
       .intercept({ path: '/oauth/token/', method: 'POST' })
       .reply(201, { accessToken: ACCESS, tokenType: 'Bearer' })
       .delay(1000);
-    const e: unknown = await sendGrantRequest(options({ timeoutMs: 50 }), cc).catch(
-      (x: unknown) => x,
-    );
+    const e: unknown = await sendGrantRequest(
+      options({ timeoutMs: 50 }),
+      cc,
+      AbortSignal.timeout(50),
+    ).catch((x: unknown) => x);
     expect((e as TokenEndpointError).kind).toBe('timeout');
     expect((e as TokenEndpointError).message).toBe(
       `token endpoint ${origin}/oauth/token/ timed out after 50 ms`,
@@ -556,6 +565,7 @@ describe('sendGrantRequest (MockAgent)', () => {
     const e: unknown = await sendGrantRequest(
       options({ url: `https://unmocked.example/oauth/token/?secret=${CLIENT_SECRET}` }),
       cc,
+      deadline(),
     ).catch((x: unknown) => x);
     expect((e as TokenEndpointError).kind).toBe('network');
     expect((e as TokenEndpointError).message).toContain(
