@@ -141,7 +141,10 @@ async function tokensInUse(fleet: Fleet): Promise<string[]> {
   );
 }
 
-/** Nothing in any Redis key or value is a token, the secret or the client id. */
+/**
+ * Nothing in any Redis key or value is a token, the secret or the client id; no token or secret in
+ * any process's output either.
+ */
 async function expectNothingReadable(fleet: Fleet): Promise<void> {
   const dump = await fleet.redis.dump();
   expect(dump.size).toBeGreaterThan(0);
@@ -151,6 +154,10 @@ async function expectNothingReadable(fleet: Fleet): Promise<void> {
       expect(key).not.toContain(secret);
       expect(value).not.toContain(secret);
     }
+  }
+  const output = fleet.sidecars.flatMap((s) => [...s.stdout, ...s.stderr]).join('\n');
+  for (const secret of [...fleet.standin.issuedTokens(), SECRET]) {
+    expect(output).not.toContain(secret);
   }
 }
 
