@@ -11,7 +11,7 @@ import { USAGE, UsageError, parseArgs } from './cli.js';
 import { systemClock, type Clock } from './clock.js';
 import { createCredentialsReader } from './config/credentials.js';
 import { formatConfigProblems, loadConfig } from './config/load.js';
-import type { Config } from './config/types.js';
+import type { Config, CredentialsReader } from './config/types.js';
 import { ConfigError, EXIT_CONFIG, TokenEndpointError } from './errors.js';
 import { createAdminApp } from './http/admin-app.js';
 import { startAdminServer } from './http/admin-server.js';
@@ -23,6 +23,7 @@ import { createLogger, type Logger } from './telemetry/logger.js';
 import { createMetrics } from './telemetry/metrics.js';
 import { createTokenEndpointClient } from './token/client.js';
 import { TokenKeeper } from './token/keeper.js';
+import { createTokenCoordinator, type TokenCoordinator } from './token/shared.js';
 import type { TokenEndpoint } from './token/types.js';
 import type { Dispatcher } from 'undici';
 
@@ -66,6 +67,42 @@ function tokenEndpointFor(config: Config, dispatcher: Dispatcher): TokenEndpoint
   return createTokenEndpointClient({ url, format, clientAuth, scopes, timeoutMs, dispatcher });
 }
 
+/**
+ * The shared token store, when `token.store.url` is set (DESIGN.md "Shared token store"). The
+ * Redis client is loaded only then. Connecting happens in the background: until the store answers,
+ * the keeper works as without one.
+ */
+async function openTokenStore(
+  config: Config,
+  deps: { readCredentials: CredentialsReader; logger: Logger; clock: Clock },
+): Promise<{ coordinator: TokenCoordinator; close(): Promise<void> } | undefined> {
+  const { url, keyPrefix } = config.token.store;
+  if (url === undefined) return undefined;
+  const { createStoreConnection, createTokenSetStore } = await import('./store/index.js');
+  const { clock } = deps;
+  const logger = deps.logger.child({ component: 'store' });
+  const connection = createStoreConnection({ url, logger, clock });
+  const coordinator = createTokenCoordinator({
+    store: createTokenSetStore({
+      connection,
+      keyPrefix,
+      tokenUrl: config.token.url,
+      scopes: config.token.scopes,
+      readIdentity: deps.readCredentials,
+      now: () => clock.now(),
+    }),
+    health: () => connection.health(),
+    settings: config.token,
+    now: () => clock.now(),
+    sleep: (ms) =>
+      new Promise<void>((resolve) => {
+        clock.setTimeout(resolve, ms);
+      }),
+    logger,
+  });
+  return { coordinator, close: () => connection.close() };
+}
+
 /** Wire and start the token keeper, the proxy listener and the admin listener. */
 export async function startSidecar(config: Config, deps: SidecarDeps): Promise<RunningSidecar> {
   const { logger } = deps;
@@ -80,23 +117,27 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   const upstreamDispatcher = createUpstreamDispatcher({ ca, http2: config.upstream.http2 });
 
   const endpoint = tokenEndpointFor(config, tokenDispatcher);
+  const readCredentials = createCredentialsReader(config.credentials, undefined, {
+    clock,
+    // Fingerprints only: neither the client id nor the secret is ever logged.
+    onChange: ({ previous, current }) =>
+      logger.info(
+        { component: 'token', event: 'credentials', previous, current },
+        'client credentials changed; using the new ones',
+      ),
+  });
+  const store = await openTokenStore(config, { readCredentials, logger, clock });
   const keeper = new TokenKeeper({
     endpoint,
-    readCredentials: createCredentialsReader(config.credentials, undefined, {
-      clock,
-      // Fingerprints only: neither the client id nor the secret is ever logged.
-      onChange: ({ previous, current }) =>
-        logger.info(
-          { component: 'token', event: 'credentials', previous, current },
-          'client credentials changed; using the new ones',
-        ),
-    }),
+    readCredentials,
     settings: config.token,
     clock,
     logger: logger.child({ component: 'token' }),
     metrics,
+    coordinator: store?.coordinator,
   });
   metrics.bindTokenState(keeper);
+  if (store !== undefined) metrics.bindStoreState(store.coordinator);
 
   let draining = false;
   const forwarder = createForwarder({
@@ -124,6 +165,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
       tokenReady: () => keeper.status().ready,
       isDraining: () => draining,
       tokenStatus: () => ({ ...keeper.status() }),
+      ...(store !== undefined && { storeStatus: () => ({ ...store.coordinator.status() }) }),
     },
   });
 
@@ -146,7 +188,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   } catch (error) {
     keeper.stop();
     await proxy?.drain(0);
-    await Promise.allSettled([tokenDispatcher.close(), upstreamDispatcher.close()]);
+    await Promise.allSettled([tokenDispatcher.close(), upstreamDispatcher.close(), store?.close()]);
     throw error;
   }
   const proxyServer = proxy;
@@ -175,7 +217,11 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
       await proxyServer.drain(DRAIN_TIMEOUT_MS);
       keeper.stop();
       await adminServer.close();
-      await Promise.allSettled([tokenDispatcher.close(), upstreamDispatcher.close()]);
+      await Promise.allSettled([
+        tokenDispatcher.close(),
+        upstreamDispatcher.close(),
+        store?.close(),
+      ]);
       logger.info('shut down');
     })();
     return shutdownPromise;
@@ -207,6 +253,47 @@ function prettyAvailable(): boolean {
   }
 }
 
+/**
+ * `check` with a store: PING, the server's version, and one read of the token-set entry through
+ * the same script the keeper runs (proves the ACL user may run scripts on those keys). Prints
+ * `store: ok (redis 7.x)`; returns the reason otherwise.
+ */
+async function checkStore(
+  config: Config,
+  credentials: { clientId: string; clientSecret: string },
+  io: Io,
+): Promise<string | undefined> {
+  const url = config.token.store.url;
+  if (url === undefined) return undefined;
+  const { createStoreConnection, createTokenSetStore, redactStoreUrl } =
+    await import('./store/index.js');
+  const quiet = createLogger({ level: 'silent' });
+  // A one-shot command may wait for the connection (TLS, DNS) longer than a serving process would.
+  const connection = createStoreConnection({
+    url,
+    logger: quiet,
+    clock: systemClock,
+    commandTimeoutMs: 5_000,
+  });
+  try {
+    const version = await connection.probe();
+    await createTokenSetStore({
+      connection,
+      keyPrefix: config.token.store.keyPrefix,
+      tokenUrl: config.token.url,
+      scopes: config.token.scopes,
+      readIdentity: () => Promise.resolve(credentials),
+      now: () => Date.now(),
+    }).read();
+    io.out(`store: ok (redis ${version})`);
+    return undefined;
+  } catch (error) {
+    return `${redactStoreUrl(url)}: ${error instanceof Error ? error.message : String(error)}`;
+  } finally {
+    await connection.close();
+  }
+}
+
 /** `oauth-sidecar check`: validate config, get one token, print what came back, never the token. */
 async function runCheck(config: Config, io: Io): Promise<number> {
   const ca = readCa(config, {} as SidecarDeps);
@@ -222,6 +309,13 @@ async function runCheck(config: Config, io: Io): Promise<number> {
       `expires in: ${tokens.expiresInSeconds} s${tokens.lifetimeDefaulted ? ' (no expiresIn in the answer: default assumed)' : ''}`,
     );
     io.out(`refresh token: ${typeof tokens.refreshToken === 'string' ? 'yes' : 'no'}`);
+    if (config.token.store.url !== undefined) {
+      const failure = await checkStore(config, credentials, io);
+      if (failure !== undefined) {
+        io.err(`oauth-sidecar check: failed: store: ${failure}`);
+        return 1;
+      }
+    }
     return 0;
   } catch (error) {
     const reason =

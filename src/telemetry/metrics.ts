@@ -30,8 +30,20 @@ export interface SidecarMetrics {
   upstreamUnauthorized: Counter<'replayed'>;
   proxyRejected: Counter<'code'>;
   requestsInFlight: Gauge;
+  /** Token sets taken from the shared store that another process obtained. */
+  tokenAdopted: Counter;
   /** Point the token gauges at their source (the keeper is built after the metrics). */
   bindTokenState(source: TokenGaugeSource): void;
+  /**
+   * Expose `oauth_sidecar_token_store_up` (only with a store configured, so a sidecar without one
+   * never looks like one whose store is down).
+   */
+  bindStoreState(source: StoreGaugeSource): void;
+}
+
+/** What the store gauge reads at scrape time. */
+export interface StoreGaugeSource {
+  status(): { up: boolean };
 }
 
 export interface MetricsOptions {
@@ -116,8 +128,24 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
       help: 'Proxied requests in progress.',
       registers,
     }),
+    tokenAdopted: new Counter({
+      name: `${METRIC_PREFIX}token_adopted_total`,
+      help: 'Token sets taken from the shared token store that another process obtained.',
+      registers,
+    }),
     bindTokenState(source) {
       tokenState = source;
+    },
+    bindStoreState(source) {
+      if (registry.getSingleMetric(`${METRIC_PREFIX}token_store_up`) !== undefined) return;
+      new Gauge({
+        name: `${METRIC_PREFIX}token_store_up`,
+        help: '1 while the shared token store answers within its bound; 0 while each process keeps its own token.',
+        registers,
+        collect() {
+          this.set(source.status().up ? 1 : 0);
+        },
+      });
     },
   };
 

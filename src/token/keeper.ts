@@ -23,6 +23,8 @@ import {
   renewalTime,
   secondsUntil,
 } from './schedule.js';
+import type { SharedTokenSet } from '../store/token-sets.js';
+import { LeaseWaitError, type RefreshSource, type TokenCoordinator } from './shared.js';
 import type {
   ClientCredentials,
   CredentialsReader,
@@ -40,11 +42,22 @@ export interface TokenKeeperOptions {
   /** [0, 1); Math.random when absent. Drives renewal jitter and backoff jitter. */
   random?: () => number;
   logger: Logger;
-  metrics: Pick<SidecarMetrics, 'tokenRequests' | 'tokenRequestDuration'>;
+  metrics: Pick<SidecarMetrics, 'tokenRequests' | 'tokenRequestDuration'> &
+    Partial<Pick<SidecarMetrics, 'tokenAdopted'>>;
+  /**
+   * The shared token store's side (DESIGN.md "Shared token store"): wraps the one grant point.
+   * Absent: this process keeps its own token.
+   */
+  coordinator?: TokenCoordinator;
 }
 
 /** What went wrong last: a token endpoint error kind, or the credentials could not be read. */
-export type KeeperErrorKind = TokenEndpointError['kind'] | 'credentials' | 'internal';
+export type KeeperErrorKind =
+  | TokenEndpointError['kind']
+  | 'credentials'
+  | 'internal'
+  /** Another process held the renewal lease and left without a new token. */
+  | 'lease';
 
 /**
  * The keeper's one status snapshot, read by `/status`, `/readyz` and the token gauges. JSON-safe;
@@ -109,6 +122,7 @@ export class TokenKeeper {
   private readonly random: () => number;
   private readonly log: Logger;
   private readonly metrics: TokenKeeperOptions['metrics'];
+  private readonly coordinator: TokenCoordinator | undefined;
 
   private started = false;
   private stopped = false;
@@ -124,6 +138,8 @@ export class TokenKeeper {
   private lastError: KeeperStatus['lastError'] = null;
   private lastGrant: GrantType | undefined;
   private lastForcedAt: number | undefined;
+  /** The token an upstream 401 invalidated, for the next grant's compare-and-delete in the store. */
+  private rejectedToken: string | undefined;
   /** At most 10 token requests in any 10 s, for every path into a grant. */
   private readonly ceiling = new RequestCeiling();
   private readonly waiters = new Set<Waiter>();
@@ -137,6 +153,7 @@ export class TokenKeeper {
     this.random = options.random ?? Math.random;
     this.log = options.logger;
     this.metrics = options.metrics;
+    this.coordinator = options.coordinator;
   }
 
   /** Starts the start-up client-credentials grant at once. Idempotent. */
@@ -209,6 +226,7 @@ export class TokenKeeper {
     }
     this.lastForcedAt = now;
     this.current = undefined;
+    this.rejectedToken = token;
     const startAt = this.inflight === undefined ? this.earliestAttemptAt(now) : now;
     let what = 'a token request is already in flight';
     if (this.inflight === undefined) {
@@ -274,7 +292,11 @@ export class TokenKeeper {
     const now = this.clock.now();
     const earliest = this.earliestAttemptAt(now);
     if (earliest > now) {
-      if (this.nextAttemptAt !== earliest) this.schedule(earliest, reason);
+      // Re-arm when no timer is pending: a timer may fire a millisecond before the wall clock
+      // says it is due (libuv counts from its cached loop time), and must not end the schedule.
+      if (this.timer === undefined || this.nextAttemptAt !== earliest) {
+        this.schedule(earliest, reason);
+      }
       return;
     }
     this.clearTimer();
@@ -290,8 +312,29 @@ export class TokenKeeper {
   private async runGrant(): Promise<void> {
     const progress: { grant: GrantType } = { grant: 'client_credentials' };
     let outcome: Outcome;
+    let adopted: { tokenSet: SharedTokenSet; generation: number } | undefined;
+    let sharedRefresh: { refreshToken: string | undefined } | undefined;
+    const rejectedToken = this.rejectedToken;
+    this.rejectedToken = undefined;
     try {
-      outcome = await this.obtain(progress);
+      if (this.coordinator === undefined) {
+        outcome = await this.obtain(progress, { kind: 'local' });
+      } else {
+        const held =
+          this.current === undefined ? undefined : { accessToken: this.current.accessToken };
+        const result = await this.coordinator.obtain({ held, rejectedToken }, (source) =>
+          this.obtain(progress, source),
+        );
+        if (result.kind === 'adopted') {
+          adopted = result;
+          outcome = { ok: false, grant: progress.grant, error: undefined };
+        } else if (result.kind === 'lease-lost') {
+          outcome = { ok: false, grant: progress.grant, error: result.error };
+        } else {
+          outcome = result.outcome;
+          if (result.shared) sharedRefresh = { refreshToken: result.refreshToken };
+        }
+      }
     } catch (error) {
       // obtain() does not throw; if it ever does, report the grant that was running.
       outcome = { ok: false, grant: progress.grant, error };
@@ -299,8 +342,12 @@ export class TokenKeeper {
     this.inflight = undefined;
     if (this.stopped) return;
     try {
-      if (outcome.ok) this.onSuccess(outcome);
-      else this.onFailure(outcome);
+      if (adopted !== undefined) this.onAdopted(adopted.tokenSet, adopted.generation);
+      else if (outcome.ok) {
+        this.onSuccess(outcome);
+        // Under the lease the newest refresh token is the fleet's, resolved by the coordinator.
+        if (sharedRefresh !== undefined) this.refreshToken = sharedRefresh.refreshToken;
+      } else this.onFailure(outcome);
     } catch (error) {
       // Applying a result does not throw either; if it does, keep the keeper alive and retrying.
       if (!this.stopped) this.onFailure({ ok: false, grant: outcome.grant, error });
@@ -311,8 +358,13 @@ export class TokenKeeper {
    * Refresh grant while a refresh token is held, else (or once it is rejected) client credentials.
    * `progress.grant` names the grant running, for a failure nobody anticipated.
    */
-  private async obtain(progress: { grant: GrantType }): Promise<Outcome> {
-    const refreshToken = this.refreshToken;
+  private async obtain(progress: { grant: GrantType }, source: RefreshSource): Promise<Outcome> {
+    // A store fallback can come back after stop(): no token request from a stopped keeper.
+    if (this.stopped) {
+      return { ok: false, grant: progress.grant, error: new TokenUnavailableError('stopped', 1) };
+    }
+    // The fleet's refresh token while this process holds the store's lease; its own otherwise.
+    const refreshToken = source.kind === 'shared' ? source.refreshToken : this.refreshToken;
     if (refreshToken !== undefined) {
       progress.grant = 'refresh_token';
       const refreshed = await this.call({ grant: 'refresh_token', refreshToken });
@@ -355,26 +407,11 @@ export class TokenKeeper {
 
   private onSuccess({ grant, tokenSet, sentAt }: Extract<Outcome, { ok: true }>): void {
     const lifetimeSeconds = tokenSet.expiresInSeconds;
-    this.current = {
-      accessToken: tokenSet.accessToken,
-      sentAt,
-      expiresAt: sentAt + lifetimeSeconds * 1_000,
-      lifetimeSeconds,
-    };
     // string: replace (refresh tokens may be single-use, so only the newest is kept);
     // null: the API's "about to expire" signal, drop it; absent: keep the held one (RFC 6749 §6).
     if (typeof tokenSet.refreshToken === 'string') this.refreshToken = tokenSet.refreshToken;
     else if (tokenSet.refreshToken === null) this.refreshToken = undefined;
-    this.lastGrant = grant;
-    this.consecutiveFailures = 0;
-    this.notBefore = 0;
-
-    const now = this.clock.now();
-    const renewAt = Math.max(
-      renewalTime(sentAt, lifetimeSeconds, this.settings, this.random()),
-      now + MIN_RENEWAL_DELAY_MS,
-    );
-    this.schedule(renewAt, 'renewal');
+    const renewAt = this.hold(tokenSet.accessToken, sentAt, lifetimeSeconds, grant);
 
     if (tokenSet.lifetimeDefaulted) {
       this.log.warn(
@@ -394,8 +431,62 @@ export class TokenKeeper {
       'access token obtained',
     );
 
-    // A token already past its expiresAt (expiresIn: 0, or a slow answer) is never handed out:
-    // waiters keep waiting for the next one or their waitMs.
+    this.wakeWaiters();
+  }
+
+  /**
+   * A token set another process obtained, taken from the shared store (no grant). Its renewal is
+   * scheduled from the shared entry (jitter included), and its refresh token stays in the store:
+   * only a lease holder uses it.
+   */
+  private onAdopted(set: SharedTokenSet, generation: number): void {
+    this.refreshToken = undefined;
+    const renewAt = this.hold(set.accessToken, set.sentAt, set.lifetimeSeconds, set.grant);
+    this.metrics.tokenAdopted?.inc();
+    this.log.info(
+      {
+        event: 'token',
+        grant: set.grant,
+        outcome: 'adopted',
+        generation,
+        lifetimeSeconds: set.lifetimeSeconds,
+        nextRenewalAt: iso(renewAt),
+      },
+      'access token adopted from the shared store',
+    );
+    this.wakeWaiters();
+  }
+
+  /** Make `accessToken` the current token and schedule its renewal; returns the renewal time. */
+  private hold(
+    accessToken: string,
+    sentAt: number,
+    lifetimeSeconds: number,
+    grant: GrantType,
+  ): number {
+    this.current = {
+      accessToken,
+      sentAt,
+      expiresAt: sentAt + lifetimeSeconds * 1_000,
+      lifetimeSeconds,
+    };
+    this.lastGrant = grant;
+    this.consecutiveFailures = 0;
+    this.notBefore = 0;
+    const now = this.clock.now();
+    const renewAt = Math.max(
+      renewalTime(sentAt, lifetimeSeconds, this.settings, this.random()),
+      now + MIN_RENEWAL_DELAY_MS,
+    );
+    this.schedule(renewAt, 'renewal');
+    return renewAt;
+  }
+
+  /**
+   * A token already past its expiresAt (expiresIn: 0, or a slow answer) is never handed out:
+   * waiters keep waiting for the next one or their waitMs.
+   */
+  private wakeWaiters(): void {
     const valid = this.validToken();
     if (valid === undefined) return;
     for (const waiter of this.waiters) {
@@ -474,6 +565,7 @@ export class TokenKeeper {
 function errorKind(error: unknown): KeeperErrorKind {
   if (error instanceof TokenEndpointError) return error.kind;
   if (error instanceof CredentialsReadError) return 'credentials';
+  if (error instanceof LeaseWaitError) return 'lease';
   return 'internal';
 }
 
