@@ -11,10 +11,10 @@ const honoOnlyInHttp = {
 const redisOnlyInStore = {
   group: ['redis', '@redis/*', 'ioredis'],
   message:
-    'Only src/store/ imports the Redis client (DESIGN.md "Source layout and boundaries"); use the StoreConnection / TokenSetStore interfaces.',
+    'Only src/store/ imports the Redis client (docs/design.md "Module boundaries"); use the StoreConnection / TokenSetStore interfaces.',
 };
 
-/** Module boundaries from DESIGN.md, each with its reason. */
+/** Module boundaries from docs/design.md, each with its reason. */
 const boundaries = [
   {
     files: ['src/errors.ts'],

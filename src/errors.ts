@@ -162,7 +162,7 @@ export function errorEnvelope(error: SidecarError, requestId: string): ErrorEnve
 
 /**
  * The shared token store is down, slow (past its 500 ms bound) or answered an error. Never reaches
- * a client: every caller falls back to what one process does alone (STYLE.md 14).
+ * a client: every caller falls back to what one process does alone (docs/design.md "Practices").
  */
 export class StoreError extends Error {
   constructor(message: string, cause?: unknown) {

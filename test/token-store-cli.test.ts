@@ -1,5 +1,5 @@
 /**
- * `oauth-sidecar check` with a token store (DESIGN.md "Command line"): the real process against the
+ * `oauth-sidecar check` with a token store (docs/reference.md "Command line"): the real process against the
  * stand-in and a real password-protected `redis-server`.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';

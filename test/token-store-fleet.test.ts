@@ -1,6 +1,6 @@
 /**
  * End-to-end: a fleet of real sidecar processes (dist/main.js) sharing one token through a real
- * `redis-server`, in front of the stand-in over HTTPS (DESIGN.md "Shared token store"). Each
+ * `redis-server`, in front of the stand-in over HTTPS (docs/token-store.md). Each
  * scenario has its own Redis, stand-in and three processes, and the scenarios run concurrently to
  * keep the suite's wall time down.
  */

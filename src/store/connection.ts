@@ -1,7 +1,7 @@
 /**
- * The one Redis connection of a process (DESIGN.md "Shared token store"). The only module that
+ * The one Redis connection of a process (docs/token-store.md). The only module that
  * imports the Redis client. Everything above it sees `StoreConnection`: run an atomic script,
- * read the health. Shared state is an optimisation, never a dependency (STYLE.md 14): every call
+ * read the health. Shared state is an optimisation, never a dependency (docs/design.md "Practices"): every call
  * settles within `commandTimeoutMs`, a store that is down fails calls at once, and the client
  * reconnects on its own with capped backoff.
  */
@@ -11,11 +11,11 @@ import type { Clock, TimerHandle } from '../clock.js';
 import { StoreError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 
-/** Every store call settles within this (DESIGN.md: "slow (> 500 ms)" counts as down). */
+/** Every store call settles within this (docs/token-store.md: no answer in 500 ms counts as down). */
 export const STORE_COMMAND_TIMEOUT_MS = 500;
 /** Calls in progress at once; more fail at once (a hung server must not grow a queue). */
 export const STORE_MAX_PENDING = 64;
-/** A PING this often keeps `up` truthful while nothing else runs (DESIGN.md: shown within 5 s). */
+/** A PING this often keeps `up` truthful while nothing else runs (docs/token-store.md: shown within 5 s). */
 export const STORE_HEALTH_INTERVAL_MS = 2_000;
 /**
  * One connection attempt. Calls made before the first attempt has settled wait for it (within this

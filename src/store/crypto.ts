@@ -1,5 +1,5 @@
 /**
- * Names and sealing of token-set entries (DESIGN.md "Shared token store"): the key is the prefix
+ * Names and sealing of token-set entries (docs/token-store.md): the key is the prefix
  * plus a hash of token URL, client id and scopes (no secret, no readable client id); the value is
  * AES-256-GCM under a key derived with HKDF-SHA256 from the client secret and the token URL, so a
  * reader of the store without the client secret learns nothing usable.

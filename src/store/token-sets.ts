@@ -1,6 +1,6 @@
 /**
- * The token-set entry and its renewal lease (DESIGN.md "Shared token store"). Each decision that
- * needs the store is one atomic script (STYLE.md 14): take the lease and read the entry; write only
+ * The token-set entry and its renewal lease (docs/token-store.md). Each decision that
+ * needs the store is one atomic script (docs/design.md "Practices"): take the lease and read the entry; write only
  * while holding the lease, with a generation that only grows; release only one's own lease;
  * delete the entry only while it still holds the token that got a 401.
  */
@@ -81,7 +81,7 @@ return {v[1], v[2], 0}
 `);
 
 // Compare-and-set: only the lease holder writes; the generation is max(stored, known) + 1 so it
-// grows even across a store that lost its data (the fencing number of STYLE.md 14).
+// grows even across a store that lost its data (the fencing number of docs/design.md "Practices").
 const PUBLISH = defineScript(`
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return -1 end
 local g = tonumber(redis.call('HGET', KEYS[1], 'gen') or '0')

@@ -45,7 +45,7 @@ export interface TokenKeeperOptions {
   metrics: Pick<SidecarMetrics, 'tokenRequests' | 'tokenRequestDuration'> &
     Partial<Pick<SidecarMetrics, 'tokenAdopted'>>;
   /**
-   * The shared token store's side (DESIGN.md "Shared token store"): wraps the one grant point.
+   * The shared token store's side (docs/token-store.md): wraps the one grant point.
    * Absent: this process keeps its own token.
    */
   coordinator?: TokenCoordinator;

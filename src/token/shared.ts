@@ -1,10 +1,10 @@
 /**
- * The keeper's side of the shared token store (DESIGN.md "Shared token store"): wraps the keeper's
+ * The keeper's side of the shared token store (docs/token-store.md): wraps the keeper's
  * single grant point so that a fleet makes one grant per token lifetime. Before a grant it adopts a
  * fresher token set from the store, or takes the lease; only the lease holder calls the token
  * endpoint (and uses the shared refresh token) and publishes the result while it still holds the
  * lease. Others wait for the new generation. Any store failure: the grant runs as if there were no
- * store (STYLE.md 14), and the next renewal tries the store again.
+ * store (docs/design.md "Practices"), and the next renewal tries the store again.
  */
 import { StoreError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -14,7 +14,7 @@ import type { GrantType, TokenSet } from './types.js';
 
 /** How often a process waiting for the lease holder looks at the store. */
 export const LEASE_POLL_MS = 100;
-/** The lease outlives one token request by this much (DESIGN.md: TTL = token.timeoutMs + 2 s). */
+/** The lease outlives one token request by this much (docs/token-store.md: TTL = token.timeoutMs + 2 s). */
 export const LEASE_EXTRA_MS = 2_000;
 
 /** Which refresh token a grant may use: the fleet's (store up; none = client credentials) or its own. */
