@@ -342,7 +342,11 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     const token = await accessToken();
     if (clientGone(req, res)) return CLIENT_GONE;
     const body = await readBody(req);
-    if (body === undefined || clientGone(req, res)) return CLIENT_GONE;
+    if (body === undefined) return CLIENT_GONE;
+    // h2: a RST_STREAM that came in the same read as the HEADERS is processed after this
+    // request's microtasks; one macrotask later it has been, and the reset stream is not sent.
+    if (isHttp2Response(res)) await new Promise<void>((resolve) => setImmediate(resolve));
+    if (clientGone(req, res)) return CLIENT_GONE;
     const replayable = body.kind !== 'stream';
     let outcome = await attempt(req, res, ctx, exchange, token, body, replayable);
     let replayed = false;
