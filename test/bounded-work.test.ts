@@ -132,25 +132,38 @@ describe('proxy.maxHeaders and header rules', () => {
     return 'a: 1\r\n'.repeat(n);
   }
 
-  it.each([101, 2_000])(
-    '%i header fields: 431 request_headers_too_large, nothing forwarded, no token invalidated, connection kept',
-    async (n) => {
-      const before = standin.apiRequests.length;
-      const conn = rawConnection(stack.port);
-      // n fields in all: Host plus n - 1 fillers.
-      conn.socket.write(GET('/v1.0/contracts/', fields(n - 1)));
-      await waitFor(() => conn.statuses().length === 1, 5_000, 'the 431');
-      expect(conn.statuses()).toEqual([431]);
-      expect(conn.text()).toContain('"request_headers_too_large"');
-      // The connection stays usable: the next request on it is served.
-      conn.socket.write(GET('/v1.0/contracts/'));
-      await waitFor(() => conn.statuses().length === 2, 5_000, 'the next answer');
-      expect(conn.statuses()).toEqual([431, 200]);
-      conn.socket.destroy();
-      expect(standin.apiRequests.length).toBe(before + 1);
-      expect(stack.tokens.invalidations).toBe(0);
-    },
-  );
+  it('101 header fields: 431 request_headers_too_large, nothing forwarded, no token invalidated, connection kept', async () => {
+    const before = standin.apiRequests.length;
+    const conn = rawConnection(stack.port);
+    // 101 fields in all: Host plus 100.
+    conn.socket.write(GET('/v1.0/contracts/', fields(100)));
+    await waitFor(() => conn.statuses().length === 1, 5_000, 'the 431');
+    expect(conn.statuses()).toEqual([431]);
+    expect(conn.text()).toContain('"request_headers_too_large"');
+    // The connection stays usable: the next request on it is served.
+    conn.socket.write(GET('/v1.0/contracts/'));
+    await waitFor(() => conn.statuses().length === 2, 5_000, 'the next answer');
+    expect(conn.statuses()).toEqual([431, 200]);
+    conn.socket.destroy();
+    expect(standin.apiRequests.length).toBe(before + 1);
+    expect(stack.tokens.invalidations).toBe(0);
+  });
+
+  it('2,000 header fields (issue 8: the bearer was pushed past the upstream header limit and the token invalidated): 431, nothing forwarded, no token invalidated', async () => {
+    const before = standin.apiRequests.length;
+    const conn = rawConnection(stack.port);
+    conn.socket.write(GET('/v1.0/contracts/', fields(1_999)));
+    await waitFor(() => conn.statuses().length === 1, 5_000, 'the 431');
+    expect(conn.statuses()).toEqual([431]);
+    expect(conn.text()).toContain('"request_headers_too_large"');
+    conn.socket.destroy();
+    // Node 20 parses it and the handler answers; Node 24's parser refuses it as too large (and
+    // the answer ends the connection). Either way nothing reaches the upstream.
+    const after = await request(`${stack.url}/v1.0/contracts/`, { dispatcher: client });
+    await after.body.text();
+    expect(standin.apiRequests.length).toBe(before + 1);
+    expect(stack.tokens.invalidations).toBe(0);
+  });
 
   it('exactly maxHeaders fields are forwarded', async () => {
     const conn = rawConnection(stack.port);
