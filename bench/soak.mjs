@@ -5,7 +5,10 @@
 //   c) the token endpoint is down past expiry: only 503 token_unavailable, then 200s again within
 //      one backoff step of it coming back;
 //   d) upstream resets, timeouts and clients leaving mid-answer: 502/504 only for those requests,
-//      no crash, file descriptors and memory back where they were.
+//      no crash, file descriptors and memory back where they were;
+//   e) a fleet: three more sidecar processes sharing one token through a real redis-server
+//      (TOKEN_STORE_URL), short tokens, the token endpoint failing a third of its calls: the fleet
+//      makes about one grant per renewal (not one per process), no failed request.
 //
 //   npm run build && node bench/soak.mjs [--duration 60] [--ci] [--node /path/to/node]
 //
@@ -15,7 +18,9 @@
 // open fds (/proc/<pid>/fd) are read then, and again the same way after phase d.
 // Exits 1 on any violated expectation.
 import { Buffer } from 'node:buffer';
+import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { createServer } from 'node:https';
 import { join } from 'node:path';
 import process from 'node:process';
@@ -60,6 +65,7 @@ const PLAN = {
   b: { seconds: CI ? 12 : D, lifetime: CI ? 6 : 10, delayMs: 2000, failRatio: 0.5 },
   c: { outageSeconds: CI ? 4 : Math.max(10, D / 3), lifetime: 3 },
   d: { seconds: CI ? 10 : D },
+  e: { seconds: CI ? 20 : D, lifetime: 5, failRatio: 0.3, processes: 3 },
 };
 const CONCURRENCY = Number(args.concurrency);
 /**
@@ -305,6 +311,140 @@ async function startTokenFront(pki, target) {
   return { front, url: `https://127.0.0.1:${server.address().port}` };
 }
 
+/** A real redis-server on a free loopback port, no persistence (the Debian package's binary). */
+async function startRedis() {
+  const bin = process.env.REDIS_SERVER_BIN ?? 'redis-server';
+  if (spawnSync(bin, ['--version']).status !== 0) {
+    throw new Error(`${bin} not found: apt-get install -y redis-server (the fleet phase needs it)`);
+  }
+  const port = await freePort();
+  const child = spawn(
+    bin,
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    { stdio: 'ignore' },
+  );
+  cleanups.push(async () => {
+    child.kill('SIGTERM');
+    await new Promise((resolve) =>
+      child.exitCode === null ? child.once('exit', resolve) : resolve(),
+    );
+  });
+  const redisCommand = (line) =>
+    new Promise((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1');
+      let data = '';
+      socket.on('error', reject);
+      socket.on('data', (d) => {
+        data += d;
+        if (/\r\n$/.test(data) && (!data.startsWith('$') || data.split('\r\n').length > 2)) {
+          socket.end();
+          resolve(data);
+        }
+      });
+      socket.write(`${line}\r\n`);
+    });
+  for (let i = 0; ; i++) {
+    try {
+      if ((await redisCommand('PING')).includes('PONG')) break;
+    } catch {
+      if (i > 200) throw new Error('redis-server did not start');
+    }
+    await sleep(25);
+  }
+  return { url: `redis://127.0.0.1:${port}`, command: redisCommand };
+}
+
+/**
+ * Phase e: a fleet of sidecars sharing one token through Redis, with a flaky token endpoint.
+ * Grants are counted at the stand-in; without a store each process would make its own.
+ */
+async function fleetPhase(pki, frontUrl, runFleetPhase) {
+  const redis = await startRedis();
+  const members = [];
+  for (let i = 0; i < PLAN.e.processes; i++) {
+    const [proxyPort, adminPort] = [await freePort(), await freePort()];
+    const child = startChild(args.node, [join(ROOT, 'dist', 'main.js')], {
+      env: sidecarEnv({
+        upstream: standin.url,
+        tokenUrl: `${frontUrl}/oauth/token/`,
+        caFile: pki.caFile,
+        proxyPort,
+        adminPort,
+        extra: {
+          CLIENT_ID: 'soak-client',
+          CLIENT_SECRET: 'soak-secret',
+          UPSTREAM_TIMEOUT_MS: String(UPSTREAM_TIMEOUT_MS),
+          TOKEN_WAIT_MS: '1000',
+          TOKEN_STORE_URL: redis.url,
+          // Renew about 1 s before expiry (not at half-life): one grant per 5 s token.
+          TOKEN_REFRESH_MARGIN_SECONDS: '1',
+        },
+      }),
+      logFile: join(work, `fleet-${i}.log`),
+    });
+    cleanups.push(() => child.stop());
+    members.push({
+      child,
+      origin: `http://127.0.0.1:${proxyPort}`,
+      admin: `http://127.0.0.1:${adminPort}`,
+    });
+  }
+  for (const m of members) {
+    await waitForStatus(`${m.admin}/readyz`, { isAlive: () => !m.child.exited, timeoutMs: 20000 });
+  }
+  const commandsOf = async () =>
+    Number(/total_commands_processed:(\d+)/.exec(await redis.command('INFO stats'))?.[1] ?? NaN);
+  const commandsBefore = await commandsOf();
+  const attemptsBefore = standin.tokenRequests.length;
+  let maxRss = 0;
+  let maxFds = 0;
+  const sampler = setInterval(() => {
+    for (const m of members) {
+      if (m.child.exited) continue;
+      maxRss = Math.max(maxRss, procStatusBytes(m.child.pid, 'VmRSS'));
+      maxFds = Math.max(maxFds, fdCount(m.child.pid));
+    }
+  }, 1000);
+  const e = await runFleetPhase(members);
+  clearInterval(sampler);
+  e.maxRss = maxRss;
+  e.maxFds = maxFds;
+  const seconds = (Date.now() - e.start) / 1000;
+  const attempts = standin.tokenRequests.length - attemptsBefore;
+  const commands = (await commandsOf()) - commandsBefore;
+  let adopted = 0;
+  let storeUp = 0;
+  for (const m of members) {
+    const metrics = await scrape(m.admin);
+    adopted += metricSum(metrics, 'oauth_sidecar_token_adopted_total');
+    storeUp += metricSum(metrics, 'oauth_sidecar_token_store_up');
+    check(!m.child.exited, 'e: a fleet member exited');
+  }
+  // Renewal about 1-1.1 s before expiry: a token lasts ~3.9 s; a lone process makes that many
+  // grants, a fleet without a store three times as many.
+  const perProcess = seconds / (PLAN.e.lifetime - 1.1);
+  e.notes.push(
+    `${PLAN.e.processes} processes, ${seconds.toFixed(0)} s, ${PLAN.e.lifetime} s tokens, ` +
+      `${Math.round(PLAN.e.failRatio * 100)}% of token calls fail: ${e.renewals} grants ` +
+      `(${attempts} token calls) for the fleet vs ~${perProcess.toFixed(0)} per process alone ` +
+      `(~${(perProcess * PLAN.e.processes).toFixed(0)} for ${PLAN.e.processes} without a store); ` +
+      `${adopted} adoptions; ${(commands / seconds).toFixed(1)} Redis commands/s (health pings included)`,
+  );
+  check(
+    storeUp === PLAN.e.processes,
+    `e: token_store_up is 1 on ${storeUp} of ${PLAN.e.processes}`,
+  );
+  check(
+    e.renewals <= perProcess * 1.25 + 2,
+    `e: ${e.renewals} grants in ${seconds.toFixed(0)} s for the fleet (one process alone: ~${perProcess.toFixed(0)})`,
+  );
+  check(adopted >= PLAN.e.processes - 1, `e: only ${adopted} adoptions`);
+  only(e, (k) => /^normal:2\d\d$/.test(k) || k.includes('(no valid token)'));
+  check(e.excused503 === 0, `e: ${e.excused503} × 503 token_unavailable`);
+}
+
+let only;
+
 async function main() {
   const started = Date.now();
   const pki = makePki(work);
@@ -400,7 +540,7 @@ async function main() {
     i >= CONCURRENCY
       ? ['reset', 'slow', 'abort-slow', 'abort-body'][Math.floor(Math.random() * 4)]
       : 'normal';
-  const only = (p, allowed) => {
+  only = (p, allowed) => {
     for (const [key, n] of p.byOutcome) {
       if (!allowed(key)) {
         const when = p.timings.get(key);
@@ -564,6 +704,31 @@ async function main() {
   const health = await request(`${admin}/healthz`);
   await health.body.dump();
   check(health.statusCode === 200 && !sidecar.exited, 'the sidecar is not healthy at the end');
+
+  // The fleet uses the same client and stand-in: stop the single sidecar so every grant counted
+  // from here on is the fleet's.
+  await sidecar.stop();
+  await fleetPhase(pki, frontUrl, async (members) => {
+    phase = phaseStats(
+      `e fleet of ${PLAN.e.processes} sharing Redis, endpoint ${Math.round(PLAN.e.failRatio * 100)}% 503`,
+    );
+    phases.push(phase);
+    const tokensBefore = issued().length;
+    setLifetime(PLAN.e.lifetime);
+    standin.failTokenRequestsRandomly({ kind: 'status', status: 503 }, PLAN.e.failRatio);
+    mix = () => 'normal';
+    const per = Math.max(1, Math.floor(CONCURRENCY / members.length));
+    const stops = members.map((m) => startLoad(m.origin, per));
+    await sleep(PLAN.e.seconds * 1000);
+    await Promise.all(stops.map((stop) => stop()));
+    standin.clearTokenFaults();
+    for (const r of standin.apiRequests.splice(0)) if (r.status === 401) phase.upstream401++;
+    phase.renewals = issued().length - tokensBefore;
+    // Not measured for the fleet (three processes); the table shows 0.
+    phase.sidecarLagMs = 0;
+    phase.soakLagMs = 0;
+    return phase;
+  });
 
   say();
   say(

@@ -19,3 +19,43 @@ export const systemClock: Clock = {
   setTimeout: (fn, ms) => setTimeout(fn, ms),
   clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
 };
+
+/** Node's largest timer delay (2^31−1 ms, 24.8 days); a longer one is clamped to 1 ms by Node. */
+export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
+
+/** A timer of any length, cancellable. */
+export interface LongTimer {
+  cancel(): void;
+}
+
+/**
+ * Calls `fn` once after `ms` (any length, e.g. a token lifetime of years): delays beyond Node's
+ * maximum are re-armed in steps of at most {@link MAX_TIMER_DELAY_MS} instead of being clamped to
+ * 1 ms. Every step is unref'd: a timer alone never keeps the process alive.
+ */
+export function setLongTimeout(clock: Clock, fn: () => void, ms: number): LongTimer {
+  const dueAt = clock.now() + Math.max(0, ms);
+  let handle: TimerHandle | undefined;
+  let cancelled = false;
+  const arm = (remaining: number): void => {
+    const last = remaining <= MAX_TIMER_DELAY_MS;
+    handle = clock.setTimeout(
+      () => {
+        handle = undefined;
+        if (cancelled) return;
+        if (last) fn();
+        else arm(Math.max(0, dueAt - clock.now()));
+      },
+      last ? remaining : MAX_TIMER_DELAY_MS,
+    );
+    handle.unref?.();
+  };
+  arm(Math.max(0, ms));
+  return {
+    cancel() {
+      cancelled = true;
+      if (handle !== undefined) clock.clearTimeout(handle);
+      handle = undefined;
+    },
+  };
+}

@@ -7,6 +7,7 @@ import {
   TokenUnavailableError,
   asSidecarError,
   errorEnvelope,
+  isRejectedGrant,
 } from './errors.js';
 
 describe('errors', () => {
@@ -59,8 +60,9 @@ describe('errors', () => {
     });
     expect(JSON.stringify(err)).not.toContain('secret-value');
     expect((err as unknown as { body: string }).body).toContain('secret-value');
-    expect(err.transient).toBe(false);
-    expect(new TokenEndpointError('server', 'x').transient).toBe(true);
+    expect(isRejectedGrant(err)).toBe(true);
+    expect(isRejectedGrant(new TokenEndpointError('server', 'x'))).toBe(false);
+    expect(isRejectedGrant(new Error('x'))).toBe(false);
   });
 
   it('lists every configuration problem', () => {

@@ -103,11 +103,31 @@ export class TokenEndpointError extends Error {
     this.oauthError = options.oauthError;
     hide(this, 'body', options.body);
   }
+}
 
-  /** Transient failures are retried with backoff; a rejected grant is not retried as such. */
-  get transient(): boolean {
-    return this.kind !== 'rejected';
+/**
+ * The one rejected/transient predicate: true for a grant the token endpoint refused (a 4xx other
+ * than 429: wrong secret, dead refresh token); every other failure is transient, retried with
+ * backoff.
+ */
+export function isRejectedGrant(error: unknown): boolean {
+  return error instanceof TokenEndpointError && error.kind === 'rejected';
+}
+
+/**
+ * The client credentials could not be read (missing file, FIFO, a read over its deadline, a
+ * malformed CSV): the attempt fails and is retried with backoff like a transient endpoint error.
+ */
+export class CredentialsReadError extends Error {
+  constructor(cause: unknown) {
+    super(`could not read the client credentials: ${errorText(cause)}`, { cause });
+    this.name = 'CredentialsReadError';
   }
+}
+
+/** The message of an Error, or the value as text. */
+export function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 /** Invalid configuration: every problem at once, one line each. The process exits with 78. */
@@ -138,4 +158,15 @@ export interface ErrorEnvelope {
 
 export function errorEnvelope(error: SidecarError, requestId: string): ErrorEnvelope {
   return { errors: [{ code: error.code, detail: error.message }], requestId };
+}
+
+/**
+ * The shared token store is down, slow (past its 500 ms bound) or answered an error. Never reaches
+ * a client: every caller falls back to what one process does alone (STYLE.md 14).
+ */
+export class StoreError extends Error {
+  constructor(message: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = 'StoreError';
+  }
 }

@@ -14,7 +14,7 @@ import { runCheck, type Io } from './commands/check.js';
 import { DEMO_TOKEN_LIFETIME_SECONDS, runDemo } from './commands/demo.js';
 import { createCredentialsReader } from './config/credentials.js';
 import { formatConfigProblems, loadConfig } from './config/load.js';
-import type { Config } from './config/types.js';
+import type { Config, CredentialsReader } from './config/types.js';
 import { ConfigError, EXIT_CONFIG } from './errors.js';
 import { createAdminApp } from './http/admin-app.js';
 import { startAdminServer } from './http/admin-server.js';
@@ -25,6 +25,7 @@ import { createLogDestination, createLogger, type Logger } from './telemetry/log
 import { createMetrics } from './telemetry/metrics.js';
 import { createTokenEndpointClient } from './token/client.js';
 import { TokenKeeper } from './token/keeper.js';
+import { createTokenCoordinator, type TokenCoordinator } from './token/shared.js';
 import type { TokenEndpoint } from './token/types.js';
 
 /** In-flight requests get this long to finish after SIGTERM (DESIGN.md "Command line"). */
@@ -68,6 +69,42 @@ function tokenEndpointFor(config: Config, dispatcher: Dispatcher): TokenEndpoint
   return createTokenEndpointClient({ url, format, clientAuth, scopes, timeoutMs, dispatcher });
 }
 
+/**
+ * The shared token store, when `token.store.url` is set (DESIGN.md "Shared token store"). The
+ * Redis client is loaded only then. Connecting happens in the background: until the store answers,
+ * the keeper works as without one.
+ */
+async function openTokenStore(
+  config: Config,
+  deps: { readCredentials: CredentialsReader; logger: Logger; clock: Clock },
+): Promise<{ coordinator: TokenCoordinator; close(): Promise<void> } | undefined> {
+  const { url, keyPrefix } = config.token.store;
+  if (url === undefined) return undefined;
+  const { createStoreConnection, createTokenSetStore } = await import('./store/index.js');
+  const { clock } = deps;
+  const logger = deps.logger.child({ component: 'store' });
+  const connection = createStoreConnection({ url, logger, clock });
+  const coordinator = createTokenCoordinator({
+    store: createTokenSetStore({
+      connection,
+      keyPrefix,
+      tokenUrl: config.token.url,
+      scopes: config.token.scopes,
+      readIdentity: deps.readCredentials,
+      now: () => clock.now(),
+    }),
+    health: () => connection.health(),
+    settings: config.token,
+    now: () => clock.now(),
+    sleep: (ms) =>
+      new Promise<void>((resolve) => {
+        clock.setTimeout(resolve, ms);
+      }),
+    logger,
+  });
+  return { coordinator, close: () => connection.close() };
+}
+
 /** Wire and start the token keeper, the proxy listener and the admin listener. */
 export async function startSidecar(config: Config, deps: SidecarDeps): Promise<RunningSidecar> {
   const { logger } = deps;
@@ -86,15 +123,27 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   });
 
   const endpoint = tokenEndpointFor(config, tokenDispatcher);
+  const readCredentials = createCredentialsReader(config.credentials, undefined, {
+    clock,
+    // Fingerprints only: neither the client id nor the secret is ever logged.
+    onChange: ({ previous, current }) =>
+      logger.info(
+        { component: 'token', event: 'credentials', previous, current },
+        'client credentials changed; using the new ones',
+      ),
+  });
+  const store = await openTokenStore(config, { readCredentials, logger, clock });
   const keeper = new TokenKeeper({
     endpoint,
-    readCredentials: createCredentialsReader(config.credentials),
+    readCredentials,
     settings: config.token,
     clock,
     logger: logger.child({ component: 'token' }),
     metrics,
+    coordinator: store?.coordinator,
   });
   metrics.bindTokenState(keeper);
+  if (store !== undefined) metrics.bindStoreState(store.coordinator);
 
   const adminApp = createAdminApp({
     registry,
@@ -102,9 +151,10 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
     startedAt: clock.now(),
     now: () => clock.now(),
     state: {
-      tokenReady: () => keeper.isReady(),
+      tokenReady: () => keeper.status().ready,
       isDraining: () => proxy?.isDraining() ?? false,
       tokenStatus: () => ({ ...keeper.status() }),
+      ...(store !== undefined && { storeStatus: () => ({ ...store.coordinator.status() }) }),
     },
   });
 
@@ -128,7 +178,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   } catch (error) {
     keeper.stop();
     await proxy?.drain(0);
-    await Promise.allSettled([tokenDispatcher.close(), upstreamDispatcher.close()]);
+    await Promise.allSettled([tokenDispatcher.close(), upstreamDispatcher.close(), store?.close()]);
     throw error;
   }
   const proxyServer = proxy;
@@ -156,7 +206,11 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
       await proxyServer.drain(DRAIN_TIMEOUT_MS);
       keeper.stop();
       await adminServer.close();
-      await Promise.allSettled([tokenDispatcher.close(), upstreamDispatcher.close()]);
+      await Promise.allSettled([
+        tokenDispatcher.close(),
+        upstreamDispatcher.close(),
+        store?.close(),
+      ]);
       logger.info('shut down');
     })();
     return shutdownPromise;
@@ -183,12 +237,56 @@ function prettyAvailable(): boolean {
   }
 }
 
+/**
+ * `check` with a store: PING, the server's version, and one read of the token-set entry through
+ * the same script the keeper runs (proves the ACL user may run scripts on those keys). Prints
+ * `store: ok (redis 7.x)`; returns the reason otherwise.
+ */
+async function checkStore(
+  config: Config,
+  credentials: { clientId: string; clientSecret: string },
+  io: Io,
+): Promise<string | undefined> {
+  const url = config.token.store.url;
+  if (url === undefined) return undefined;
+  const { createStoreConnection, createTokenSetStore, redactStoreUrl } =
+    await import('./store/index.js');
+  const quiet = createLogger({ level: 'silent' });
+  // A one-shot command may wait for the connection (TLS, DNS) longer than a serving process would.
+  const connection = createStoreConnection({
+    url,
+    logger: quiet,
+    clock: systemClock,
+    commandTimeoutMs: 5_000,
+  });
+  try {
+    const version = await connection.probe();
+    await createTokenSetStore({
+      connection,
+      keyPrefix: config.token.store.keyPrefix,
+      tokenUrl: config.token.url,
+      scopes: config.token.scopes,
+      readIdentity: () => Promise.resolve(credentials),
+      now: () => Date.now(),
+    }).read();
+    io.out(`store: ok (redis ${version})`);
+    return undefined;
+  } catch (error) {
+    return `${redactStoreUrl(url)}: ${error instanceof Error ? error.message : String(error)}`;
+  } finally {
+    await connection.close();
+  }
+}
+
 /** `check`: the token endpoint client on its own dispatcher, closed when the check ends. */
 async function check(config: Config, io: Io): Promise<number> {
   const ca = readCa(config, {} as SidecarDeps);
   const dispatcher = createUpstreamDispatcher({ ca, http2: false });
   try {
-    return await runCheck(config, io, { endpoint: tokenEndpointFor(config, dispatcher) });
+    return await runCheck(config, io, {
+      endpoint: tokenEndpointFor(config, dispatcher),
+      checkStore: (credentials) => checkStore(config, credentials, io),
+    });
   } finally {
     await dispatcher.close();
   }

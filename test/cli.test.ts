@@ -257,6 +257,8 @@ describe('oauth-sidecar serve', () => {
       await sidecar.stop();
       const logs = sidecar.stdout.join('\n') + sidecar.stderr.join('');
       expect(logs).toContain('client credentials changed');
+      // The client id is never logged either, only the pair's fingerprints.
+      expect(logs).not.toContain('demo-client');
       expectNoSecrets(logs);
       expect(logs).not.toContain(rotated);
     } finally {
@@ -267,10 +269,15 @@ describe('oauth-sidecar serve', () => {
 
   it('replays a request whose token a renewal replaced and which expired on its way: the client sees 200', async () => {
     standin.setTokenLifetime(4);
+    const issuedBefore = standin.issuedTokens().length;
     const sidecar = await startSidecarProcess(baseEnv());
     try {
       await waitReady(sidecar);
       const first = standin.tokenRequests.filter((r) => r.outcome === 'issued').at(-1)!;
+      const firstToken = standin
+        .issuedTokens()
+        .slice(issuedBefore)
+        .find((t) => t.startsWith('at_'))!;
       const apiBefore = standin.apiRequests.length;
 
       // The sidecar takes its token when the request arrives, then buffers the (small) body.
@@ -300,10 +307,11 @@ describe('oauth-sidecar serve', () => {
           () => standin.tokenRequests.some((r) => r.outcome === 'issued' && r.at > first.at),
           10_000,
           'a scheduled renewal',
-        ).then(async () => {
-          await new Promise((r) => setTimeout(r, Math.max(0, first.at + 4_300 - Date.now())));
-          req.end(body.slice(4));
-        }, reject);
+        )
+          .then(() =>
+            waitFor(() => !standin.accessTokenValid(firstToken), 10_000, 'the first token expired'),
+          )
+          .then(() => req.end(body.slice(4)), reject);
       });
       const res = await sent;
 

@@ -17,14 +17,24 @@ import {
   unknownMetrics,
   validateSchemas,
 } from '../deploy/validate/checks.js';
-import { readManifests, renderKustomization, type Manifest } from '../deploy/validate/kustomize.js';
+import {
+  SECRET_EXAMPLES,
+  readManifests,
+  renderKustomization,
+  type Manifest,
+} from '../deploy/validate/kustomize.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const KUSTOMIZATIONS = ['base', 'monitoring', 'overlays/shared-gateway'] as const;
+const KUSTOMIZATIONS = [
+  'base',
+  'monitoring',
+  'overlays/shared-gateway',
+  'overlays/shared-gateway-redis',
+] as const;
 const rendered = new Map<string, Manifest[]>(
   KUSTOMIZATIONS.map((name) => [name, renderKustomization(join(root, 'deploy', name))]),
 );
-const secretExample = readManifests(join(root, 'deploy/base/secret.example.yaml'));
+const secretExample = SECRET_EXAMPLES.flatMap((file) => readManifests(join(root, file)));
 const everything = [...[...rendered.values()].flat(), ...secretExample];
 const find = (name: string, kind: string, objectName: string): Manifest =>
   structuredClone(
@@ -53,6 +63,49 @@ describe('deploy/ manifests', () => {
     expect(ids('overlays/shared-gateway')).toContain('Deployment/oauth-sidecar-gateway');
   });
 
+  it('the shared gateway runs 3 replicas with TOKEN_STORE_URL from a Secret and egress to Redis', () => {
+    const deployment = find('overlays/shared-gateway', 'Deployment', 'oauth-sidecar-gateway');
+    expect((deployment.spec as { replicas: number }).replicas).toBe(3);
+    const container = podSpec(deployment).containers[0];
+    expect(container.env.find((e: { name: string }) => e.name === 'TOKEN_STORE_URL')).toEqual({
+      name: 'TOKEN_STORE_URL',
+      valueFrom: {
+        secretKeyRef: { name: 'oauth-sidecar-token-store', key: 'url', optional: true },
+      },
+    });
+    const policy = find('overlays/shared-gateway', 'NetworkPolicy', 'oauth-sidecar-gateway');
+    const egress = (policy.spec as { egress: { ports: { port: number }[] }[] }).egress;
+    expect(egress.flatMap((rule) => rule.ports.map((p) => p.port))).toContain(6379);
+  });
+
+  it('the optional Redis overlay adds a password-protected, non-persistent store only the gateway reaches', () => {
+    const ids = rendered
+      .get('overlays/shared-gateway-redis')!
+      .map((d) => `${d.kind}/${d.metadata.name}`);
+    expect(ids).toEqual(
+      expect.arrayContaining([
+        'Deployment/oauth-sidecar-gateway',
+        'StatefulSet/oauth-sidecar-redis',
+        'Service/oauth-sidecar-redis',
+        'NetworkPolicy/oauth-sidecar-redis',
+      ]),
+    );
+    const redis = find('overlays/shared-gateway-redis', 'StatefulSet', 'oauth-sidecar-redis');
+    const args: string[] = podSpec(redis).containers[0].args;
+    expect(args.join(' ')).toContain('--requirepass $(VALKEY_PASSWORD) --save  --appendonly no');
+    const policy = find('overlays/shared-gateway-redis', 'NetworkPolicy', 'oauth-sidecar-redis');
+    expect(policy.spec).toMatchObject({
+      ingress: [
+        {
+          from: [
+            { podSelector: { matchLabels: { 'app.kubernetes.io/name': 'oauth-sidecar-gateway' } } },
+          ],
+        },
+      ],
+      egress: [],
+    });
+  });
+
   it('validate against the Kubernetes and prometheus-operator schemas', () => {
     expect(validateSchemas(everything)).toEqual([]);
   });
@@ -76,7 +129,11 @@ describe('deploy/ manifests', () => {
       .filter((d) => d.kind === 'Service')
       .filter((d) => Object.entries(selector).every(([k, v]) => d.metadata.labels?.[k] === v))
       .map((d) => d.metadata.name);
-    expect(selected.sort()).toEqual(['legacy-app-oauth-sidecar', 'oauth-sidecar-gateway']);
+    // The gateway Service renders in both gateway overlays.
+    expect([...new Set(selected)].sort()).toEqual([
+      'legacy-app-oauth-sidecar',
+      'oauth-sidecar-gateway',
+    ]);
   });
 
   it('the sidecar is native (initContainer, restartPolicy Always) in base and loopback-only', () => {
@@ -96,7 +153,8 @@ describe('deploy/ manifests', () => {
     let known: Set<string>;
     beforeAll(async () => {
       const registry = new Registry();
-      createMetrics({ registry });
+      // As a sidecar with a token store configured exports them (the store gauge only then).
+      createMetrics({ registry }).bindStoreState({ status: () => ({ up: true }) });
       known = exposedNames(await registry.metrics());
     });
 
@@ -148,6 +206,7 @@ describe('deploy/ manifests', () => {
       const configMap = docs.find((d) => d.kind === 'ConfigMap')!;
       (configMap.data as Record<string, string>).PROXY_LISTEN = '0.0.0.0:8080';
       (configMap.data as Record<string, string>).UPSTREAM_BASEURL = 'https://example.com';
+      (configMap.data as Record<string, string>).TOKEN_STORE_URL = 'redis://:pw@redis:6379';
       const problems = crossReferences(docs, secretExample).join('\n');
       expect(problems).toContain('CLIENT_SECRET_FILE=/var/run/secrets/oauth-sidecar/client_secret');
       expect(problems).toContain('subPath');
@@ -155,6 +214,7 @@ describe('deploy/ manifests', () => {
       expect(problems).toContain('targetPort admn');
       expect(problems).toContain('loopback');
       expect(problems).toContain('UPSTREAM_BASEURL is not a configuration variable');
+      expect(problems).toContain('TOKEN_STORE_URL must come from a Secret');
     });
   });
 });

@@ -56,11 +56,11 @@ export class StandinTokens implements AccessTokenSource {
     return this.current;
   }
 
-  invalidate(token: string): boolean {
-    if (token !== this.current) return true;
+  invalidate(token: string): 'replay' | 'renewing' | 'keep' {
+    if (token !== this.current) return 'replay';
     this.current = undefined;
     this.invalidations += 1;
-    return true;
+    return 'renewing';
   }
 
   private async fetchToken(): Promise<string> {

@@ -8,6 +8,7 @@ import ts from 'typescript';
 import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
 import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
@@ -28,6 +29,10 @@ const KINDS: Record<string, KindInfo> = {
   'apps/v1/Deployment': {
     model: Deployment,
     types: ['kubernetes-models/apps/v1/Deployment', 'IDeployment'],
+  },
+  'apps/v1/StatefulSet': {
+    model: StatefulSet,
+    types: ['kubernetes-models/apps/v1/StatefulSet', 'IStatefulSet'],
   },
   'networking.k8s.io/v1/NetworkPolicy': {
     model: NetworkPolicy,
@@ -136,7 +141,11 @@ export function typecheckFields(docs: Manifest[], projectRoot: string): string[]
 interface Container {
   name: string;
   ports?: { name?: string; containerPort: number }[];
-  env?: { name: string; value?: string }[];
+  env?: {
+    name: string;
+    value?: string;
+    valueFrom?: { secretKeyRef?: { name: string; key: string; optional?: boolean } };
+  }[];
   envFrom?: { configMapRef?: { name: string } }[];
   volumeMounts?: { name: string; mountPath: string; subPath?: string; readOnly?: boolean }[];
   restartPolicy?: string;
@@ -153,6 +162,7 @@ interface Container {
 }
 interface Probe {
   httpGet?: { path?: string; port: string | number };
+  tcpSocket?: { port: string | number };
 }
 interface Volume {
   name: string;
@@ -196,7 +206,15 @@ export const KNOWN_ENV = new Set([
   'PROXY_HTTP2',
   'ADMIN_LISTEN',
   'LOG_LEVEL',
+  'TOKEN_STORE_URL',
+  'TOKEN_STORE_KEY_PREFIX',
 ]);
+
+/** Egress the workloads may have: DNS, HTTPS (API and token endpoint), Redis (the token store). */
+export const ALLOWED_EGRESS_PORTS = new Set([53, 443, 6379]);
+
+/** Workloads whose pod templates the checks follow. */
+const WORKLOAD_KINDS = new Set(['Deployment', 'StatefulSet']);
 export const SIDECAR_CONTAINER = 'oauth-sidecar';
 
 const matches = (selector: Record<string, string>, labels: Record<string, string> = {}): boolean =>
@@ -217,10 +235,12 @@ export function crossReferences(docs: Manifest[], others: Manifest[] = []): stri
   const problems: string[] = [];
   const all = [...docs, ...others];
   const byKind = (kind: string): Manifest[] => all.filter((doc) => doc.kind === kind);
-  const pods = byKind('Deployment').map((doc) => ({
-    id: idOf(doc),
-    template: (doc.spec as { template: PodTemplate }).template,
-  }));
+  const pods = all
+    .filter((doc) => WORKLOAD_KINDS.has(doc.kind))
+    .map((doc) => ({
+      id: idOf(doc),
+      template: (doc.spec as { template: PodTemplate }).template,
+    }));
   const podContainers = (template: PodTemplate): Container[] => [
     ...(template.spec.initContainers ?? []),
     ...template.spec.containers,
@@ -228,7 +248,7 @@ export function crossReferences(docs: Manifest[], others: Manifest[] = []): stri
   const podsSelectedBy = (selector: Record<string, string>) =>
     pods.filter((pod) => matches(selector, pod.template.metadata.labels));
 
-  for (const doc of docs.filter((d) => d.kind === 'Deployment')) {
+  for (const doc of docs.filter((d) => WORKLOAD_KINDS.has(d.kind))) {
     const id = idOf(doc);
     const spec = doc.spec as {
       selector: { matchLabels: Record<string, string> };
@@ -266,10 +286,24 @@ export function crossReferences(docs: Manifest[], others: Manifest[] = []): stri
         if (!volumes.has(mount.name))
           problems.push(`${where}: mount of unknown volume ${mount.name}`);
       }
+      for (const variable of container.env ?? []) {
+        const ref = variable.valueFrom?.secretKeyRef;
+        if (ref === undefined) continue;
+        const secret = all.find((d) => d.kind === 'Secret' && d.metadata.name === ref.name);
+        const keys = Object.keys({
+          ...(secret?.data as object),
+          ...(secret?.stringData as object),
+        });
+        if (secret === undefined)
+          problems.push(`${where}: ${variable.name}: Secret ${ref.name} not found`);
+        else if (!keys.includes(ref.key))
+          problems.push(`${where}: ${variable.name}: Secret ${ref.name} has no key ${ref.key}`);
+      }
       const portNames = new Set((container.ports ?? []).map((port) => port.name));
       const portNumbers = new Set((container.ports ?? []).map((port) => port.containerPort));
       for (const kind of ['startupProbe', 'livenessProbe', 'readinessProbe'] as const) {
-        const port = container[kind]?.httpGet?.port;
+        const probe = container[kind];
+        const port = probe?.httpGet?.port ?? probe?.tcpSocket?.port;
         if (port === undefined) continue;
         if (typeof port === 'string' ? !portNames.has(port) : !portNumbers.has(port)) {
           problems.push(`${where}: ${kind} port ${port} is not a port of the container`);
@@ -328,7 +362,8 @@ export function crossReferences(docs: Manifest[], others: Manifest[] = []): stri
     for (const rule of spec.egress ?? []) {
       if ((rule.ports ?? []).length === 0) problems.push(`${idOf(doc)}: egress rule without ports`);
       for (const { port } of rule.ports ?? []) {
-        if (port !== 53 && port !== 443) problems.push(`${idOf(doc)}: egress to port ${port}`);
+        if (typeof port !== 'number' || !ALLOWED_EGRESS_PORTS.has(port))
+          problems.push(`${idOf(doc)}: egress to port ${port}`);
       }
     }
   }
@@ -400,6 +435,13 @@ function checkSidecar(
         env.set(key, value);
   }
   for (const variable of container.env ?? []) env.set(variable.name, variable.value);
+  // The store URL may hold a password: only ever from a Secret.
+  const storeUrl = (container.env ?? []).find((v) => v.name === 'TOKEN_STORE_URL');
+  if (env.has('TOKEN_STORE_URL') && storeUrl?.valueFrom?.secretKeyRef === undefined) {
+    problems.push(
+      `${where}: TOKEN_STORE_URL must come from a Secret (secretKeyRef), not a literal`,
+    );
+  }
 
   const ports = new Map((container.ports ?? []).map((port) => [port.name, port.containerPort]));
   for (const [variable, portName] of [

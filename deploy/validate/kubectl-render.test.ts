@@ -10,16 +10,21 @@ import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { crossReferences, typecheckFields, validateSchemas } from './checks.js';
-import { readManifests, renderKustomization, type Manifest } from './kustomize.js';
+import { SECRET_EXAMPLES, readManifests, renderKustomization, type Manifest } from './kustomize.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const KUSTOMIZATIONS = ['base', 'monitoring', 'overlays/shared-gateway'] as const;
+const KUSTOMIZATIONS = [
+  'base',
+  'monitoring',
+  'overlays/shared-gateway',
+  'overlays/shared-gateway-redis',
+] as const;
 const rendered = new Map<string, Manifest[]>(
   KUSTOMIZATIONS.map((name) => [name, renderKustomization(join(root, 'deploy', name))]),
 );
 const everything = [
   ...[...rendered.values()].flat(),
-  ...readManifests(join(root, 'deploy/base/secret.example.yaml')),
+  ...SECRET_EXAMPLES.flatMap((file) => readManifests(join(root, file))),
 ];
 const sort = (list: Manifest[]) =>
   [...list].sort((a, b) =>

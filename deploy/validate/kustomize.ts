@@ -36,6 +36,16 @@ interface Kustomization {
   generatorOptions?: { disableNameSuffixHash?: boolean };
 }
 
+/**
+ * Secrets the manifests reference but that are created by hand (never committed with values):
+ * their example files give the checks the shape (names and keys).
+ */
+export const SECRET_EXAMPLES = [
+  'deploy/base/secret.example.yaml',
+  'deploy/overlays/shared-gateway/token-store-secret.example.yaml',
+  'deploy/overlays/shared-gateway-redis/redis-secret.example.yaml',
+] as const;
+
 /** Every document of a YAML file that holds Kubernetes objects. */
 export function readManifests(file: string): Manifest[] {
   return parseAllDocuments(readFileSync(file, 'utf8'))

@@ -12,6 +12,11 @@ export interface Io {
 export interface CheckDeps {
   /** The token endpoint client, on a dispatcher the caller closes. */
   endpoint: TokenEndpoint;
+  /** With a token store configured: prints `store: ok (...)`, or returns the failure. */
+  checkStore?: (credentials: {
+    clientId: string;
+    clientSecret: string;
+  }) => Promise<string | undefined>;
 }
 
 /** Exit code: 0 when a token came back, 1 otherwise (the reason on stderr). */
@@ -29,6 +34,13 @@ export async function runCheck(config: Config, io: Io, deps: CheckDeps): Promise
       `expires in: ${tokens.expiresInSeconds} s${tokens.lifetimeDefaulted ? ' (no expiresIn in the answer: default assumed)' : ''}`,
     );
     io.out(`refresh token: ${typeof tokens.refreshToken === 'string' ? 'yes' : 'no'}`);
+    if (config.token.store.url !== undefined && deps.checkStore !== undefined) {
+      const failure = await deps.checkStore(credentials);
+      if (failure !== undefined) {
+        io.err(`oauth-sidecar check: failed: store: ${failure}`);
+        return 1;
+      }
+    }
     return 0;
   } catch (error) {
     const reason =

@@ -1,11 +1,14 @@
+import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, rename, rm, symlink, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { systemClock } from '../clock.js';
 import {
   CredentialsFileError,
   createCredentialsReader,
+  readClientCredentials,
   credentialsFingerprint,
   parseCredentialsCsv,
   parseCsv,
@@ -194,5 +197,78 @@ describe('parseCsv / parseCredentialsCsv', () => {
       clientId: 'i',
       clientSecret: 's',
     });
+  });
+});
+
+describe('bounded credential reading', () => {
+  const files = (secretFile: string) =>
+    ({ source: 'files', clientIdFile: join(dir, 'id'), clientSecretFile: secretFile }) as const;
+
+  it('refuses a FIFO at once instead of blocking on it', async () => {
+    await writeFile(join(dir, 'id'), 'client-id\n');
+    execFileSync('mkfifo', [join(dir, 'secret')]);
+    const error = await rejection(readClientCredentials(files(join(dir, 'secret'))));
+    expect(error.message).toBe(
+      `client secret file ${join(dir, 'secret')}: cannot read (is a FIFO (named pipe), not a regular file)`,
+    );
+  });
+
+  it('refuses a device', async () => {
+    await writeFile(join(dir, 'id'), 'client-id\n');
+    const error = await rejection(readClientCredentials(files('/dev/zero')));
+    expect(error.message).toContain('cannot read (is a device, not a regular file)');
+  });
+
+  it('reads a regular file through a symbolic link', async () => {
+    await writeFile(join(dir, 'id'), 'client-id\n');
+    await writeFile(join(dir, 'real-secret'), 'the-secret\n');
+    await symlink(join(dir, 'real-secret'), join(dir, 'secret'));
+    await expect(readClientCredentials(files(join(dir, 'secret')))).resolves.toEqual({
+      clientId: 'client-id',
+      clientSecret: 'the-secret',
+    });
+  });
+
+  it('says a UTF-16 CSV is not UTF-8 (not "found 4 rows")', async () => {
+    const csv = join(dir, 'credentials.csv');
+    const text = '\uFEFFclientId,clientSecret\r\nan-id,a-secret\r\n';
+    await writeFile(csv, Buffer.from(text, 'utf16le'));
+    const error = await rejection(readClientCredentials({ source: 'csv', csvFile: csv }));
+    expect(error.message).toContain('UTF-16');
+    expect(error.message).toContain('save it as UTF-8');
+    expect(error.message).not.toContain('found');
+  });
+
+  it('says a Latin-1 CSV is not UTF-8', async () => {
+    const csv = join(dir, 'credentials.csv');
+    await writeFile(csv, Buffer.from('clientId,clientSecret\nan-id,s\xe9cret\n', 'latin1'));
+    const error = await rejection(readClientCredentials({ source: 'csv', csvFile: csv }));
+    expect(error.message).toContain('is not UTF-8 text');
+    expect(error.message).not.toContain('s\xe9cret');
+  });
+
+  it('fails a read still pending after 5 s; the next call starts its own read', async () => {
+    vi.useFakeTimers();
+    try {
+      let calls = 0;
+      const readFile = vi.fn(() => {
+        calls += 1;
+        // The first read hangs forever (a hung mount); later ones answer.
+        return calls <= 2 ? new Promise<string>(() => undefined) : Promise.resolve('value');
+      });
+      const read = createCredentialsReader(files('/secret'), readFile, { clock: systemClock });
+      const first = read().then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      await vi.advanceTimersByTimeAsync(4999);
+      expect(readFile).toHaveBeenCalledTimes(2);
+      await vi.advanceTimersByTimeAsync(1);
+      expect((await first)?.message).toBe('reading the credentials did not finish within 5000 ms');
+      await expect(read()).resolves.toEqual({ clientId: 'value', clientSecret: 'value' });
+      expect(readFile).toHaveBeenCalledTimes(4);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -5,15 +5,63 @@
  * produced here ever contains a client id or secret.
  */
 import { createHash } from 'node:crypto';
-import { readFile as fsReadFile } from 'node:fs/promises';
+import { constants, type Stats } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { inspect } from 'node:util';
-import type { ClientCredentials, CredentialsReader } from '../token/types.js';
-import type { CredentialsConfig } from './types.js';
+import { systemClock, type Clock } from '../clock.js';
+import type { ClientCredentials, CredentialsConfig, CredentialsReader } from './types.js';
 
 /** Reads a whole text file; injected so tests and callers can substitute their own I/O. */
 export type ReadTextFile = (path: string) => Promise<string>;
 
-export const readTextFile: ReadTextFile = (path) => fsReadFile(path, 'utf8');
+/** Longest one read of the credentials may take (a hung NFS or FUSE mount); then the attempt fails. */
+export const CREDENTIALS_READ_TIMEOUT_MS = 5_000;
+
+/** A file that is there but cannot be used as text; `reason` says why in a few words. */
+export class FileReadError extends Error {
+  constructor(readonly reason: string) {
+    super(reason);
+    this.name = 'FileReadError';
+  }
+}
+
+/**
+ * Reads a regular file (or a link to one) as UTF-8 text. A FIFO, socket or device is refused at
+ * once: reading one can block forever. UTF-16 and other non-UTF-8 content is refused with a
+ * message saying so, instead of being parsed as garbage.
+ */
+export const readTextFile: ReadTextFile = async (path) => {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+  const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    const stats = await handle.stat();
+    if (stats.isDirectory()) throw new FileReadError('is a directory');
+    if (!stats.isFile()) throw new FileReadError(`${fileKind(stats)}, not a regular file`);
+    return decodeText(await handle.readFile());
+  } finally {
+    await handle.close();
+  }
+};
+
+function fileKind(stats: Stats): string {
+  if (stats.isFIFO()) return 'is a FIFO (named pipe)';
+  if (stats.isCharacterDevice() || stats.isBlockDevice()) return 'is a device';
+  if (stats.isSocket()) return 'is a socket';
+  return 'is a special file';
+}
+
+/** UTF-8 (a BOM is allowed), else a clear refusal. */
+function decodeText(bytes: Uint8Array): string {
+  const [a, b] = bytes;
+  if ((a === 0xff && b === 0xfe) || (a === 0xfe && b === 0xff) || bytes.includes(0)) {
+    throw new FileReadError('is UTF-16 (or holds NUL bytes), not UTF-8 text: save it as UTF-8');
+  }
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new FileReadError('is not UTF-8 text: save it as UTF-8');
+  }
+}
 
 /** A credentials file problem; the message names the file and the fault, never a value. */
 export class CredentialsFileError extends Error {
@@ -40,6 +88,7 @@ const FS_REASONS: Record<string, string> = {
 
 /** Why a read failed, in a few words: the fs error code, not its (path-bearing) message. */
 export function readFailure(error: unknown): string {
+  if (error instanceof FileReadError) return error.reason;
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string') return FS_REASONS[code] ?? code;
   return 'unreadable';
@@ -215,18 +264,30 @@ export async function readClientCredentials(
  * afresh on each open) applies to the next client-credentials grant without a restart. Rejects
  * with a {@link CredentialsFileError} when a file became unreadable, empty or malformed.
  *
- * To log "client credentials changed", compare {@link credentialsFingerprint} of successive
- * results, or pass `onChange`, called after a read whose fingerprint differs from the previous
- * successful read (not on the first one).
+ * The one detector of changed credentials: `onChange` is called after a read whose
+ * {@link credentialsFingerprint} differs from the previous successful read (not on the first one).
+ *
+ * Each read is bounded by `timeoutMs` (5 s): a read still pending then (a hung mount) fails this
+ * call, and the next call starts a read of its own instead of waiting for it.
  */
 export function createCredentialsReader(
   credentials: CredentialsConfig,
   readFile: ReadTextFile = readTextFile,
-  options: { onChange?: (change: { previous: string; current: string }) => void } = {},
+  options: {
+    onChange?: (change: { previous: string; current: string }) => void;
+    clock?: Clock;
+    timeoutMs?: number;
+  } = {},
 ): CredentialsReader {
+  const clock = options.clock ?? systemClock;
+  const timeoutMs = options.timeoutMs ?? CREDENTIALS_READ_TIMEOUT_MS;
   let previous: string | undefined;
   return async () => {
-    const current = await readClientCredentials(credentials, readFile);
+    const current = await withDeadline(
+      readClientCredentials(credentials, readFile),
+      clock,
+      timeoutMs,
+    );
     const fingerprint = credentialsFingerprint(current);
     if (previous !== undefined && previous !== fingerprint) {
       options.onChange?.({ previous, current: fingerprint });
@@ -249,4 +310,19 @@ export function credentialsFingerprint(credentials: ClientCredentials): string {
     .update(credentials.clientSecret)
     .digest('hex')
     .slice(0, 8);
+}
+
+/** `work`, or a rejection once `ms` have passed; the work itself is left to finish unobserved. */
+function withDeadline<T>(work: Promise<T>, clock: Clock, ms: number): Promise<T> {
+  let timer: ReturnType<Clock['setTimeout']> | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = clock.setTimeout(
+      () => reject(new Error(`reading the credentials did not finish within ${ms} ms`)),
+      ms,
+    );
+    timer.unref?.();
+  });
+  return Promise.race([work, deadline]).finally(() => {
+    if (timer !== undefined) clock.clearTimeout(timer);
+  });
 }

@@ -5,6 +5,7 @@
  */
 import { inspect } from 'node:util';
 import { ConfigError } from '../errors.js';
+import { withoutPassword } from '../safe-text.js';
 import {
   CredentialsFileError,
   readClientCredentials,
@@ -145,13 +146,6 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
       maxEntryBytes: get('cache.maxEntryBytes'),
     },
   };
-}
-
-/** A store URL with its password (if any) replaced, for logs and `/status`. */
-export function withoutPassword(url: string): string {
-  const parsed = new URL(url);
-  if (parsed.password !== '') parsed.password = 'redacted';
-  return parsed.href;
 }
 
 /** `token.store`: the URL may hold a password, so serialising the object never shows it. */

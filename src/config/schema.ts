@@ -6,15 +6,9 @@
  */
 import { isIPv6 } from 'node:net';
 import { z } from 'zod';
+import { shown } from '../safe-text.js';
 import { DEFAULT_LISTEN_HOST } from './defaults.js';
 import type { CacheRule, ClientAuth, HostPort, LogLevel, RateLimit, TokenFormat } from './types.js';
-
-/** Show a rejected (non-secret) value, shortened so a pasted blob cannot flood the terminal. */
-export function shown(value: unknown): string {
-  const text = typeof value === 'string' ? value : JSON.stringify(value);
-  const clipped = text.length > 60 ? `${text.slice(0, 57)}...` : text;
-  return JSON.stringify(clipped);
-}
 
 const NUMERIC = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 

@@ -26,6 +26,15 @@ export type CredentialsConfig =
   | { source: 'files'; clientIdFile: string; clientSecretFile: string }
   | { source: 'csv'; csvFile: string };
 
+/** A client id and secret, as read from the configured source. */
+export interface ClientCredentials {
+  clientId: string;
+  clientSecret: string;
+}
+
+/** Reads the client credentials; called before every client-credentials grant so rotations apply. */
+export type CredentialsReader = () => Promise<ClientCredentials>;
+
 export interface Config {
   upstream: {
     /** Origin only, no trailing slash: `https://host[:port]`. */

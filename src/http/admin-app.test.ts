@@ -15,9 +15,11 @@ function setup(overrides: Partial<AdminState> = {}) {
     ...overrides,
   };
   metrics.bindTokenState({
-    tokenAgeSeconds: () => (ready ? 12 : undefined),
-    tokenExpiresInSeconds: () => (ready ? 1787 : 0),
-    tokenReady: () => ready,
+    status: () => ({
+      ready,
+      tokenAgeSeconds: ready ? 12 : null,
+      expiresInSeconds: ready ? 1787 : 0,
+    }),
   });
   const app = createAdminApp({ registry, state, version: '0.1.0', startedAt: 0, now: () => 5000 });
   return {

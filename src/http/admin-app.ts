@@ -9,6 +9,8 @@ export interface AdminState {
   isDraining(): boolean;
   /** JSON-safe token keeper state for /status. Never a token or a secret. */
   tokenStatus(): Record<string, unknown>;
+  /** The shared token store (URL without password, up, lastError, generation); absent without one. */
+  storeStatus?(): Record<string, unknown>;
 }
 
 export interface AdminAppOptions {
@@ -52,6 +54,7 @@ export function createAdminApp(options: AdminAppOptions): Hono {
       ready: state.tokenReady() && !state.isDraining(),
       draining: state.isDraining(),
       token: state.tokenStatus(),
+      ...(state.storeStatus !== undefined && { store: state.storeStatus() }),
     }),
   );
 

@@ -251,8 +251,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       countRequest(label, statusCode);
       if (statusCode === 401) {
         // Always report the token: the keeper decides whether it is still current (DESIGN.md).
-        const worthReplaying = tokens.invalidate(token);
-        replay = mayReplay && worthReplaying;
+        const verdict = tokens.invalidate(token);
+        replay = mayReplay && verdict !== 'keep';
         metrics.upstreamUnauthorized.inc({ replayed: String(replay) });
         if (replay) return discard();
       }

@@ -6,10 +6,8 @@ export interface AccessTokenSource {
   /** Resolves with a valid access token, or rejects with a SidecarError (`token_unavailable`). */
   getAccessToken(): Promise<string>;
   /**
-   * The upstream answered 401 to `token`. If it is still the current token, it is dropped and a
-   * renewal starts (at most one forced renewal per 5 s, never against backoff). Returns true when a
-   * replay would not carry `token` again: it gets a newer token, waits for one, or is answered 503
-   * `token_unavailable`.
+   * The upstream answered 401 to `token`. `replay`: a newer token is current; `renewing`: `token`
+   * was dropped and a renewal runs; `keep`: `token` is kept, a replay would carry it again.
    */
-  invalidate(token: string): boolean;
+  invalidate(token: string): 'replay' | 'renewing' | 'keep';
 }

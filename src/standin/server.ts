@@ -101,6 +101,7 @@ export async function startStandin(options: StandinOptions = {}): Promise<Standi
     tokenRequests: state.tokenRequests,
     apiRequests: state.apiRequests,
     issuedTokens: () => state.tokens.issued(),
+    accessTokenValid: (token: string) => state.tokens.accessTokenValid(token),
     setClientSecret: (secret: string) => {
       state.clientSecret = secret;
     },

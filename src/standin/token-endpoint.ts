@@ -366,11 +366,14 @@ function applyFault(
       return;
     }
     case 'missing-access-token':
+    case 'access-token':
     case 'token-type':
     case 'expires-in': {
       const body = tokenBody(format, state.tokens.issue(true), 'new');
       if (fault.kind === 'missing-access-token') {
         delete body[snake ? 'access_token' : 'accessToken'];
+      } else if (fault.kind === 'access-token') {
+        body[snake ? 'access_token' : 'accessToken'] = fault.value;
       } else if (fault.kind === 'token-type') {
         body[snake ? 'token_type' : 'tokenType'] = fault.tokenType;
       } else if (fault.omit === true) {

@@ -27,6 +27,8 @@ export type TokenFault =
   | { kind: 'html' }
   /** 201 JSON without the access token. */
   | { kind: 'missing-access-token' }
+  /** 201 JSON whose access token is this string (e.g. one with CR/LF or a space). */
+  | { kind: 'access-token'; value: string }
   /** 201 JSON with this token type (e.g. "mac"). */
   | { kind: 'token-type'; tokenType: string }
   /** 201 JSON with this expiresIn (e.g. -5, "abc"); `omit: true` leaves the field out. */
@@ -99,6 +101,8 @@ export interface Standin {
   readonly apiRequests: RecordedApiRequest[];
   /** Every access and refresh token ever issued (for tests that grep logs for them). */
   issuedTokens(): string[];
+  /** Whether the API would accept this access token now (issued, not expired, not revoked). */
+  accessTokenValid(token: string): boolean;
   /** Rotate the client secret: old one rejected with 401 from now on. */
   setClientSecret(secret: string): void;
   setTokenLifetime(seconds: number): void;

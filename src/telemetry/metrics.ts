@@ -2,14 +2,19 @@ import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 
 
 export const METRIC_PREFIX = 'oauth_sidecar_';
 
-/** What the token gauges read at scrape time. The keeper provides it; telemetry never imports it. */
+/**
+ * What the token gauges read at scrape time: the keeper's status snapshot (telemetry never imports
+ * the keeper).
+ */
 export interface TokenGaugeSource {
-  /** Seconds since the current access token was obtained, or undefined when none is held. */
-  tokenAgeSeconds(): number | undefined;
-  /** Seconds until the current token expires; 0 when none is held. */
-  tokenExpiresInSeconds(): number;
-  /** True while a valid token is held. */
-  tokenReady(): boolean;
+  status(): {
+    /** True while a valid token is held. */
+    ready: boolean;
+    /** Seconds since the current access token was requested; null when none is held. */
+    tokenAgeSeconds: number | null;
+    /** Seconds until the current token expires; 0 when none is held. */
+    expiresInSeconds: number;
+  };
 }
 
 export type TokenGrantLabel = 'client_credentials' | 'refresh_token';
@@ -25,8 +30,20 @@ export interface SidecarMetrics {
   upstreamUnauthorized: Counter<'replayed'>;
   proxyRejected: Counter<'code'>;
   requestsInFlight: Gauge;
+  /** Token sets taken from the shared store that another process obtained. */
+  tokenAdopted: Counter;
   /** Point the token gauges at their source (the keeper is built after the metrics). */
   bindTokenState(source: TokenGaugeSource): void;
+  /**
+   * Expose `oauth_sidecar_token_store_up` (only with a store configured, so a sidecar without one
+   * never looks like one whose store is down).
+   */
+  bindStoreState(source: StoreGaugeSource): void;
+}
+
+/** What the store gauge reads at scrape time. */
+export interface StoreGaugeSource {
+  status(): { up: boolean };
 }
 
 export interface MetricsOptions {
@@ -46,7 +63,7 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
     collect() {
       // An unlabelled gauge is always exposed; with no token held it reads 0 and
       // oauth_sidecar_token_ready says why (alert on token_ready, not on age).
-      this.set(tokenState?.tokenAgeSeconds() ?? 0);
+      this.set(tokenState?.status().tokenAgeSeconds ?? 0);
     },
   });
   new Gauge({
@@ -54,7 +71,7 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
     help: 'Seconds until the current access token expires (0 if none is held).',
     registers,
     collect() {
-      this.set(tokenState?.tokenExpiresInSeconds() ?? 0);
+      this.set(tokenState?.status().expiresInSeconds ?? 0);
     },
   });
   new Gauge({
@@ -62,7 +79,7 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
     help: '1 while a valid access token is held.',
     registers,
     collect() {
-      this.set(tokenState?.tokenReady() ? 1 : 0);
+      this.set(tokenState?.status().ready === true ? 1 : 0);
     },
   });
 
@@ -111,8 +128,24 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
       help: 'Proxied requests in progress.',
       registers,
     }),
+    tokenAdopted: new Counter({
+      name: `${METRIC_PREFIX}token_adopted_total`,
+      help: 'Token sets taken from the shared token store that another process obtained.',
+      registers,
+    }),
     bindTokenState(source) {
       tokenState = source;
+    },
+    bindStoreState(source) {
+      if (registry.getSingleMetric(`${METRIC_PREFIX}token_store_up`) !== undefined) return;
+      new Gauge({
+        name: `${METRIC_PREFIX}token_store_up`,
+        help: '1 while the shared token store answers within its bound; 0 while each process keeps its own token.',
+        registers,
+        collect() {
+          this.set(source.status().up ? 1 : 0);
+        },
+      });
     },
   };
 

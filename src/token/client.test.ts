@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Agent, MockAgent, Response } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { TokenEndpointError } from '../errors.js';
+import { TokenEndpointError, isRejectedGrant } from '../errors.js';
 import {
   DEFAULT_LIFETIME_SECONDS,
   MAX_ANSWER_BYTES,
@@ -131,6 +131,22 @@ describe('checkTokenResponse: malformed answers', () => {
       { ...good, refreshToken: {} },
       '"refreshToken" must be a non-empty string or null (got an object)',
     ],
+    [
+      { ...good, expiresIn: 1e12 },
+      '"expiresIn" must be at most 2147483647 seconds (got 1000000000000)',
+    ],
+    [
+      { ...good, expiresIn: 2 ** 31 },
+      '"expiresIn" must be at most 2147483647 seconds (got 2147483648)',
+    ],
+    [{ ...good, expires_in: '99999999999', expiresIn: undefined }, '"expires_in" must be at most'],
+    [
+      { ...good, accessToken: 'at-line\r\nX-Injected: 1' },
+      '"accessToken" must be an RFC 6750 b64token',
+    ],
+    [{ ...good, accessToken: 'at with space' }, '"accessToken" must be an RFC 6750 b64token'],
+    [{ ...good, accessToken: 'at-nön-ascii' }, '"accessToken" must be an RFC 6750 b64token'],
+    [{ ...good, accessToken: 'a=b' }, '"accessToken" must be an RFC 6750 b64token'],
     [[good], 'must be a JSON object (got an array)'],
     [null, 'must be a JSON object (got null)'],
   ])('%j → %s', async (body, message) => {
@@ -139,6 +155,29 @@ describe('checkTokenResponse: malformed answers', () => {
     expect(e.status).toBe(201);
     expect(e.message).toContain('token endpoint answer');
     expect(e.message).toContain(message);
+  });
+
+  it('accepts the largest lifetime and a b64token of 8 KiB with padding', async () => {
+    const token = `${'A'.repeat(8190)}==`;
+    const set = await checkTokenResponse(
+      json({ ...good, accessToken: token, expiresIn: 2 ** 31 - 1 }),
+    );
+    expect(set).toMatchObject({ expiresInSeconds: 2 ** 31 - 1 });
+    expect(set.accessToken).toBe(token);
+  });
+
+  it('refuses an access token over 8 KiB', async () => {
+    const e = await checkError(json({ ...good, accessToken: 'a'.repeat(8193) }));
+    expect(e.kind).toBe('malformed');
+    expect(e.message).toContain('"accessToken" must be an RFC 6750 b64token');
+    expect(e.message).toContain('of at most 8192 characters (got 8193 characters)');
+  });
+
+  it('never shows a refused access token in the message', async () => {
+    const e = await checkError(json({ ...good, accessToken: `${ACCESS}\r\n` }));
+    expect(e.kind).toBe('malformed');
+    expect(e.message).not.toContain(ACCESS);
+    expect(e.message).toContain('"accessToken"');
   });
 
   it('names content-type and length of a non-JSON body, never its content', async () => {
@@ -223,7 +262,7 @@ describe('checkTokenResponse: error statuses', () => {
       json({ error: 'invalid_client', error_description: 'Client authentication failed' }, 401),
     );
     expect(e.kind).toBe('rejected');
-    expect(e.transient).toBe(false);
+    expect(isRejectedGrant(e)).toBe(true);
     expect(e.status).toBe(401);
     expect(e.oauthError).toBe('invalid_client');
     expect(e.message).toBe(
@@ -268,7 +307,7 @@ describe('checkTokenResponse: error statuses', () => {
       new Response('oops', { status: 500, headers: { 'retry-after': '30' } }),
     );
     expect(e.kind).toBe('server');
-    expect(e.transient).toBe(true);
+    expect(isRejectedGrant(e)).toBe(false);
     expect(e.retryAfterMs).toBe(30_000);
     expect(e.message).toContain('token endpoint answered 500');
     expect(e.message).toContain('retry after 30 s');
@@ -312,6 +351,9 @@ function useMockAgent(): { agent: MockAgent } {
   });
   return holder;
 }
+
+/** The deadline `requestToken` would make; long enough never to fire in these tests. */
+const deadline = () => AbortSignal.timeout(10_000);
 
 describe('sendGrantRequest (MockAgent)', () => {
   const origin = 'https://auth.example';
@@ -442,7 +484,11 @@ describe('sendGrantRequest (MockAgent)', () => {
     '%s / %s / %o / scopes %j',
     async (format, clientAuth, request, scopes, body, authorization) => {
       const seen = capture();
-      const res = await sendGrantRequest(options({ format, clientAuth, scopes }), request);
+      const res = await sendGrantRequest(
+        options({ format, clientAuth, scopes }),
+        request,
+        deadline(),
+      );
       expect(res.status).toBe(201);
       expect(seen.body).toBe(body);
       expect(seen.headers.accept).toBe('application/json');
@@ -464,7 +510,7 @@ describe('sendGrantRequest (MockAgent)', () => {
       .intercept({ path: '/elsewhere/', method: 'POST' })
       .reply(201, { accessToken: ACCESS, tokenType: 'Bearer' })
       .persist();
-    const res = await sendGrantRequest(options(), cc);
+    const res = await sendGrantRequest(options(), cc, deadline());
     expect(res.status).toBe(302);
     const e = await checkError(res);
     expect(e.kind).toBe('redirect');
@@ -476,7 +522,7 @@ describe('sendGrantRequest (MockAgent)', () => {
       .get(origin)
       .intercept({ path: '/oauth/token/', method: 'POST' })
       .replyWithError(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }));
-    const e: unknown = await sendGrantRequest(options(), cc).catch((x: unknown) => x);
+    const e: unknown = await sendGrantRequest(options(), cc, deadline()).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(TokenEndpointError);
     expect((e as TokenEndpointError).kind).toBe('network');
     expect((e as TokenEndpointError).message).toBe(
@@ -490,9 +536,11 @@ describe('sendGrantRequest (MockAgent)', () => {
       .intercept({ path: '/oauth/token/', method: 'POST' })
       .reply(201, { accessToken: ACCESS, tokenType: 'Bearer' })
       .delay(1000);
-    const e: unknown = await sendGrantRequest(options({ timeoutMs: 50 }), cc).catch(
-      (x: unknown) => x,
-    );
+    const e: unknown = await sendGrantRequest(
+      options({ timeoutMs: 50 }),
+      cc,
+      AbortSignal.timeout(50),
+    ).catch((x: unknown) => x);
     expect((e as TokenEndpointError).kind).toBe('timeout');
     expect((e as TokenEndpointError).message).toBe(
       `token endpoint ${origin}/oauth/token/ timed out after 50 ms`,
@@ -517,6 +565,7 @@ describe('sendGrantRequest (MockAgent)', () => {
     const e: unknown = await sendGrantRequest(
       options({ url: `https://unmocked.example/oauth/token/?secret=${CLIENT_SECRET}` }),
       cc,
+      deadline(),
     ).catch((x: unknown) => x);
     expect((e as TokenEndpointError).kind).toBe('network');
     expect((e as TokenEndpointError).message).toContain(

@@ -8,6 +8,16 @@ import { fetch, type Dispatcher, type Response } from 'undici';
 import { systemClock, type Clock } from '../clock.js';
 import type { ClientAuth, TokenFormat } from '../config/types.js';
 import { TokenEndpointError } from '../errors.js';
+import {
+  clean,
+  describeBody,
+  describeCause,
+  redact,
+  safeLocation,
+  safeUrl,
+  showValue,
+  typeName,
+} from '../safe-text.js';
 import { encodeGrantRequest } from './dialects.js';
 import type { GrantRequest, TokenEndpoint, TokenSet } from './types.js';
 
@@ -15,8 +25,12 @@ import type { GrantRequest, TokenEndpoint, TokenSet } from './types.js';
 export const DEFAULT_LIFETIME_SECONDS = 300;
 /** Largest answer body read; more is a malformed answer. */
 export const MAX_ANSWER_BYTES = 65536;
-/** Longest OAuth error description or code copied into a message. */
-const MAX_DESCRIPTION_CHARS = 200;
+/** Largest `expiresIn` accepted (2^31−1 s, about 68 years); larger is a malformed answer. */
+export const MAX_EXPIRES_IN_SECONDS = 2 ** 31 - 1;
+/** Longest access token accepted (8 KiB): it must fit in a request header. */
+export const MAX_ACCESS_TOKEN_CHARS = 8192;
+/** RFC 6750 §2.1 `b64token`: the only characters a Bearer credential may carry. */
+const B64TOKEN = /^[A-Za-z0-9._~+/-]+=*$/;
 
 export interface TokenClientOptions {
   url: string;
@@ -31,45 +45,27 @@ export interface TokenClientOptions {
 }
 
 /**
- * Builds and sends one grant request. Redirects are never followed (the 3xx comes back as is);
- * the request, including reading the answer body, is aborted after `timeoutMs` or when `signal`
- * aborts. Rejects only with a `TokenEndpointError` of kind `network` or `timeout`.
+ * Builds and sends one grant request. Redirects are never followed (the 3xx comes back as is).
+ * `signal` is the request's deadline (made by `requestToken`, the one owner of it) and also bounds
+ * reading the answer body. Rejects only with a `TokenEndpointError` of kind `network` or `timeout`.
  */
 export async function sendGrantRequest(
   options: TokenClientOptions,
   request: GrantRequest,
-  signal?: AbortSignal,
+  signal: AbortSignal,
 ): Promise<Response> {
   const { headers, body } = encodeGrantRequest(options, request);
-  const timeout = AbortSignal.timeout(options.timeoutMs);
   try {
     return await fetch(options.url, {
       method: 'POST',
       headers,
       body,
       redirect: 'manual',
-      signal: signal === undefined ? timeout : AbortSignal.any([signal, timeout]),
+      signal,
       dispatcher: options.dispatcher,
     });
   } catch (error) {
-    if (
-      timeout.aborted ||
-      (signal?.reason instanceof Error && signal.reason.name === 'TimeoutError')
-    ) {
-      throw timedOut(options, error);
-    }
-    if (signal?.aborted === true || isTimeout(error)) {
-      throw new TokenEndpointError(
-        'timeout',
-        `token endpoint ${safeUrl(options.url)} request aborted`,
-        { cause: error },
-      );
-    }
-    throw new TokenEndpointError(
-      'network',
-      `token endpoint ${safeUrl(options.url)} unreachable: ${redact(describeCause(error), options.url)}`,
-      { cause: error },
-    );
+    throw transportFailure(options, signal, error);
   }
 }
 
@@ -113,7 +109,7 @@ export async function checkTokenResponse(
       message += ` ${oauth.error}`;
       if (oauth.description !== undefined) message += `: ${oauth.description}`;
     } else if (text !== undefined && text.length > 0) {
-      message += ` (${describeBody(response, text)})`;
+      message += ` (${describeBody(response.headers.get('content-type'), text)})`;
     }
     if (retryAfterMs !== undefined) message += ` (retry after ${Math.ceil(retryAfterMs / 1000)} s)`;
     throw new TokenEndpointError(server ? 'server' : 'rejected', message, {
@@ -130,7 +126,7 @@ export async function checkTokenResponse(
     parsed = JSON.parse(text);
   } catch {
     throw malformed(
-      `token endpoint answer is not JSON (${describeBody(response, text)})`,
+      `token endpoint answer is not JSON (${describeBody(response.headers.get('content-type'), text)})`,
       status,
       text,
     );
@@ -152,24 +148,18 @@ export async function checkTokenResponse(
 
 /**
  * The token endpoint as the keeper sees it: send + check, bounded by `timeoutMs` from connect to
- * the last byte of the answer.
+ * the last byte of the answer. This is the one place the deadline is made.
  */
 export function createTokenEndpointClient(options: TokenClientOptions): TokenEndpoint {
   const clock = options.clock ?? systemClock;
   return {
     async requestToken(request: GrantRequest): Promise<TokenSet> {
-      const timeout = AbortSignal.timeout(options.timeoutMs);
+      const deadline = AbortSignal.timeout(options.timeoutMs);
       try {
-        const response = await sendGrantRequest(options, request, timeout);
+        const response = await sendGrantRequest(options, request, deadline);
         return await checkTokenResponse(response, clock);
       } catch (error) {
-        // The body read is bounded by the same signal; a body cut off by it is a timeout too.
-        const settled =
-          error instanceof TokenEndpointError &&
-          error.kind !== 'network' &&
-          error.kind !== 'timeout';
-        if (timeout.aborted && !settled) throw timedOut(options, error);
-        throw error;
+        throw transportFailure(options, deadline, error);
       }
     },
   };
@@ -199,6 +189,13 @@ function parseTokenSet(body: Record<string, unknown>): TokenSet {
         : `token endpoint answer: ${accessToken.label} must be a non-empty string (got ${typeName(accessToken.value)})`,
     );
   }
+  // A token undici cannot put in a header (CR/LF, space, non-ASCII) would fail every request for
+  // its whole lifetime. The message never shows the value: it may be a working credential.
+  if (accessToken.value.length > MAX_ACCESS_TOKEN_CHARS || !B64TOKEN.test(accessToken.value)) {
+    throw new FieldError(
+      `token endpoint answer: ${accessToken.label} must be an RFC 6750 b64token ([A-Za-z0-9._~+/-]+ then optional =) of at most ${MAX_ACCESS_TOKEN_CHARS} characters (got ${accessToken.value.length} characters${B64TOKEN.test(accessToken.value) ? '' : ', some outside that set'})`,
+    );
+  }
 
   const tokenType = field(body, 'tokenType', 'token_type');
   if (tokenType.value === undefined) {
@@ -218,6 +215,11 @@ function parseTokenSet(body: Record<string, unknown>): TokenSet {
     if (seconds === undefined) {
       throw new FieldError(
         `token endpoint answer: ${expiresIn.label} must be a non-negative integer (got ${showValue(expiresIn.value)})`,
+      );
+    }
+    if (seconds > MAX_EXPIRES_IN_SECONDS) {
+      throw new FieldError(
+        `token endpoint answer: ${expiresIn.label} must be at most ${MAX_EXPIRES_IN_SECONDS} seconds (got ${showValue(expiresIn.value)})`,
       );
     }
     expiresInSeconds = seconds;
@@ -290,15 +292,6 @@ function parseOAuthError(text: string): { error: string; description?: string } 
     : { error };
 }
 
-/** Control characters out (no log-line forging), length capped. */
-function clean(text: string): string {
-  // eslint-disable-next-line no-control-regex
-  const stripped = text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, ' ').trim();
-  return stripped.length > MAX_DESCRIPTION_CHARS
-    ? `${stripped.slice(0, MAX_DESCRIPTION_CHARS)}…`
-    : stripped;
-}
-
 /**
  * Reads the body, at most `MAX_ANSWER_BYTES`: a larger one is cancelled and reported as malformed
  * rather than buffered (a misbehaving endpoint must not make the keeper hold megabytes).
@@ -335,16 +328,8 @@ async function readCapped(response: Response): Promise<string> {
     }
   } catch (error) {
     if (error instanceof TokenEndpointError) throw error;
-    if (isTimeout(error)) {
-      throw new TokenEndpointError(
-        'timeout',
-        'token endpoint answer: body not complete before the timeout',
-        {
-          status: response.status,
-          cause: error,
-        },
-      );
-    }
+    // Cut off by the request's deadline: `requestToken` names the timeout (transportFailure).
+    if (isAbort(error)) throw error;
     throw new TokenEndpointError(
       'network',
       `token endpoint answer: connection failed while reading the body: ${describeCause(error)}`,
@@ -364,82 +349,44 @@ function malformed(message: string, status: number, body: string): TokenEndpoint
   return new TokenEndpointError('malformed', message, { status, body });
 }
 
-function timedOut(options: TokenClientOptions, cause: unknown): TokenEndpointError {
+/**
+ * The one classification of a failed request: an answer already judged (a status, a malformed
+ * body) stays as it is; the request's own deadline is a `timeout` naming `timeoutMs`; any other
+ * abort a `timeout` too; everything else a `network` failure, without the URL's secrets.
+ */
+function transportFailure(
+  options: TokenClientOptions,
+  signal: AbortSignal,
+  error: unknown,
+): TokenEndpointError {
+  const settled =
+    error instanceof TokenEndpointError && error.kind !== 'network' && error.kind !== 'timeout';
+  if (settled) return error;
+  const reason: unknown = signal.reason;
+  if (signal.aborted && reason instanceof Error && reason.name === 'TimeoutError') {
+    return new TokenEndpointError(
+      'timeout',
+      `token endpoint ${safeUrl(options.url)} timed out after ${options.timeoutMs} ms`,
+      { cause: error },
+    );
+  }
+  if (error instanceof TokenEndpointError) return error;
+  if (signal.aborted || isAbort(error)) {
+    return new TokenEndpointError(
+      'timeout',
+      `token endpoint ${safeUrl(options.url)} request aborted`,
+      { cause: error },
+    );
+  }
   return new TokenEndpointError(
-    'timeout',
-    `token endpoint ${safeUrl(options.url)} timed out after ${options.timeoutMs} ms`,
-    { cause },
+    'network',
+    `token endpoint ${safeUrl(options.url)} unreachable: ${redact(describeCause(error), options.url)}`,
+    { cause: error },
   );
 }
 
-function isTimeout(error: unknown): boolean {
+function isAbort(error: unknown): boolean {
   return error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError');
-}
-
-/** Content-type and length only: the body itself may carry a token. */
-function describeBody(response: Response, text: string): string {
-  const type = response.headers.get('content-type');
-  return `content-type ${type === null ? 'none' : clean(type)}, ${Buffer.byteLength(text)} bytes`;
-}
-
-/** undici wraps the real failure (`fetch failed`) in `cause`; name that one, with its code. */
-function describeCause(error: unknown): string {
-  let inner: unknown = error;
-  while (inner instanceof Error && inner.message === 'fetch failed' && inner.cause !== undefined) {
-    inner = inner.cause;
-  }
-  if (!(inner instanceof Error)) return 'unknown error';
-  const code = (inner as { code?: unknown }).code;
-  const text = clean(inner.message);
-  return typeof code === 'string' && !text.includes(code) ? `${code} ${text}` : text;
-}
-
-/** undici messages may quote the request path: keep the URL's query and user-info out. */
-function redact(text: string, url: string): string {
-  let out = text;
-  try {
-    const { search, username, password } = new URL(url);
-    for (const part of [search.slice(1), username, password]) {
-      if (part.length > 0) out = out.split(part).join('…');
-    }
-  } catch {
-    // An unparseable URL never reached the wire; nothing of it can be quoted.
-  }
-  return out;
-}
-
-/** Origin and path only: user-info and query may carry credentials. */
-function safeUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    return clean(`${parsed.origin}${parsed.pathname}`);
-  } catch {
-    return '(unparseable URL)';
-  }
-}
-
-/** A Location header, relative or absolute, without user-info or query. */
-function safeLocation(location: string): string {
-  try {
-    const parsed = new URL(location, 'http://relative.invalid');
-    if (parsed.origin === 'http://relative.invalid') return clean(parsed.pathname);
-    return clean(`${parsed.origin}${parsed.pathname}`);
-  } catch {
-    return '(unparseable Location)';
-  }
-}
-
-function showValue(value: unknown): string {
-  if (value === undefined) return 'nothing';
-  const json = JSON.stringify(value);
-  return json.length > 40 ? `${json.slice(0, 40)}…` : json;
-}
-
-function typeName(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'string') return value.length === 0 ? 'an empty string' : 'a string';
-  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -4,19 +4,27 @@
  * held), retries failures with backoff, and hands the current token to the proxy. The timing rules
  * live in schedule.ts; this file is the state machine around them.
  */
-import type { Clock, TimerHandle } from '../clock.js';
-import { credentialsFingerprint } from '../config/credentials.js';
+import { setLongTimeout, type Clock, type LongTimer } from '../clock.js';
 import type { Config } from '../config/types.js';
-import { TokenEndpointError, TokenUnavailableError } from '../errors.js';
+import {
+  CredentialsReadError,
+  TokenEndpointError,
+  TokenUnavailableError,
+  errorText,
+  isRejectedGrant,
+} from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 import {
   FORCED_RENEWAL_INTERVAL_MS,
   MIN_RENEWAL_DELAY_MS,
+  RequestCeiling,
   backoffDelayMs,
   renewalTime,
   secondsUntil,
 } from './schedule.js';
+import type { SharedTokenSet } from '../store/token-sets.js';
+import { LeaseWaitError, type RefreshSource, type TokenCoordinator } from './shared.js';
 import type {
   ClientCredentials,
   CredentialsReader,
@@ -34,14 +42,29 @@ export interface TokenKeeperOptions {
   /** [0, 1); Math.random when absent. Drives renewal jitter and backoff jitter. */
   random?: () => number;
   logger: Logger;
-  metrics: Pick<SidecarMetrics, 'tokenRequests' | 'tokenRequestDuration'>;
+  metrics: Pick<SidecarMetrics, 'tokenRequests' | 'tokenRequestDuration'> &
+    Partial<Pick<SidecarMetrics, 'tokenAdopted'>>;
+  /**
+   * The shared token store's side (DESIGN.md "Shared token store"): wraps the one grant point.
+   * Absent: this process keeps its own token.
+   */
+  coordinator?: TokenCoordinator;
 }
 
 /** What went wrong last: a token endpoint error kind, or the credentials could not be read. */
-export type KeeperErrorKind = TokenEndpointError['kind'] | 'credentials' | 'internal';
+export type KeeperErrorKind =
+  | TokenEndpointError['kind']
+  | 'credentials'
+  | 'internal'
+  /** Another process held the renewal lease and left without a new token. */
+  | 'lease';
 
-/** JSON-safe keeper state for `/status`. Never holds a token or a secret. */
+/**
+ * The keeper's one status snapshot, read by `/status`, `/readyz` and the token gauges. JSON-safe;
+ * never holds a token or a secret.
+ */
 export interface KeeperStatus {
+  /** A token is held and `now < expiresAt`. */
   ready: boolean;
   /** Grant of the most recent successful token request. */
   lastGrant: GrantType | null;
@@ -58,12 +81,15 @@ export interface KeeperStatus {
   requestInFlight: boolean;
 }
 
-/** The most recent successful grant, for the `check` command. */
-export interface LastResult {
-  grant: GrantType;
-  expiresInSeconds: number;
-  refreshTokenReceived: boolean;
-}
+/**
+ * What `invalidate` decided about a token the upstream answered 401:
+ * - `replay`: it is no longer the current token; a replay gets the current one (or waits for one).
+ * - `renewing`: it was the current token; it is dropped and a renewal runs or is scheduled, so a
+ *   replay waits for the new token (or gets `token_unavailable`).
+ * - `keep`: the token is kept (a forced renewal ran less than 5 s ago and none is in flight, or the
+ *   keeper is stopped); a replay would carry the same token, so the 401 goes to the client.
+ */
+export type InvalidateVerdict = 'replay' | 'renewing' | 'keep';
 
 interface HeldToken {
   accessToken: string;
@@ -75,7 +101,7 @@ interface HeldToken {
 interface Waiter {
   resolve(token: string): void;
   reject(error: Error): void;
-  timer: TimerHandle | undefined;
+  timer: LongTimer | undefined;
 }
 
 type Outcome =
@@ -96,22 +122,26 @@ export class TokenKeeper {
   private readonly random: () => number;
   private readonly log: Logger;
   private readonly metrics: TokenKeeperOptions['metrics'];
+  private readonly coordinator: TokenCoordinator | undefined;
 
   private started = false;
   private stopped = false;
   private current: HeldToken | undefined;
   private refreshToken: string | undefined;
   private inflight: Promise<void> | undefined;
-  private timer: TimerHandle | undefined;
+  private timer: LongTimer | undefined;
   /** When the scheduled timer fires. */
   private nextAttemptAt: number | undefined;
   /** Backoff / Retry-After: no token request before this time (ms since the epoch). */
   private notBefore = 0;
   private consecutiveFailures = 0;
   private lastError: KeeperStatus['lastError'] = null;
-  private latest: LastResult | undefined;
+  private lastGrant: GrantType | undefined;
   private lastForcedAt: number | undefined;
-  private credentialsFingerprint: string | undefined;
+  /** The token an upstream 401 invalidated, for the next grant's compare-and-delete in the store. */
+  private rejectedToken: string | undefined;
+  /** At most 10 token requests in any 10 s, for every path into a grant. */
+  private readonly ceiling = new RequestCeiling();
   private readonly waiters = new Set<Waiter>();
   private readonly readyWaiters: { resolve(): void; reject(error: Error): void }[] = [];
 
@@ -123,6 +153,7 @@ export class TokenKeeper {
     this.random = options.random ?? Math.random;
     this.log = options.logger;
     this.metrics = options.metrics;
+    this.coordinator = options.coordinator;
   }
 
   /** Starts the start-up client-credentials grant at once. Idempotent. */
@@ -160,82 +191,78 @@ export class TokenKeeper {
     }
     const valid = this.validToken();
     if (valid !== undefined) return Promise.resolve(valid);
-    if (this.started && this.inflight === undefined && this.clock.now() >= this.notBefore) {
-      this.attempt('demand');
-    }
+    // attempt() itself defers to the backoff and the rate ceiling.
+    if (this.started) this.attempt('demand');
     return new Promise<string>((resolve, reject) => {
       const waiter: Waiter = { resolve, reject, timer: undefined };
-      waiter.timer = this.clock.setTimeout(() => {
-        this.waiters.delete(waiter);
-        reject(this.unavailable());
-      }, this.settings.waitMs);
-      unref(waiter.timer);
+      waiter.timer = setLongTimeout(
+        this.clock,
+        () => {
+          this.waiters.delete(waiter);
+          reject(this.unavailable());
+        },
+        this.settings.waitMs,
+      );
       this.waiters.add(waiter);
     });
   }
 
   /**
    * The upstream answered 401 to `token`. When it is the current token it is dropped and a renewal
-   * starts, at most once per 5 s and never against backoff. Within 5 s of the previous forced
-   * renewal the token is kept and nothing is requested: the newest token was just issued, and
-   * hammering the endpoint will not make the upstream accept it sooner.
-   * A token that is no longer the current one (a renewal replaced it while the request was on its
-   * way, and it expired or was revoked upstream) changes nothing here.
-   * Returns true when a replay would not carry the same token again: it gets a newer token, waits
-   * for one, or gets `token_unavailable` like any request made while no token is valid. False only
-   * when the rejected token is kept (rate limit with nothing in flight) or the keeper is stopped.
+   * starts (single flight, at most one forced renewal per 5 s, never against backoff or the rate
+   * ceiling). Within 5 s of the previous forced renewal the newest token is kept: hammering the
+   * endpoint will not make the upstream accept it sooner. See {@link InvalidateVerdict}.
    */
-  invalidate(token: string): boolean {
-    if (this.stopped) return false;
-    if (this.current?.accessToken !== token) return true;
+  invalidate(token: string): InvalidateVerdict {
+    if (this.stopped) return 'keep';
+    if (this.current?.accessToken !== token) return 'replay';
     const now = this.clock.now();
     if (this.lastForcedAt !== undefined && now - this.lastForcedAt < FORCED_RENEWAL_INTERVAL_MS) {
       this.log.warn(
         { event: 'token', reason: 'forced', rateLimited: true },
         'upstream rejected the newest access token again within 5 s of a forced renewal; keeping it',
       );
-      return this.inflight !== undefined;
+      return this.inflight === undefined ? 'keep' : 'renewing';
     }
     this.lastForcedAt = now;
     this.current = undefined;
-    const inBackoff = this.inflight === undefined && now < this.notBefore;
-    const renewNow = this.inflight === undefined && !inBackoff;
+    this.rejectedToken = token;
+    const startAt = this.inflight === undefined ? this.earliestAttemptAt(now) : now;
     let what = 'a token request is already in flight';
-    if (renewNow) what = 'renewing';
-    if (inBackoff) what = 'dropped it, the next attempt is after the backoff';
+    if (this.inflight === undefined) {
+      what = startAt > now ? 'dropped it, the next attempt is after the backoff' : 'renewing';
+    }
     this.log.info(
       {
         event: 'token',
         reason: 'forced',
-        ...(inBackoff && { nextAttemptAt: iso(this.notBefore) }),
+        ...(startAt > now && { nextAttemptAt: iso(startAt) }),
       },
       `upstream rejected the access token; ${what}`,
     );
-    if (renewNow) this.attempt('forced');
-    return true;
-  }
-
-  /** True while a valid token is held. */
-  isReady(): boolean {
-    return this.validToken() !== undefined;
+    this.attempt('forced');
+    return 'renewing';
   }
 
   /** Resolves on the first successful grant; rejects if the keeper is stopped before that. */
   whenReady(): Promise<void> {
-    if (this.latest !== undefined) return Promise.resolve();
+    if (this.lastGrant !== undefined) return Promise.resolve();
     if (this.stopped) {
       return Promise.reject(new TokenUnavailableError('the token keeper is stopped', 1));
     }
     return new Promise<void>((resolve, reject) => this.readyWaiters.push({ resolve, reject }));
   }
 
+  /** The one status snapshot (see {@link KeeperStatus}). */
   status(): KeeperStatus {
+    const now = this.clock.now();
+    const held = this.current;
     return {
-      ready: this.isReady(),
-      lastGrant: this.latest?.grant ?? null,
-      tokenAgeSeconds: this.tokenAgeSeconds() ?? null,
-      expiresInSeconds: this.tokenExpiresInSeconds(),
-      lifetimeSeconds: this.current?.lifetimeSeconds ?? null,
+      ready: this.validToken() !== undefined,
+      lastGrant: this.lastGrant ?? null,
+      tokenAgeSeconds: held === undefined ? null : Math.max(0, (now - held.sentAt) / 1_000),
+      expiresInSeconds: held === undefined ? 0 : Math.max(0, (held.expiresAt - now) / 1_000),
+      lifetimeSeconds: held?.lifetimeSeconds ?? null,
       nextRenewalAt: this.nextAttemptAt === undefined ? null : iso(this.nextAttemptAt),
       refreshTokenHeld: this.refreshToken !== undefined,
       lastError: this.lastError === null ? null : { ...this.lastError },
@@ -244,117 +271,147 @@ export class TokenKeeper {
     };
   }
 
-  /** The most recent successful grant (for `check`), or undefined before the first one. */
-  lastResult(): LastResult | undefined {
-    return this.latest === undefined ? undefined : { ...this.latest };
-  }
-
-  tokenAgeSeconds(): number | undefined {
-    if (this.current === undefined) return undefined;
-    return Math.max(0, (this.clock.now() - this.current.sentAt) / 1_000);
-  }
-
-  tokenExpiresInSeconds(): number {
-    if (this.current === undefined) return 0;
-    return Math.max(0, (this.current.expiresAt - this.clock.now()) / 1_000);
-  }
-
-  tokenReady(): boolean {
-    return this.isReady();
-  }
-
   private validToken(): string | undefined {
     const held = this.current;
     if (held === undefined || this.clock.now() >= held.expiresAt) return undefined;
     return held.accessToken;
   }
 
-  /** Starts one token request unless one is in flight (single flight). */
+  /** No token request before this time: the backoff / `Retry-After`, and the rate ceiling. */
+  private earliestAttemptAt(now: number): number {
+    return Math.max(this.notBefore, this.ceiling.nextFreeAt(now));
+  }
+
+  /**
+   * Every path into a grant (start-up, schedule, waiting callers, forced renewal, retry) comes
+   * here: single flight, and nothing before {@link earliestAttemptAt}; a request that may not
+   * start now is scheduled for when it may.
+   */
   private attempt(reason: AttemptReason): void {
     if (this.inflight !== undefined || this.stopped) return;
+    const now = this.clock.now();
+    const earliest = this.earliestAttemptAt(now);
+    if (earliest > now) {
+      // Re-arm when no timer is pending: a timer may fire a millisecond before the wall clock
+      // says it is due (libuv counts from its cached loop time), and must not end the schedule.
+      if (this.timer === undefined || this.nextAttemptAt !== earliest) {
+        this.schedule(earliest, reason);
+      }
+      return;
+    }
     this.clearTimer();
     this.nextAttemptAt = undefined;
     this.log.debug({ event: 'token', reason }, 'token request starting');
-    this.inflight = this.obtain()
-      .then((outcome) => this.settle(outcome))
-      .catch((error: unknown) => {
-        // settle() does not throw; if it ever does, keep the keeper alive and retrying.
-        this.inflight = undefined;
-        if (!this.stopped) this.onFailure({ ok: false, grant: 'client_credentials', error });
-      });
+    this.inflight = this.runGrant();
   }
 
-  /** Refresh grant while a refresh token is held, else (or once it is rejected) client credentials. */
-  private async obtain(): Promise<Outcome> {
-    const refreshToken = this.refreshToken;
-    if (refreshToken !== undefined) {
-      const refreshed = await this.call({ grant: 'refresh_token', refreshToken });
-      if (refreshed.ok || !isRejected(refreshed.error)) return refreshed;
-      // The refresh token is dead (revoked, expired or already used): client credentials at once.
-      if (this.refreshToken === refreshToken) this.refreshToken = undefined;
-      this.logFailure(refreshed.grant, refreshed.error, 'falling back to client credentials');
-      if (this.stopped) return refreshed;
+  /**
+   * Runs one grant and applies its result: the one place the keeper's token set changes (a shared
+   * store's lease and compare-and-set wrap this). Never rejects.
+   */
+  private async runGrant(): Promise<void> {
+    const progress: { grant: GrantType } = { grant: 'client_credentials' };
+    let outcome: Outcome;
+    let adopted: { tokenSet: SharedTokenSet; generation: number } | undefined;
+    let sharedRefresh: { refreshToken: string | undefined } | undefined;
+    const rejectedToken = this.rejectedToken;
+    this.rejectedToken = undefined;
+    try {
+      if (this.coordinator === undefined) {
+        outcome = await this.obtain(progress, { kind: 'local' });
+      } else {
+        const held =
+          this.current === undefined ? undefined : { accessToken: this.current.accessToken };
+        const result = await this.coordinator.obtain({ held, rejectedToken }, (source) =>
+          this.obtain(progress, source),
+        );
+        if (result.kind === 'adopted') {
+          adopted = result;
+          outcome = { ok: false, grant: progress.grant, error: undefined };
+        } else if (result.kind === 'lease-lost') {
+          outcome = { ok: false, grant: progress.grant, error: result.error };
+        } else {
+          outcome = result.outcome;
+          if (result.shared) sharedRefresh = { refreshToken: result.refreshToken };
+        }
+      }
+    } catch (error) {
+      // obtain() does not throw; if it ever does, report the grant that was running.
+      outcome = { ok: false, grant: progress.grant, error };
     }
+    this.inflight = undefined;
+    if (this.stopped) return;
+    try {
+      if (adopted !== undefined) this.onAdopted(adopted.tokenSet, adopted.generation);
+      else if (outcome.ok) {
+        this.onSuccess(outcome);
+        // Under the lease the newest refresh token is the fleet's, resolved by the coordinator.
+        if (sharedRefresh !== undefined) this.refreshToken = sharedRefresh.refreshToken;
+      } else this.onFailure(outcome);
+    } catch (error) {
+      // Applying a result does not throw either; if it does, keep the keeper alive and retrying.
+      if (!this.stopped) this.onFailure({ ok: false, grant: outcome.grant, error });
+    }
+  }
+
+  /**
+   * Refresh grant while a refresh token is held, else (or once it is rejected) client credentials.
+   * `progress.grant` names the grant running, for a failure nobody anticipated.
+   */
+  private async obtain(progress: { grant: GrantType }, source: RefreshSource): Promise<Outcome> {
+    // A store fallback can come back after stop(): no token request from a stopped keeper.
+    if (this.stopped) {
+      return { ok: false, grant: progress.grant, error: new TokenUnavailableError('stopped', 1) };
+    }
+    // The fleet's refresh token while this process holds the store's lease; its own otherwise.
+    const refreshToken = source.kind === 'shared' ? source.refreshToken : this.refreshToken;
+    if (refreshToken !== undefined) {
+      progress.grant = 'refresh_token';
+      const refreshed = await this.call({ grant: 'refresh_token', refreshToken });
+      if (refreshed.ok || !isRejectedGrant(refreshed.error)) return refreshed;
+      // The refresh token is dead (revoked, expired or already used): client credentials at once,
+      // unless the rate ceiling forbids a second request now (then the retry uses them).
+      if (this.refreshToken === refreshToken) this.refreshToken = undefined;
+      const now = this.clock.now();
+      if (this.stopped || this.ceiling.nextFreeAt(now) > now) return refreshed;
+      this.logFailure(refreshed.grant, refreshed.error, 'falling back to client credentials');
+    }
+    progress.grant = 'client_credentials';
     let credentials: ClientCredentials;
     try {
       credentials = await this.readCredentials();
     } catch (error) {
       return { ok: false, grant: 'client_credentials', error: new CredentialsReadError(error) };
     }
-    this.noteCredentials(credentials);
     return this.call({ grant: 'client_credentials', credentials });
   }
 
-  /** One token endpoint call, with its metrics. Never rejects. */
+  /** One token endpoint call, counted against the rate ceiling, with its metrics. Never rejects. */
   private async call(request: GrantRequest): Promise<Outcome> {
     const grant = request.grant;
     // expiresAt counts from the moment the request was sent, not from when the answer arrived.
     const sentAt = this.clock.now();
+    this.ceiling.record(sentAt);
+    let outcome: Outcome;
     try {
       const tokenSet = await this.endpoint.requestToken(request);
-      this.metrics.tokenRequests.inc({ grant, outcome: 'success' });
-      return { ok: true, grant, tokenSet, sentAt };
+      outcome = { ok: true, grant, tokenSet, sentAt };
     } catch (error) {
-      this.metrics.tokenRequests.inc({ grant, outcome: isRejected(error) ? 'rejected' : 'error' });
-      return { ok: false, grant, error };
-    } finally {
-      this.metrics.tokenRequestDuration.observe({ grant }, (this.clock.now() - sentAt) / 1_000);
+      outcome = { ok: false, grant, error };
     }
-  }
-
-  private settle(outcome: Outcome): void {
-    this.inflight = undefined;
-    if (this.stopped) return;
-    if (outcome.ok) this.onSuccess(outcome);
-    else this.onFailure(outcome);
+    const result = outcome.ok ? 'success' : isRejectedGrant(outcome.error) ? 'rejected' : 'error';
+    this.metrics.tokenRequests.inc({ grant, outcome: result });
+    this.metrics.tokenRequestDuration.observe({ grant }, (this.clock.now() - sentAt) / 1_000);
+    return outcome;
   }
 
   private onSuccess({ grant, tokenSet, sentAt }: Extract<Outcome, { ok: true }>): void {
     const lifetimeSeconds = tokenSet.expiresInSeconds;
-    this.current = {
-      accessToken: tokenSet.accessToken,
-      sentAt,
-      expiresAt: sentAt + lifetimeSeconds * 1_000,
-      lifetimeSeconds,
-    };
     // string: replace (refresh tokens may be single-use, so only the newest is kept);
     // null: the API's "about to expire" signal, drop it; absent: keep the held one (RFC 6749 §6).
     if (typeof tokenSet.refreshToken === 'string') this.refreshToken = tokenSet.refreshToken;
     else if (tokenSet.refreshToken === null) this.refreshToken = undefined;
-    this.latest = {
-      grant,
-      expiresInSeconds: lifetimeSeconds,
-      refreshTokenReceived: typeof tokenSet.refreshToken === 'string',
-    };
-    this.consecutiveFailures = 0;
-    this.notBefore = 0;
-
-    const now = this.clock.now();
-    const renewAt = Math.max(
-      renewalTime(sentAt, lifetimeSeconds, this.settings, this.random()),
-      now + MIN_RENEWAL_DELAY_MS,
-    );
-    this.schedule(renewAt, 'renewal');
+    const renewAt = this.hold(tokenSet.accessToken, sentAt, lifetimeSeconds, grant);
 
     if (tokenSet.lifetimeDefaulted) {
       this.log.warn(
@@ -374,9 +431,67 @@ export class TokenKeeper {
       'access token obtained',
     );
 
+    this.wakeWaiters();
+  }
+
+  /**
+   * A token set another process obtained, taken from the shared store (no grant). Its renewal is
+   * scheduled from the shared entry (jitter included), and its refresh token stays in the store:
+   * only a lease holder uses it.
+   */
+  private onAdopted(set: SharedTokenSet, generation: number): void {
+    this.refreshToken = undefined;
+    const renewAt = this.hold(set.accessToken, set.sentAt, set.lifetimeSeconds, set.grant);
+    this.metrics.tokenAdopted?.inc();
+    this.log.info(
+      {
+        event: 'token',
+        grant: set.grant,
+        outcome: 'adopted',
+        generation,
+        lifetimeSeconds: set.lifetimeSeconds,
+        nextRenewalAt: iso(renewAt),
+      },
+      'access token adopted from the shared store',
+    );
+    this.wakeWaiters();
+  }
+
+  /** Make `accessToken` the current token and schedule its renewal; returns the renewal time. */
+  private hold(
+    accessToken: string,
+    sentAt: number,
+    lifetimeSeconds: number,
+    grant: GrantType,
+  ): number {
+    this.current = {
+      accessToken,
+      sentAt,
+      expiresAt: sentAt + lifetimeSeconds * 1_000,
+      lifetimeSeconds,
+    };
+    this.lastGrant = grant;
+    this.consecutiveFailures = 0;
+    this.notBefore = 0;
+    const now = this.clock.now();
+    const renewAt = Math.max(
+      renewalTime(sentAt, lifetimeSeconds, this.settings, this.random()),
+      now + MIN_RENEWAL_DELAY_MS,
+    );
+    this.schedule(renewAt, 'renewal');
+    return renewAt;
+  }
+
+  /**
+   * A token already past its expiresAt (expiresIn: 0, or a slow answer) is never handed out:
+   * waiters keep waiting for the next one or their waitMs.
+   */
+  private wakeWaiters(): void {
+    const valid = this.validToken();
+    if (valid === undefined) return;
     for (const waiter of this.waiters) {
       this.settleWaiter(waiter);
-      waiter.resolve(tokenSet.accessToken);
+      waiter.resolve(valid);
     }
     for (const waiter of this.readyWaiters.splice(0)) waiter.resolve();
   }
@@ -387,42 +502,40 @@ export class TokenKeeper {
     const retryAfterMs = error instanceof TokenEndpointError ? error.retryAfterMs : undefined;
     const now = this.clock.now();
     this.notBefore = now + backoffDelayMs(this.consecutiveFailures, this.random(), retryAfterMs);
-    this.schedule(this.notBefore, 'retry');
-    this.lastError = { kind: errorKind(error), message: errorMessage(error), at: iso(now) };
-    this.logFailure(grant, error, `retrying at ${iso(this.notBefore)}`);
+    const retryAt = this.earliestAttemptAt(now);
+    this.schedule(retryAt, 'retry');
+    this.lastError = { kind: errorKind(error), message: errorText(error), at: iso(now) };
+    this.logFailure(grant, error, `retrying at ${iso(retryAt)}`);
     // Waiters keep waiting: the retry may land within their waitMs.
   }
 
   private schedule(at: number, reason: AttemptReason): void {
     this.clearTimer();
     this.nextAttemptAt = at;
-    this.timer = this.clock.setTimeout(
+    this.timer = setLongTimeout(
+      this.clock,
       () => {
         this.timer = undefined;
         this.attempt(reason);
       },
-      Math.max(0, at - this.clock.now()),
+      at - this.clock.now(),
     );
-    unref(this.timer);
   }
 
   private clearTimer(): void {
-    if (this.timer === undefined) return;
-    this.clock.clearTimeout(this.timer);
+    this.timer?.cancel();
     this.timer = undefined;
   }
 
   private settleWaiter(waiter: Waiter): void {
-    if (waiter.timer !== undefined) this.clock.clearTimeout(waiter.timer);
+    waiter.timer?.cancel();
     this.waiters.delete(waiter);
   }
 
   private unavailable(): TokenUnavailableError {
     const now = this.clock.now();
-    const retryAfter =
-      this.inflight === undefined && this.nextAttemptAt !== undefined
-        ? secondsUntil(this.nextAttemptAt, now)
-        : 1;
+    const nextAt = this.inflight === undefined ? this.nextAttemptAt : undefined;
+    const retryAfter = nextAt === undefined ? 1 : secondsUntil(nextAt, now);
     const reason =
       this.lastError === null
         ? 'no token yet'
@@ -433,62 +546,29 @@ export class TokenKeeper {
     );
   }
 
-  /** Logs when the credentials change (a rotated secret picked up), by non-secret fingerprint. */
-  private noteCredentials(credentials: ClientCredentials): void {
-    const fingerprint = credentialsFingerprint(credentials);
-    const previous = this.credentialsFingerprint;
-    if (previous !== undefined && fingerprint !== previous) {
-      this.log.info(
-        { event: 'credentials', clientId: credentials.clientId, previous, current: fingerprint },
-        'client credentials changed; using the new ones',
-      );
-    }
-    this.credentialsFingerprint = fingerprint;
-  }
-
   private logFailure(grant: GrantType, error: unknown, next: string): void {
     const fields = {
       event: 'token',
       grant,
-      outcome: isRejected(error) ? 'rejected' : 'error',
+      outcome: isRejectedGrant(error) ? 'rejected' : 'error',
       errorKind: errorKind(error),
-      error: errorMessage(error),
+      error: errorText(error),
       status: error instanceof TokenEndpointError ? error.status : undefined,
       oauthError: error instanceof TokenEndpointError ? error.oauthError : undefined,
       consecutiveFailures: this.consecutiveFailures,
-      tokenValid: this.isReady(),
+      tokenValid: this.validToken() !== undefined,
     };
     this.log.warn(fields, `token request failed; ${next}`);
   }
 }
 
-/** The credentials reader threw (missing file, unreadable CSV): retried like a transient error. */
-class CredentialsReadError extends Error {
-  constructor(cause: unknown) {
-    super(`could not read the client credentials: ${errorMessage(cause)}`, { cause });
-    this.name = 'CredentialsReadError';
-  }
-}
-
-function isRejected(error: unknown): boolean {
-  return error instanceof TokenEndpointError && error.kind === 'rejected';
-}
-
 function errorKind(error: unknown): KeeperErrorKind {
   if (error instanceof TokenEndpointError) return error.kind;
   if (error instanceof CredentialsReadError) return 'credentials';
+  if (error instanceof LeaseWaitError) return 'lease';
   return 'internal';
-}
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 function iso(ms: number): string {
   return new Date(ms).toISOString();
-}
-
-/** Keeper timers never keep the process alive on their own. */
-function unref(handle: TimerHandle | undefined): void {
-  handle?.unref?.();
 }

@@ -15,6 +15,11 @@ export const FORCED_RENEWAL_INTERVAL_MS = 5_000;
  * make the keeper spin.
  */
 export const MIN_RENEWAL_DELAY_MS = 1_000;
+/** Longest wait a token endpoint's `Retry-After` can impose (a year-long one would stall the keeper). */
+export const MAX_RETRY_AFTER_MS = 3_600_000;
+/** The rate ceiling: at most this many token requests in any {@link TOKEN_REQUEST_WINDOW_MS}. */
+export const TOKEN_REQUEST_CEILING = 10;
+export const TOKEN_REQUEST_WINDOW_MS = 10_000;
 
 export interface RenewalSettings {
   refreshMarginSeconds: number;
@@ -48,7 +53,8 @@ export function renewalTime(
 
 /**
  * Delay before retrying after the `failures`-th consecutive failure (1 for the first): full jitter,
- * `random × min(cap, base × 2^(failures-1))`, and never less than the server's `Retry-After`.
+ * `random × min(cap, base × 2^(failures-1))`, and never less than the server's `Retry-After`
+ * (itself capped at {@link MAX_RETRY_AFTER_MS}).
  */
 export function backoffDelayMs(
   failures: number,
@@ -58,7 +64,32 @@ export function backoffDelayMs(
   const exponent = Math.max(0, failures - 1);
   // 2^6 already exceeds the cap; bounding the exponent keeps the arithmetic finite.
   const ceiling = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** Math.min(exponent, 30));
-  return Math.max(random * ceiling, retryAfterMs ?? 0);
+  return Math.max(random * ceiling, Math.min(retryAfterMs ?? 0, MAX_RETRY_AFTER_MS));
+}
+
+/**
+ * The rate ceiling on token requests (DESIGN.md: at most 10 in any 10-second window, whatever the
+ * endpoint answers). Every request is recorded; `nextFreeAt` says when the next one may be sent.
+ */
+export class RequestCeiling {
+  /** Send times of the most recent requests, oldest first; never more than `limit`. */
+  private readonly sent: number[] = [];
+
+  constructor(
+    private readonly limit = TOKEN_REQUEST_CEILING,
+    private readonly windowMs = TOKEN_REQUEST_WINDOW_MS,
+  ) {}
+
+  record(now: number): void {
+    this.sent.push(now);
+    if (this.sent.length > this.limit) this.sent.shift();
+  }
+
+  /** `now` when a request may be sent now, else when the oldest in the window leaves it. */
+  nextFreeAt(now: number): number {
+    if (this.sent.length < this.limit) return now;
+    return Math.max(now, (this.sent[0] as number) + this.windowMs);
+  }
 }
 
 /** Whole seconds until `at`, at least 1: the `Retry-After` a waiting caller is given. */

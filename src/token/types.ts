@@ -1,11 +1,10 @@
 /** Types shared by the token endpoint client and the keeper. camelCase inside, whatever the wire said. */
+import type { ClientCredentials } from '../config/types.js';
 
 export type GrantType = 'client_credentials' | 'refresh_token';
 
-export interface ClientCredentials {
-  clientId: string;
-  clientSecret: string;
-}
+// The credential types belong to config/ (which reads them); re-exported for token/'s own modules.
+export type { ClientCredentials, CredentialsReader } from '../config/types.js';
 
 /** A validated token endpoint answer (STYLE.md 1: the checker returns this). */
 export interface TokenSet {
@@ -22,9 +21,6 @@ export interface TokenSet {
    */
   refreshToken: string | null | undefined;
 }
-
-/** Reads the client credentials; called before every client-credentials grant so rotations apply. */
-export type CredentialsReader = () => Promise<ClientCredentials>;
 
 /** One grant request, as the keeper asks for it. */
 export type GrantRequest =

@@ -1,0 +1,189 @@
+/**
+ * End-to-end: the token keeper's limits (DESIGN.md "Token keeper semantics") in the real
+ * `oauth-sidecar` process against a stand-in token endpoint that misbehaves: lifetimes past Node's
+ * timer maximum, `expiresIn: 0`, an access token with CR/LF, and a client-secret file replaced by a
+ * FIFO. Whatever it answers, at most 10 token requests in any 10 s, and serving again once fixed.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startStandin, type Standin } from '../src/standin/index.js';
+import {
+  startSidecarProcess,
+  waitFor,
+  waitReady,
+  writeTemp,
+  type SidecarProcess,
+} from './helpers/sidecar-process.js';
+import { busiestWindow } from './helpers/windows.js';
+
+const SECRET = 'limits-secret';
+let standin: Standin;
+let caFile: string;
+let sidecar: SidecarProcess | undefined;
+
+beforeAll(async () => {
+  standin = await startStandin({ clientId: 'limits-client', clientSecret: SECRET });
+  caFile = writeTemp('ca.pem', standin.caCert);
+});
+afterEach(async () => {
+  await sidecar?.stop('SIGKILL');
+  sidecar = undefined;
+  standin.clearTokenFaults();
+  standin.setTokenLifetime(1799);
+});
+afterAll(async () => {
+  await standin.close();
+});
+
+function env(extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    UPSTREAM_BASE_URL: standin.url,
+    UPSTREAM_CA_FILE: caFile,
+    CLIENT_ID: 'limits-client',
+    CLIENT_SECRET: SECRET,
+    TOKEN_WAIT_MS: '300',
+    ...extra,
+  };
+}
+
+/** Token requests the stand-in received since `since` (ms since the epoch). */
+const tokenRequestsSince = (since: number) => standin.tokenRequests.filter((r) => r.at >= since);
+
+/** The most token requests in any 10-second window since `since`. */
+const busiestSince = (since: number): number =>
+  busiestWindow(tokenRequestsSince(since).map((r) => r.at));
+
+async function proxied(): Promise<{ status: number; code?: string; retryAfter?: string }> {
+  const res = await request(`${sidecar!.proxyUrl}/v1.0/contracts/`);
+  const body = (await res.body.json()) as { errors?: { code: string }[] };
+  const retryAfter = res.headers['retry-after'];
+  return {
+    status: res.statusCode,
+    ...(body.errors?.[0] && { code: body.errors[0].code }),
+    ...(typeof retryAfter === 'string' && { retryAfter }),
+  };
+}
+
+async function status(): Promise<{
+  token: { lastError: { kind: string; message: string } | null; requestInFlight: boolean };
+}> {
+  const res = await request(`${sidecar!.adminUrl}/status`);
+  return (await res.body.json()) as Awaited<ReturnType<typeof status>>;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('token keeper limits, end to end', () => {
+  it('a 40-day lifetime: one token request, no timer overflow (was ~400 calls a second)', async () => {
+    standin.setTokenLifetime(40 * 86_400);
+    const since = Date.now();
+    sidecar = await startSidecarProcess(env());
+    await waitReady(sidecar);
+    await sleep(2000);
+    expect(tokenRequestsSince(since)).toHaveLength(1);
+    expect((await proxied()).status).toBe(200);
+    expect(sidecar.stderr.join('')).not.toContain('TimeoutOverflowWarning');
+  });
+
+  it('Retry-After: 3000000 on a 503: no timer overflow, one request', async () => {
+    standin.failTokenRequests(
+      { kind: 'status', status: 503, retryAfter: '3000000' },
+      Number.POSITIVE_INFINITY,
+    );
+    const since = Date.now();
+    sidecar = await startSidecarProcess(env());
+    await sleep(2000);
+    expect(tokenRequestsSince(since)).toHaveLength(1);
+    const answer = await proxied();
+    expect(answer).toMatchObject({ status: 503, code: 'token_unavailable' });
+    // Capped at 3600 s.
+    expect(Number(answer.retryAfter)).toBeLessThanOrEqual(3600);
+    expect(Number(answer.retryAfter)).toBeGreaterThan(3500);
+    expect(sidecar.stderr.join('')).not.toContain('TimeoutOverflowWarning');
+  });
+
+  it('expiresIn: 0: callers get 503 token_unavailable, no expired token goes upstream, ≤ 10 token requests per 10 s', async () => {
+    standin.setTokenLifetime(0);
+    const since = Date.now();
+    const apiBefore = standin.apiRequests.length;
+    sidecar = await startSidecarProcess(env());
+    const answers: Awaited<ReturnType<typeof proxied>>[] = [];
+    const until = Date.now() + 4000;
+    while (Date.now() < until) {
+      answers.push(...(await Promise.all(Array.from({ length: 10 }, () => proxied()))));
+    }
+    expect(answers.length).toBeGreaterThan(50);
+    for (const answer of answers) {
+      expect(answer).toMatchObject({ status: 503, code: 'token_unavailable' });
+      expect(Number(answer.retryAfter)).toBeGreaterThanOrEqual(1);
+    }
+    expect(standin.apiRequests.length).toBe(apiBefore);
+    expect(busiestSince(since)).toBeLessThanOrEqual(10);
+  });
+
+  it('an access token with CR/LF is a malformed answer: not ready, 503s, ≤ 10 per 10 s, serving within 15 s of the fix', async () => {
+    standin.failTokenRequests(
+      { kind: 'access-token', value: 'looks-fine\r\nX-Injected: 1' },
+      Number.POSITIVE_INFINITY,
+    );
+    const since = Date.now();
+    sidecar = await startSidecarProcess(env());
+    await waitFor(async () => (await status()).token.lastError !== null, 5000, 'a token error');
+    expect((await status()).token.lastError).toMatchObject({ kind: 'malformed' });
+    expect((await status()).token.lastError!.message).toContain('"accessToken"');
+    expect((await request(`${sidecar.adminUrl}/readyz`)).statusCode).toBe(503);
+    const answer = await proxied();
+    expect(answer).toMatchObject({ status: 503, code: 'token_unavailable' });
+    await sleep(3000);
+    expect(busiestSince(since)).toBeLessThanOrEqual(10);
+
+    standin.clearTokenFaults();
+    const fixedAt = Date.now();
+    await waitFor(async () => (await proxied()).status === 200, 15_000, 'serving again');
+    expect(Date.now() - fixedAt).toBeLessThan(15_000);
+    expect(sidecar.stdout.join('\n')).not.toContain('looks-fine');
+  });
+
+  it('a client-secret file replaced by a FIFO: a clear error, no hung request, serving again once the file is back', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'oauth-sidecar-fifo-'));
+    const idFile = join(dir, 'client-id');
+    const secretFile = join(dir, 'client-secret');
+    writeFileSync(idFile, 'limits-client\n');
+    writeFileSync(secretFile, `${SECRET}\n`);
+    const { CLIENT_ID: _id, CLIENT_SECRET: _secret, ...rest } = env();
+    sidecar = await startSidecarProcess({
+      ...rest,
+      CLIENT_ID_FILE: idFile,
+      CLIENT_SECRET_FILE: secretFile,
+    });
+    await waitReady(sidecar);
+
+    unlinkSync(secretFile);
+    execFileSync('mkfifo', [secretFile]);
+    // Everything the sidecar holds dies: the 401 forces a renewal, the refresh grant is rejected,
+    // and client credentials must be read from the FIFO.
+    standin.revokeAccessTokens();
+    standin.revokeRefreshTokens();
+    expect(await proxied()).toMatchObject({ status: 503, code: 'token_unavailable' });
+    await waitFor(
+      async () => (await status()).token.lastError?.kind === 'credentials',
+      5000,
+      'a credentials error',
+    );
+    const token = (await status()).token;
+    expect(token.lastError!.message).toContain('FIFO');
+    expect(token.requestInFlight).toBe(false);
+    expect((await request(`${sidecar.adminUrl}/healthz`)).statusCode).toBe(200);
+    expect(sidecar.stdout.join('\n')).toContain('FIFO');
+
+    unlinkSync(secretFile);
+    writeFileSync(secretFile, `${SECRET}\n`);
+    const fixedAt = Date.now();
+    await waitFor(async () => (await proxied()).status === 200, 15_000, 'serving again');
+    expect(Date.now() - fixedAt).toBeLessThan(15_000);
+  });
+});

@@ -1,0 +1,336 @@
+/**
+ * End-to-end: a fleet of real sidecar processes (dist/main.js) sharing one token through a real
+ * `redis-server`, in front of the stand-in over HTTPS (DESIGN.md "Shared token store"). Each
+ * scenario has its own Redis, stand-in and three processes, and the scenarios run concurrently to
+ * keep the suite's wall time down.
+ */
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestPki, startStandin, type Standin, type TestPki } from '../src/standin/index.js';
+import { startRedisServer, type RedisServer } from './helpers/redis-server.js';
+import {
+  startSidecarProcess,
+  waitFor,
+  waitReady,
+  writeTemp,
+  type SidecarProcess,
+} from './helpers/sidecar-process.js';
+
+const CLIENT_ID = 'fleet-client-5c1e';
+const SECRET = 'fleet-secret-9b2f71';
+
+let pki: TestPki;
+let caFile: string;
+const cleanups: (() => Promise<unknown>)[] = [];
+
+beforeAll(async () => {
+  pki = await createTestPki();
+  caFile = writeTemp('ca.pem', pki.caCert);
+});
+afterAll(async () => {
+  await Promise.allSettled(cleanups.splice(0).map((fn) => fn()));
+});
+
+interface Fleet {
+  redis: RedisServer;
+  standin: Standin;
+  sidecars: SidecarProcess[];
+}
+
+async function startFleet(
+  lifetimeSeconds: number,
+  env: Record<string, string> = {},
+  count = 3,
+): Promise<Fleet> {
+  const redis = await startRedisServer();
+  cleanups.push(() => redis.close());
+  const standin = await startStandin({
+    pki,
+    clientId: CLIENT_ID,
+    clientSecret: SECRET,
+    tokenLifetimeSeconds: lifetimeSeconds,
+  });
+  cleanups.push(() => standin.close());
+  const sidecars = await Promise.all(
+    Array.from({ length: count }, () =>
+      startSidecarProcess({
+        UPSTREAM_BASE_URL: standin.url,
+        UPSTREAM_CA_FILE: caFile,
+        CLIENT_ID,
+        CLIENT_SECRET: SECRET,
+        TOKEN_STORE_URL: redis.url,
+        TOKEN_REFRESH_MARGIN_SECONDS: '1',
+        ...env,
+      }),
+    ),
+  );
+  for (const sidecar of sidecars) cleanups.push(() => sidecar.stop('SIGKILL'));
+  await Promise.all(sidecars.map((s) => waitReady(s, 15_000)));
+  return { redis, standin, sidecars };
+}
+
+const issued = (standin: Standin): number =>
+  standin.tokenRequests.filter((r) => r.outcome === 'issued').length;
+
+/**
+ * Requests through every process, one every `everyMs` each, until `stop()`; statuses counted, and
+ * the first few failures kept (process, time, error code) for the assertion message.
+ */
+function drive(sidecars: SidecarProcess[], everyMs = 100) {
+  const statuses = new Map<number | string, number>();
+  const failures: string[] = [];
+  let running = true;
+  const loops = sidecars.map(async (sidecar, index) => {
+    while (running) {
+      const started = Date.now();
+      let key: number | string;
+      try {
+        const res = await request(`${sidecar.proxyUrl}/v1.0/contracts/`);
+        const body = await res.body.text();
+        key = res.statusCode;
+        if (key !== 200 && failures.length < 5) {
+          const at = new Date(started).toISOString();
+          failures.push(`process ${index} at ${at}: ${key} ${body.slice(0, 300)}`);
+        }
+      } catch (error) {
+        key = error instanceof Error ? error.message : String(error);
+      }
+      statuses.set(key, (statuses.get(key) ?? 0) + 1);
+      await new Promise((r) => setTimeout(r, Math.max(0, everyMs - (Date.now() - started))));
+    }
+  });
+  return {
+    statuses,
+    failures,
+    async stop() {
+      running = false;
+      await Promise.all(loops);
+      return Object.fromEntries(statuses);
+    },
+  };
+}
+
+async function metric(sidecar: SidecarProcess, name: string): Promise<number | undefined> {
+  const res = await request(`${sidecar.adminUrl}/metrics`);
+  const text = await res.body.text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return line === undefined ? undefined : Number(line.split(' ')[1]);
+}
+
+async function status(sidecar: SidecarProcess): Promise<{ store: Record<string, unknown> }> {
+  const res = await request(`${sidecar.adminUrl}/status`);
+  return (await res.body.json()) as { store: Record<string, unknown> };
+}
+
+/** The bearer each process sends now: one tagged request through each, read back at the stand-in. */
+async function tokensInUse(fleet: Fleet): Promise<string[]> {
+  const tags = await Promise.all(
+    fleet.sidecars.map(async (sidecar, i) => {
+      const tag = `probe-${i}-${Date.now()}`;
+      const res = await request(`${sidecar.proxyUrl}/v1.0/contracts/`, {
+        headers: { 'x-request-id': tag },
+      });
+      await res.body.dump();
+      expect(res.statusCode).toBe(200);
+      return tag;
+    }),
+  );
+  return tags.map(
+    (tag) =>
+      fleet.standin.apiRequests.find((r) => r.headers['x-request-id'] === tag)?.token ?? 'none',
+  );
+}
+
+/**
+ * Nothing in any Redis key or value is a token, the secret or the client id; no token or secret in
+ * any process's output either.
+ */
+async function expectNothingReadable(fleet: Fleet): Promise<void> {
+  const dump = await fleet.redis.dump();
+  expect(dump.size).toBeGreaterThan(0);
+  const secrets = [...fleet.standin.issuedTokens(), SECRET, CLIENT_ID];
+  for (const [key, value] of dump) {
+    for (const secret of secrets) {
+      expect(key).not.toContain(secret);
+      expect(value).not.toContain(secret);
+    }
+  }
+  const output = fleet.sidecars.flatMap((s) => [...s.stdout, ...s.stderr]).join('\n');
+  for (const secret of [...fleet.standin.issuedTokens(), SECRET]) {
+    expect(output).not.toContain(secret);
+  }
+}
+
+/**
+ * 6 s tokens renewed ~2.1 s before expiry (35 %): one grant per ~3.9 s for the fleet, with room for
+ * this VM's occasional 1.5 s stalls before a token runs out.
+ */
+const SIX_SECOND_TOKENS = { TOKEN_REFRESH_FRACTION: '0.35' };
+
+/** Each scenario runs up to ~45 s of real time (token lifetimes are the point); they run side by side. */
+const SCENARIO_TIMEOUT_MS = 90_000;
+
+describe.concurrent('a fleet of three sidecars sharing a token through Redis', () => {
+  it(
+    '6 s tokens, 30 s of requests: at most one grant per lifetime for the fleet, every request 200',
+    async () => {
+      const fleet = await startFleet(6, SIX_SECOND_TOKENS);
+      const load = drive(fleet.sidecars);
+      const grantsBefore = issued(fleet.standin);
+      const t0 = Date.now();
+      await waitFor(() => Date.now() - t0 >= 30_000, 40_000, '30 s of requests');
+      const statuses = await load.stop();
+      const grants = fleet.standin.tokenRequests.filter((r) => r.outcome === 'issued');
+
+      expect(Object.keys(statuses), load.failures.join('\n')).toEqual(['200']);
+      expect(grantsBefore).toBe(1); // start-up: one process granted, two adopted
+      expect(grants.length).toBeLessThanOrEqual(10);
+      // One grant per renewal: never two within a second of each other.
+      for (let i = 1; i < grants.length; i++) {
+        expect(grants[i]!.at - grants[i - 1]!.at).toBeGreaterThan(1_000);
+      }
+      // Every renewal after the first was shared: each grant reached the other two by adoption.
+      const adopted = await Promise.all(
+        fleet.sidecars.map((s) => metric(s, 'oauth_sidecar_token_adopted_total')),
+      );
+      expect(adopted.reduce((a, b) => a! + b!, 0)).toBeGreaterThanOrEqual(2 * (grants.length - 1));
+      for (const s of fleet.sidecars)
+        expect(await metric(s, 'oauth_sidecar_token_store_up')).toBe(1);
+      const tokens = await tokensInUse(fleet);
+      expect(new Set(tokens).size).toBe(1);
+      const st = await status(fleet.sidecars[0]!);
+      expect(st.store).toMatchObject({ url: fleet.redis.url, up: true, lastError: null });
+      expect(st.store.generation).toBeGreaterThanOrEqual(grants.length);
+      await expectNothingReadable(fleet);
+    },
+    SCENARIO_TIMEOUT_MS,
+  );
+
+  it(
+    'the lease holder SIGKILLed mid-renewal: another process renews within one lease TTL plus one backoff step, no failed request',
+    async () => {
+      // 30 s tokens renewed at half-life; token requests time out after 3 s, so the lease lives 5 s.
+      const fleet = await startFleet(30, {
+        TOKEN_TIMEOUT_MS: '3000',
+        TOKEN_REFRESH_FRACTION: '0.5',
+        LOG_LEVEL: 'debug',
+      });
+      const load = drive(fleet.sidecars);
+      const leaseLines = (s: SidecarProcess): number =>
+        s.stdout.filter((l) => l.includes('renewal lease taken')).length;
+      const before = fleet.sidecars.map(leaseLines);
+      // Token requests hang from now on, so the holder is surely mid-renewal when it is killed
+      // (whether or not its request has reached the endpoint yet); cleared right after the kill.
+      fleet.standin.failTokenRequests({ kind: 'delay', ms: 60_000 }, Infinity);
+      let holder: SidecarProcess | undefined;
+      await waitFor(
+        () => {
+          holder = fleet.sidecars.find((s, i) => leaseLines(s) > before[i]!);
+          return holder !== undefined;
+        },
+        25_000,
+        'a renewal lease to be taken',
+      );
+      const leaseTakenAt = Date.now();
+      const grantsBefore = issued(fleet.standin);
+      holder!.child.kill('SIGKILL');
+      await holder!.exited;
+      fleet.standin.clearTokenFaults();
+      const survivors = fleet.sidecars.filter((s) => s !== holder);
+      await waitFor(() => issued(fleet.standin) > grantsBefore, 15_000, 'a survivor to renew');
+      const renewedAfterMs = Date.now() - leaseTakenAt;
+      // Lease TTL (3 s + 2 s) plus the first backoff step (at most 1 s) plus polling slack.
+      expect(renewedAfterMs).toBeLessThan(5_000 + 1_000 + 1_000);
+      await waitFor(
+        async () => new Set(await tokensInUse({ ...fleet, sidecars: survivors })).size === 1,
+        10_000,
+        'the survivors to share the new token',
+      );
+      const statuses = await load.stop();
+      // Requests through the killed process fail at the socket; through the survivors, all 200.
+      const failures = Object.entries(statuses).filter(([k]) => k !== '200');
+      for (const [reason] of failures) expect(reason).not.toMatch(/^\d+$/);
+      expect(issued(fleet.standin) - grantsBefore).toBe(1);
+    },
+    SCENARIO_TIMEOUT_MS,
+  );
+
+  it(
+    'Redis stopped for 15 s then restarted: no failed request, token_store_up 0 then 1, one shared token again',
+    async () => {
+      const fleet = await startFleet(6, SIX_SECOND_TOKENS);
+      const load = drive(fleet.sidecars);
+      await fleet.redis.stop();
+      const downAt = Date.now();
+      await waitFor(
+        async () =>
+          (
+            await Promise.all(fleet.sidecars.map((s) => metric(s, 'oauth_sidecar_token_store_up')))
+          ).every((v) => v === 0),
+        5_000,
+        'token_store_up 0 on every process within 5 s',
+      );
+      const st = await status(fleet.sidecars[1]!);
+      expect(st.store).toMatchObject({ up: false, lastError: { message: expect.any(String) } });
+      await waitFor(() => Date.now() - downAt >= 15_000, 20_000, '15 s of outage');
+      await fleet.redis.start();
+      await waitFor(
+        async () =>
+          (
+            await Promise.all(fleet.sidecars.map((s) => metric(s, 'oauth_sidecar_token_store_up')))
+          ).every((v) => v === 1),
+        5_000,
+        'token_store_up 1 again',
+      );
+      const backAt = Date.now();
+      // Within two renewals (6 s tokens renewed about every 3.9 s) every process uses one token.
+      await waitFor(
+        async () => new Set(await tokensInUse(fleet)).size === 1,
+        2 * 6_000,
+        'one shared token again',
+      );
+      const convergedMs = Date.now() - backAt;
+      const statuses = await load.stop();
+      expect(Object.keys(statuses), load.failures.join('\n')).toEqual(['200']);
+      expect(convergedMs).toBeLessThan(12_000);
+    },
+    SCENARIO_TIMEOUT_MS,
+  );
+
+  it(
+    'an upstream 401 through one process: exactly one new grant for the fleet, the others adopt it',
+    async () => {
+      const fleet = await startFleet(600);
+      await waitFor(
+        async () => new Set(await tokensInUse(fleet)).size === 1,
+        10_000,
+        'one shared token',
+      );
+      const grantsBefore = issued(fleet.standin);
+      const adoptedBefore = await Promise.all(
+        fleet.sidecars.map((s) => metric(s, 'oauth_sidecar_token_adopted_total')),
+      );
+      fleet.standin.revokeAccessTokens();
+      const [first, ...others] = fleet.sidecars;
+      const res = await request(`${first!.proxyUrl}/v1.0/contracts/`);
+      await res.body.dump();
+      expect(res.statusCode).toBe(200); // replayed with the new token
+      expect(issued(fleet.standin) - grantsBefore).toBe(1);
+      // The others still send the revoked token once, get 401, find the newer one in the store.
+      for (const sidecar of others) {
+        const r = await request(`${sidecar.proxyUrl}/v1.0/contracts/`);
+        await r.body.dump();
+        expect(r.statusCode).toBe(200);
+      }
+      expect(issued(fleet.standin) - grantsBefore).toBe(1);
+      expect(new Set(await tokensInUse(fleet)).size).toBe(1);
+      const adoptedAfter = await Promise.all(
+        fleet.sidecars.map((s) => metric(s, 'oauth_sidecar_token_adopted_total')),
+      );
+      expect(adoptedAfter[1]! - adoptedBefore[1]!).toBe(1);
+      expect(adoptedAfter[2]! - adoptedBefore[2]!).toBe(1);
+      await expectNothingReadable(fleet);
+    },
+    SCENARIO_TIMEOUT_MS,
+  );
+});
