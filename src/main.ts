@@ -70,7 +70,7 @@ function tokenEndpointFor(config: Config, dispatcher: Dispatcher): TokenEndpoint
 }
 
 /**
- * The shared token store, when `token.store.url` is set (DESIGN.md "Shared token store"). The
+ * The shared token store, when `token.store.url` is set (docs/token-store.md). The
  * Redis client is loaded only then. Connecting happens in the background: until the store answers,
  * the keeper works as without one.
  */

@@ -1,5 +1,5 @@
 /**
- * DESIGN.md "Bounded work" against real servers: each limit driven to its edge, and each case of
+ * docs/design.md "Bounded work" against real servers: each limit driven to its edge, and each case of
  * issue 8's "Why" (every one of these failed on the main before it: verified once).
  */
 import { connect as connectH2, constants as h2 } from 'node:http2';

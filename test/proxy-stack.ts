@@ -108,7 +108,7 @@ export interface StackOptions {
   logLevel?: string;
 }
 
-/** The shipped defaults of the proxy limits (DESIGN.md "Configuration"). */
+/** The shipped defaults of the proxy limits (docs/configuration.md). */
 export const DEFAULT_LIMITS = {
   maxInFlight: 512,
   maxPipelined: 8,

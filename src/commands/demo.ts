@@ -1,5 +1,5 @@
 /**
- * `oauth-sidecar demo`: the embedded stand-in API and the sidecar in front of it (DESIGN.md
+ * `oauth-sidecar demo`: the embedded stand-in API and the sidecar in front of it (docs/reference.md
  * "Command line"). The stand-in and its certificate generator are loaded only here.
  */
 import type { Config } from '../config/types.js';

@@ -2,7 +2,7 @@
  * Answers written straight to a socket the HTTP layer gave up on: requests node's parser refused
  * (bad bytes, authority-form targets, oversized headers, header timeout) and CONNECT. Each ends
  * the connection, and the socket is released within 1 s even if the client never reads or closes
- * (DESIGN.md "Bounded work": the server is half-open-capable, so `end()` alone keeps the fd).
+ * (docs/design.md "Bounded work": the server is half-open-capable, so `end()` alone keeps the fd).
  */
 import type { Duplex } from 'node:stream';
 import { SidecarError } from '../errors.js';

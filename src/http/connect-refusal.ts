@@ -1,5 +1,5 @@
 /**
- * CONNECT is refused with 405 (DESIGN.md "Proxy semantics"): node delivers it only to a `connect`
+ * CONNECT is refused with 405 (docs/design.md "Proxy"): node delivers it only to a `connect`
  * listener (node:http drops the socket without one; node:http2 answers a bare 405).
  */
 import type { IncomingMessage, Server } from 'node:http';

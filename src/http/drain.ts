@@ -1,5 +1,5 @@
 /**
- * Graceful drain of the proxy listener (DESIGN.md "Command line"), and the one place that knows
+ * Graceful drain of the proxy listener (docs/reference.md "Command line"), and the one place that knows
  * whether it began: the request handler and readiness read `isDraining()` from here.
  */
 import type { Server } from 'node:http';

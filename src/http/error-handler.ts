@@ -18,7 +18,7 @@ export interface ErrorAnswer {
  */
 const CLOSES_CONNECTION: ReadonlySet<ProxyErrorCode> = new Set(['request_timeout']);
 
-/** The one mapping from an error to the HTTP answer the client sees (STYLE.md 4). */
+/** The one mapping from an error to the HTTP answer the client sees (docs/design.md "Practices" 4). */
 export function errorAnswer(error: unknown, requestId: string): ErrorAnswer {
   const headers: Record<string, string> = {
     'content-type': 'application/json; charset=utf-8',

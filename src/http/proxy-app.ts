@@ -14,7 +14,7 @@ export interface ProxyAppOptions {
 
 /**
  * The proxy listener's Hono app: one route, no middleware chain. The handler (proxy-handler.ts)
- * does every check and writes the answer straight into the node response (perf/ENGINE.md); a
+ * does every check and writes the answer straight into the node response (docs/engine-choice.md); a
  * middleware per concern cost a promise hop and a closure each per request (docs/benchmarks.md).
  * Needs the node bindings of `@hono/node-server` (`c.env.incoming`/`c.env.outgoing`).
  */

@@ -59,7 +59,7 @@ function refusal(
     );
   }
   if (hosts > 1) return new SidecarError('bad_request', 'more than one Host header');
-  // Judged on the raw target: a parsed URL is already normalised (DESIGN.md "Proxy semantics").
+  // Judged on the raw target: a parsed URL is already normalised (docs/design.md "Proxy").
   const verdict = checkRequestTarget(rawTarget, options.prefixes);
   if (!verdict.ok) return new SidecarError(verdict.code, verdict.reason);
   const method = req.method ?? '';

@@ -77,7 +77,7 @@ export const HTTP1_TIMEOUTS = {
   keepAliveTimeout: 65_000,
 } as const;
 
-/** RFC 9113 §5.1.2: the h2 streams one session may have open at once (DESIGN.md "Bounded work"). */
+/** RFC 9113 §5.1.2: the h2 streams one session may have open at once (docs/design.md "Bounded work"). */
 export const H2_MAX_CONCURRENT_STREAMS = 100;
 
 /** True once the node response started (the handler wrote it): Hono's answer must not be written. */

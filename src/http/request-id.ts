@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 
-/** DESIGN.md: an inbound id is kept only if it is 1–128 characters of `[A-Za-z0-9._-]`. */
+/** docs/design.md "Proxy": an inbound id is kept only if it is 1–128 characters of `[A-Za-z0-9._-]`. */
 const VALID_REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 
 export const REQUEST_ID_HEADER = 'x-request-id';

@@ -5,7 +5,7 @@ export interface LineSink {
   write(line: string): unknown;
 }
 
-/** What one proxied request's log line says (DESIGN.md "Logs"). */
+/** What one proxied request's log line says (docs/reference.md "Logs"). */
 export interface RequestLogFields {
   requestId: string;
   method: string;

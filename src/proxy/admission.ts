@@ -1,5 +1,5 @@
 /**
- * Admission limits (DESIGN.md "Bounded work"): how many proxied requests are in progress at once,
+ * Admission limits (docs/design.md "Bounded work"): how many proxied requests are in progress at once,
  * across the listener (`proxy.maxInFlight`) and per HTTP/1.1 connection (`proxy.maxPipelined`),
  * plus the header-field count (`proxy.maxHeaders`). Counting only: the server decides the answers.
  */

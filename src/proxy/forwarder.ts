@@ -1,7 +1,7 @@
 /**
  * The forwarder: a function from a client request to the upstream's answer written into the
- * client response (STYLE.md 5). undici `stream()` writes the upstream body straight into the node
- * response with backpressure (perf/ENGINE.md); errors before the upstream's headers become
+ * client response (docs/design.md "Practices" 5). undici `stream()` writes the upstream body straight into the node
+ * response with backpressure (docs/engine-choice.md); errors before the upstream's headers become
  * SidecarErrors for the one error handler, errors after them abort the client response.
  *
  * The path of one request, in order:
@@ -10,7 +10,7 @@
  *   3. the request body: none, buffered (replayable) or streamed  — `proxy.bodyTimeoutMs`
  *   4. the upstream exchange                                       — `upstream.timeoutMs`, `upstream.bodyTimeoutMs`
  *   5. stages' `upstreamAnswered` on the answer head               — STAGE HOOK 2
- *   6. a 401 on a still-current token: replay once (DESIGN.md "Token keeper semantics")
+ *   6. a 401 on a still-current token: replay once (docs/design.md "Token keeper")
  * Between the steps a client that left (h2 reset, closed socket) stops the request at once.
  */
 import type { IncomingHttpHeaders } from 'node:http';
@@ -228,7 +228,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     const started = clock.now();
 
     // undici's headersTimeout starts once the request is written; this one also covers the wait
-    // for a free connection under `upstream.maxConnections` (DESIGN.md: time to response headers).
+    // for a free connection under `upstream.maxConnections` (docs/configuration.md: time to response headers).
     const timer = clock.setTimeout(() => {
       abortedBy ??= 'timeout';
       controller.abort(
@@ -250,7 +250,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       observeDuration(label, (clock.now() - started) / 1000);
       countRequest(label, statusCode);
       if (statusCode === 401) {
-        // Always report the token: the keeper decides whether it is still current (DESIGN.md).
+        // Always report the token: the keeper decides whether it is still current (docs/design.md "Token keeper").
         const verdict = tokens.invalidate(token);
         replay = mayReplay && verdict !== 'keep';
         metrics.upstreamUnauthorized.inc({ replayed: String(replay) });

@@ -1,5 +1,5 @@
 /**
- * Header hygiene in both directions (DESIGN.md "Proxy semantics"). Pure functions on plain data,
+ * Header hygiene in both directions (docs/design.md "Proxy"). Pure functions on plain data,
  * so each rule is tested without a socket.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
@@ -16,12 +16,12 @@ const HOP_BY_HOP = new Set([
 
 /**
  * Dropped from requests on top of the hop-by-hop set, each for its own reason:
- * - authorization / proxy-authorization: the sidecar sets the only credential (DESIGN.md).
+ * - authorization / proxy-authorization: the sidecar sets the only credential (docs/design.md "Proxy").
  * - host: RFC 9110 §7.2, a proxy sends the upstream's authority.
  * - expect: the sidecar's node server already answered `100-continue` (RFC 9110 §10.1.1), and
  *   undici refuses to send it.
  * - forwarded / x-forwarded-* / via / x-real-ip: no topology of the pod leaks to the third party
- *   (DESIGN.md).
+ *   (docs/security.md).
  * - x-request-id: replaced by the validated or generated id.
  */
 const REQUEST_ONLY_DROPS = new Set([

@@ -49,7 +49,7 @@ export function createLogDestination(): DestinationStream & { flushSync(): void 
   return pino.destination({ dest: 1, sync: false });
 }
 
-/** The one logger factory: JSON lines with secrets redacted (DESIGN.md "Logs"). */
+/** The one logger factory: JSON lines with secrets redacted (docs/reference.md "Logs"). */
 export function createLogger(options: LoggerOptions): Logger {
   const config = {
     level: options.level,
