@@ -21,7 +21,7 @@ import {
   type ClientRequest,
   type PreparedBody,
 } from './request-body.js';
-import type { AccessTokenSource } from './types.js';
+import type { AccessTokenSource, AnswerTap, BodySink } from './types.js';
 
 export type { ClientRequest } from './request-body.js';
 export { createUpstreamDispatcher, type UpstreamDispatcherOptions } from './dispatcher.js';
@@ -48,6 +48,8 @@ export interface ForwarderOptions {
 
 export interface ForwardContext {
   requestId: string;
+  /** Set by the response cache (cache/caching-forwarder.ts) for paths under a cache rule. */
+  tap?: AnswerTap;
 }
 
 /** How one proxied exchange ended, for the request log. */
@@ -82,6 +84,35 @@ function discard(): Writable {
   return new Writable({
     write(_chunk, _encoding, callback) {
       callback();
+    },
+  });
+}
+
+/**
+ * The client response, with a copy of each chunk handed to `sink` on the way: the answer keeps
+ * streaming at the client's pace (backpressure passes through) while the cache captures it.
+ */
+function teeInto(res: ClientResponse, sink: BodySink): Writable {
+  // Both response kinds write alike; TypeScript cannot call the union's overloads.
+  const out = res as Pick<ServerResponse, 'write' | 'end' | 'once'>;
+  let settled = false;
+  return new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      sink.chunk(chunk);
+      if (out.write(chunk)) callback();
+      else out.once('drain', () => callback());
+    },
+    final(callback) {
+      settled = true;
+      sink.end();
+      out.end(() => callback());
+    },
+    destroy(err, callback) {
+      if (!settled) {
+        settled = true;
+        sink.abort();
+      }
+      callback(err);
     },
   });
 }
@@ -147,9 +178,11 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         metrics.upstreamUnauthorized.inc({ replayed: String(replay) });
         if (replay) return discard();
       }
-      res.writeHead(statusCode, clientResponseHeaders(headers, ctx.requestId));
+      const outHeaders = clientResponseHeaders(headers, ctx.requestId);
+      const sink = ctx.tap?.head(statusCode, outHeaders);
+      res.writeHead(statusCode, outHeaders);
       wrote = true;
-      return res;
+      return sink ? teeInto(res, sink) : res;
     };
 
     try {

@@ -25,6 +25,10 @@ export interface SidecarMetrics {
   upstreamUnauthorized: Counter<'replayed'>;
   proxyRejected: Counter<'code'>;
   requestsInFlight: Gauge;
+  /** Response cache lookups under a rule (DESIGN.md "Response cache"). */
+  cacheRequests: Counter<'result'>;
+  /** Bytes the response cache holds (bodies plus headers). */
+  cacheBytes: Gauge;
   /** Point the token gauges at their source (the keeper is built after the metrics). */
   bindTokenState(source: TokenGaugeSource): void;
 }
@@ -109,6 +113,17 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
     requestsInFlight: new Gauge({
       name: `${METRIC_PREFIX}requests_in_flight`,
       help: 'Proxied requests in progress.',
+      registers,
+    }),
+    cacheRequests: new Counter({
+      name: `${METRIC_PREFIX}cache_requests_total`,
+      help: 'Requests under a response cache rule, by result (hit, miss, bypass, coalesced).',
+      labelNames: ['result'] as const,
+      registers,
+    }),
+    cacheBytes: new Gauge({
+      name: `${METRIC_PREFIX}cache_bytes`,
+      help: 'Bytes held by the response cache (stored bodies plus headers).',
       registers,
     }),
     bindTokenState(source) {
