@@ -17,7 +17,8 @@ import { createAdminApp } from './http/admin-app.js';
 import { startAdminServer } from './http/admin-server.js';
 import { createProxyApp } from './http/proxy-app.js';
 import { startProxyServer } from './http/proxy-server.js';
-import { createForwarder } from './proxy/forwarder.js';
+import { createCachingForwarder, type ResponseCache } from './proxy/cache/caching-forwarder.js';
+import { createForwarder, type Forwarder } from './proxy/forwarder.js';
 import { createUpstreamDispatcher, trustContext } from './proxy/dispatcher.js';
 import { createLogger, type Logger } from './telemetry/logger.js';
 import { createMetrics } from './telemetry/metrics.js';
@@ -91,7 +92,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   metrics.bindTokenState(keeper);
 
   let draining = false;
-  const forwarder = createForwarder({
+  const plainForwarder = createForwarder({
     upstream: config.upstream.baseUrl,
     dispatcher: upstreamDispatcher,
     tokens: keeper,
@@ -100,6 +101,17 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
     logger: logger.child({ component: 'proxy' }),
     clock,
   });
+  // The response cache wraps the forwarder only when a rule names a prefix: off costs nothing.
+  const cache: ResponseCache | undefined =
+    config.cache.rules.length > 0
+      ? createCachingForwarder({
+          inner: plainForwarder,
+          settings: config.cache,
+          clock,
+          metrics,
+        })
+      : undefined;
+  const forwarder: Forwarder = cache ?? plainForwarder;
   const proxyApp = createProxyApp({
     prefixes: config.upstream.pathPrefixes,
     forwarder,
@@ -116,6 +128,8 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
       tokenReady: () => keeper.isReady(),
       isDraining: () => draining,
       tokenStatus: () => ({ ...keeper.status() }),
+      cacheStatus: () =>
+        cache ? { enabled: true, ...cache.stats() } : { enabled: false, entries: 0, bytes: 0 },
     },
   });
 

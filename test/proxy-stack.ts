@@ -6,7 +6,13 @@ import { systemClock } from '../src/clock.js';
 import type { SidecarError } from '../src/errors.js';
 import { createProxyApp } from '../src/http/proxy-app.js';
 import { startProxyServer, type ProxyServer } from '../src/http/proxy-server.js';
-import { createForwarder } from '../src/proxy/forwarder.js';
+import type { Clock } from '../src/clock.js';
+import {
+  createCachingForwarder,
+  type CacheSettings,
+  type ResponseCache,
+} from '../src/proxy/cache/caching-forwarder.js';
+import { createForwarder, type Forwarder } from '../src/proxy/forwarder.js';
 import { createUpstreamDispatcher } from '../src/proxy/dispatcher.js';
 import type { AccessTokenSource } from '../src/proxy/types.js';
 import type { Standin } from '../src/standin/index.js';
@@ -66,6 +72,8 @@ export interface Stack {
   logs: Record<string, unknown>[];
   draining: { value: boolean };
   dispatcher: Dispatcher;
+  /** The response cache, when `cache` was given. */
+  cache: ResponseCache | undefined;
   close(): Promise<void>;
 }
 
@@ -74,6 +82,10 @@ export interface StackOptions {
   timeoutMs?: number;
   http2?: boolean;
   upstreamHttp2?: boolean;
+  /** Put the response cache in front of the forwarder, as main.ts does when rules are set. */
+  cache?: CacheSettings;
+  /** The cache's clock (default: the system clock). */
+  cacheClock?: Pick<Clock, 'now'>;
 }
 
 export async function startStack(standin: Standin, options: StackOptions = {}): Promise<Stack> {
@@ -90,7 +102,7 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
     ca: standin.caCert,
     http2: options.upstreamHttp2 ?? false,
   });
-  const forwarder = createForwarder({
+  const plain = createForwarder({
     upstream: options.upstream ?? standin.url,
     dispatcher,
     tokens,
@@ -99,6 +111,15 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
     logger,
     clock: systemClock,
   });
+  const cache = options.cache
+    ? createCachingForwarder({
+        inner: plain,
+        settings: options.cache,
+        clock: options.cacheClock ?? systemClock,
+        metrics,
+      })
+    : undefined;
+  const forwarder: Forwarder = cache ?? plain;
   const draining = { value: false };
   const app = createProxyApp({
     prefixes: ['/v1.0/', '/beta/'],
@@ -126,6 +147,7 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
     logs,
     draining,
     dispatcher,
+    cache,
     async close() {
       await proxy.drain(1_000);
       await dispatcher.close();

@@ -9,6 +9,8 @@ export interface AdminState {
   isDraining(): boolean;
   /** JSON-safe token keeper state for /status. Never a token or a secret. */
   tokenStatus(): Record<string, unknown>;
+  /** Response cache entries and bytes for /status; absent: not shown. */
+  cacheStatus?(): Record<string, unknown>;
 }
 
 export interface AdminAppOptions {
@@ -52,6 +54,7 @@ export function createAdminApp(options: AdminAppOptions): Hono {
       ready: state.tokenReady() && !state.isDraining(),
       draining: state.isDraining(),
       token: state.tokenStatus(),
+      ...(state.cacheStatus ? { cache: state.cacheStatus() } : {}),
     }),
   );
 

@@ -8,6 +8,7 @@
  */
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Clock } from '../../clock.js';
+import type { CacheRule, Config } from '../../config/types.js';
 import type { SidecarMetrics } from '../../telemetry/metrics.js';
 import type {
   ClientRequest,
@@ -26,17 +27,8 @@ import {
   type StoredAnswer,
 } from './store.js';
 
-export interface CacheRule {
-  prefix: string;
-  ttlSeconds: number;
-}
-
-/** `Config['cache']`. */
-export interface CacheSettings {
-  rules: readonly CacheRule[];
-  maxBytes: number;
-  maxEntryBytes: number;
-}
+export type { CacheRule };
+export type CacheSettings = Config['cache'];
 
 export type CacheMetrics = Pick<SidecarMetrics, 'cacheRequests' | 'cacheBytes'>;
 
@@ -53,7 +45,14 @@ export interface CachingForwarderOptions {
 
 export interface ResponseCache extends Forwarder {
   /** For /status. */
-  stats(): { entries: number; bytes: number; maxBytes: number; rules: number };
+  stats(): {
+    entries: number;
+    bytes: number;
+    maxBytes: number;
+    rules: number;
+    /** Requests waiting for an identical one on its way upstream. */
+    waiting: number;
+  };
 }
 
 /** RFC 9211 cache identifier. */
@@ -318,7 +317,9 @@ export function createCachingForwarder(options: CachingForwarderOptions): Respon
       return forwardUnder(rule, path, req, res, ctx, false);
     },
     stats() {
-      return { ...store.stats(), rules: rules.length };
+      let waiting = 0;
+      for (const flight of flights.values()) waiting += flight.waiters;
+      return { ...store.stats(), rules: rules.length, waiting };
     },
   };
 }
