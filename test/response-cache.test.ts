@@ -4,12 +4,14 @@
  * is steered by the query string, so each test owns its URLs (the query is part of the key).
  */
 import { createHash } from 'node:crypto';
+import { connect as connectH2 } from 'node:http2';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TokenUnavailableError } from '../src/errors.js';
 import { createTestPki, startStandin, type Standin, type TestPki } from '../src/standin/index.js';
+import { startSidecarProcess, waitReady, writeTemp } from './helpers/sidecar-process.js';
 import { counterValue, startStack, type Stack } from './proxy-stack.js';
 
 interface OriginRequest {
@@ -382,5 +384,83 @@ describe('coalescing through the proxy', () => {
     await get(path, { 'cache-control': 'no-store' });
     const after = await Promise.all(['hit', 'miss', 'bypass'].map(metric));
     expect(after.map((v, i) => v - before[i]!)).toEqual([1, 1, 1]);
+  });
+});
+
+describe('response cache in a real sidecar process (main.ts wiring)', () => {
+  it('CACHE_RULES turns it on: a hit, /status entries and bytes, the metrics', async () => {
+    const caFile = writeTemp('ca.pem', standin.caCert);
+    const sidecar = await startSidecarProcess({
+      UPSTREAM_BASE_URL: standin.url,
+      UPSTREAM_CA_FILE: caFile,
+      CLIENT_ID: 'demo-client',
+      CLIENT_SECRET: 'demo-secret',
+      CACHE_RULES: '/v1.0/contracts/=60',
+    });
+    try {
+      await waitReady(sidecar);
+      const before = standin.apiRequests.length;
+      const first = await request(`${sidecar.proxyUrl}/v1.0/contracts/`);
+      const firstBody = await first.body.text();
+      const second = await request(`${sidecar.proxyUrl}/v1.0/contracts/`);
+      expect(await second.body.text()).toBe(firstBody);
+      expect(second.headers['cache-status']).toBe('oauth-sidecar; hit');
+      expect(standin.apiRequests.length - before).toBe(1);
+
+      const status = (await (await request(`${sidecar.adminUrl}/status`)).body.json()) as {
+        cache: { enabled: boolean; entries: number; bytes: number };
+      };
+      expect(status.cache).toMatchObject({ enabled: true, entries: 1 });
+      expect(status.cache.bytes).toBeGreaterThan(firstBody.length);
+      const metrics = await (await request(`${sidecar.adminUrl}/metrics`)).body.text();
+      expect(metrics).toMatch(/^oauth_sidecar_cache_requests_total\{result="hit"\} 1$/m);
+      expect(metrics).toMatch(/^oauth_sidecar_cache_requests_total\{result="miss"\} 1$/m);
+      expect(metrics).toMatch(new RegExp(`^oauth_sidecar_cache_bytes ${status.cache.bytes}$`, 'm'));
+    } finally {
+      await sidecar.stop();
+    }
+  });
+});
+
+describe('response cache over h2c', () => {
+  it('stores and serves through Http2ServerResponse, coalescing included', async () => {
+    const h2 = await startStack(standin, {
+      upstream: originUrl,
+      http2: true,
+      cache: {
+        rules: [{ prefix: '/v1.0/', ttlSeconds: 60 }],
+        maxBytes: 1 << 20,
+        maxEntryBytes: 1 << 16,
+      },
+    });
+    const session = connectH2(h2.url);
+    const get2 = (path: string) =>
+      new Promise<{ status: number; body: string; cacheStatus: string }>((resolve, reject) => {
+        const stream = session.request({ ':method': 'GET', ':path': path });
+        let status = 0;
+        let cacheStatus = '';
+        const chunks: Buffer[] = [];
+        stream.on('response', (headers) => {
+          status = Number(headers[':status']);
+          cacheStatus = String(headers['cache-status']);
+        });
+        stream.on('data', (c: Buffer) => chunks.push(c));
+        stream.on('end', () =>
+          resolve({ status, body: Buffer.concat(chunks).toString(), cacheStatus }),
+        );
+        stream.on('error', reject);
+      });
+    try {
+      const path = '/v1.0/h2/slow?delay=300&size=20000';
+      const first = await Promise.all([get2(path), get2(path), get2(path)]);
+      expect(first.map((a) => a.body.length)).toEqual([20000, 20000, 20000]);
+      expect(originSaw(path)).toBe(1);
+      const hit = await get2(path);
+      expect(hit).toMatchObject({ status: 200, cacheStatus: 'oauth-sidecar; hit' });
+      expect(hit.body).toBe(first[0]!.body);
+    } finally {
+      session.close();
+      await h2.close();
+    }
   });
 });
