@@ -457,7 +457,7 @@ describe('response cache over h2c', () => {
       expect(originSaw(path)).toBe(1);
       const hit = await get2(path);
       expect(hit).toMatchObject({ status: 200, cacheStatus: 'oauth-sidecar; hit' });
-      expect(hit.body).toBe(first[0]!.body);
+      expect(hit.body).toBe(first[0].body);
     } finally {
       session.close();
       await h2.close();
