@@ -9,7 +9,10 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Registry } from 'prom-client';
 import { TokenUnavailableError } from '../src/errors.js';
+import { createResponseCache, type ResponseCache } from '../src/proxy/cache/response-cache.js';
+import { createMetrics } from '../src/telemetry/metrics.js';
 import { createTestPki, startStandin, type Standin, type TestPki } from '../src/standin/index.js';
 import { startSidecarProcess, waitReady, writeTemp } from './helpers/sidecar-process.js';
 import { counterValue, startStack, type Stack } from './proxy-stack.js';
@@ -56,6 +59,7 @@ function startOrigin(): Promise<void> {
       const headers: Record<string, string> = {};
       if (q.get('cc')) headers['cache-control'] = q.get('cc')!;
       if (q.get('vary')) headers.vary = q.get('vary')!;
+      if (q.get('cs')) headers['cache-status'] = q.get('cs')!;
       const size = Number(q.get('size') ?? -1);
       const body =
         size >= 0
@@ -92,14 +96,15 @@ function startOrigin(): Promise<void> {
 }
 
 let stack: Stack;
+let cache: ResponseCache;
+const cacheMetrics = createMetrics({ registry: new Registry(), defaultMetrics: false });
 
 beforeAll(async () => {
   pki = await createTestPki();
   standin = await startStandin({ pki });
   await startOrigin();
-  stack = await startStack(standin, {
-    upstream: originUrl,
-    cache: {
+  cache = createResponseCache({
+    settings: {
       rules: [
         { prefix: '/v1.0/cached/', ttlSeconds: 60 },
         { prefix: '/v1.0/cached/short/', ttlSeconds: 3 },
@@ -107,8 +112,10 @@ beforeAll(async () => {
       maxBytes: TOTAL_LIMIT,
       maxEntryBytes: ENTRY_LIMIT,
     },
-    cacheClock,
+    clock: cacheClock,
+    metrics: cacheMetrics,
   });
+  stack = await startStack(standin, { upstream: originUrl, stages: [cache] });
 });
 
 afterAll(async () => {
@@ -140,7 +147,7 @@ function originSaw(path: string): number {
 }
 
 const metric = (result: string) =>
-  counterValue(stack.metrics, 'oauth_sidecar_cache_requests_total', { result });
+  counterValue(cacheMetrics, 'oauth_sidecar_cache_requests_total', { result });
 
 describe('response cache through the proxy', () => {
   it('a miss is fetched and stored, then served with Age and Cache-Status without upstream or token', async () => {
@@ -167,6 +174,16 @@ describe('response cache through the proxy', () => {
       stack.tokens.failure = undefined;
     }
     expect(originSaw(path)).toBe(1);
+  });
+
+  it("appends its Cache-Status member after the upstream's own", async () => {
+    const path = '/v1.0/cached/cs?cs=upstream-cache%3B%20hit';
+    const miss = await get(path);
+    expect(miss.headers['cache-status']).toBe(
+      'upstream-cache; hit, oauth-sidecar; fwd=uri-miss; stored',
+    );
+    const hit = await get(path);
+    expect(hit.headers['cache-status']).toBe('upstream-cache; hit, oauth-sidecar; hit');
   });
 
   it('HEAD is served from a stored GET answer', async () => {
@@ -325,12 +342,12 @@ describe('response cache through the proxy', () => {
     expect((await get(paths[0]!)).headers['cache-status']).toBe('oauth-sidecar; hit');
     await get(paths[4]!);
     await get(paths[5]!);
-    expect(stack.cache!.stats().bytes).toBeLessThanOrEqual(TOTAL_LIMIT);
+    expect(cache.stats().bytes).toBeLessThanOrEqual(TOTAL_LIMIT);
     expect((await get(paths[0]!)).headers['cache-status']).toBe('oauth-sidecar; hit');
     expect((await get(paths[5]!)).headers['cache-status']).toBe('oauth-sidecar; hit');
     expect((await get(paths[1]!)).headers['cache-status']).toMatch(/^oauth-sidecar; fwd=/);
-    const bytes = await stack.metrics.registry.getSingleMetric('oauth_sidecar_cache_bytes')?.get();
-    expect(bytes?.values[0]?.value).toBe(stack.cache!.stats().bytes);
+    const bytes = await cacheMetrics.registry.getSingleMetric('oauth_sidecar_cache_bytes')?.get();
+    expect(bytes?.values[0]?.value).toBe(cache.stats().bytes);
   });
 });
 
@@ -353,14 +370,14 @@ describe('coalescing through the proxy', () => {
     const controller = new AbortController();
     const leaving = get(path, { 'x-request-id': 'leaving-waiter' }, 'GET', controller.signal);
     const staying = get(path);
-    await expect.poll(() => stack.cache!.stats().waiting).toBe(2);
+    await expect.poll(() => cache.stats().waiting).toBe(2);
     controller.abort();
     await expect(leaving).rejects.toThrow();
     // Dropped at once: its request ends (499, nothing sent) while the leader is still waiting.
     await expect
       .poll(() => stack.logs.find((l) => l.requestId === 'leaving-waiter'))
       .toMatchObject({ status: 499 });
-    expect(stack.cache!.stats().waiting).toBe(1);
+    expect(cache.stats().waiting).toBe(1);
     expect(leaderDone).toBe(false);
     const [a, b] = await Promise.all([leader, staying]);
     expect(b.text).toBe(a.text);
@@ -424,15 +441,16 @@ describe('response cache in a real sidecar process (main.ts wiring)', () => {
 
 describe('response cache over h2c', () => {
   it('stores and serves through Http2ServerResponse, coalescing included', async () => {
-    const h2 = await startStack(standin, {
-      upstream: originUrl,
-      http2: true,
-      cache: {
+    const h2cache = createResponseCache({
+      clock: cacheClock,
+      metrics: createMetrics({ registry: new Registry(), defaultMetrics: false }),
+      settings: {
         rules: [{ prefix: '/v1.0/', ttlSeconds: 60 }],
         maxBytes: 1 << 20,
         maxEntryBytes: 1 << 16,
       },
     });
+    const h2 = await startStack(standin, { upstream: originUrl, http2: true, stages: [h2cache] });
     const session = connectH2(h2.url);
     const get2 = (path: string) =>
       new Promise<{ status: number; body: string; cacheStatus: string }>((resolve, reject) => {

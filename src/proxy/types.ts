@@ -1,5 +1,3 @@
-import type { OutgoingHttpHeaders } from 'node:http';
-
 /**
  * How the proxy sees the token keeper (DESIGN.md: `{ getAccessToken(), invalidate(token) }`).
  * The keeper satisfies it structurally; proxy/ never imports token/.
@@ -14,25 +12,4 @@ export interface AccessTokenSource {
    * `token_unavailable`.
    */
   invalidate(token: string): boolean;
-}
-
-/**
- * A look at an upstream answer on its way to the client (the response cache uses it). Absent on
- * the plain path, which then costs nothing.
- */
-export interface AnswerTap {
-  /**
-   * The answer's status and client-facing headers, just before they are written. May add to
-   * `headers`; returns a sink to receive a copy of the body, or undefined.
-   */
-  head(status: number, headers: OutgoingHttpHeaders): BodySink | undefined;
-}
-
-/** Receives the body of an answer while it streams to the client. */
-export interface BodySink {
-  chunk(data: Buffer): void;
-  /** The whole body arrived. */
-  end(): void;
-  /** The answer was cut short (upstream failure, client gone); called at most once, never after end. */
-  abort(): void;
 }

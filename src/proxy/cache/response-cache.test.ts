@@ -1,23 +1,19 @@
 /**
- * The cache's rules against a scripted inner forwarder that behaves like the real one (tap head,
- * writeHead, chunks through the sink, end), with hand-made requests and responses and fake timers.
+ * The cache stage's rules against a scripted forwarder that calls the hooks as the real one does,
+ * with hand-made requests and responses and fake timers.
  * test/response-cache.test.ts runs the same rules through the real proxy stack.
  */
 import { EventEmitter } from 'node:events';
-import type { OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { systemClock } from '../../clock.js';
 import { SidecarError } from '../../errors.js';
 import { createMetrics, type SidecarMetrics } from '../../telemetry/metrics.js';
-import type {
-  ClientRequest,
-  ClientResponse,
-  ForwardContext,
-  ForwardOutcome,
-  Forwarder,
-} from '../forwarder.js';
-import { createCachingForwarder, type CacheSettings } from './caching-forwarder.js';
+import type { ClientResponse, ForwardOutcome } from '../outcome.js';
+import type { ClientRequest } from '../request-body.js';
+import type { Exchange } from '../stages.js';
+import { createResponseCache, type CacheSettings, type ResponseCache } from './response-cache.js';
 
 class FakeResponse extends EventEmitter {
   status = 0;
@@ -40,9 +36,11 @@ class FakeResponse extends EventEmitter {
     this.chunks.push(chunk);
     return true;
   }
+  /** Like node's response: 'close' follows the end of the answer. */
   end(chunk?: Buffer): this {
     if (chunk) this.chunks.push(chunk);
     this.writableFinished = true;
+    queueMicrotask(() => this.emit('close'));
     return this;
   }
   /** The client goes away. */
@@ -55,10 +53,6 @@ class FakeResponse extends EventEmitter {
   }
 }
 
-function request(url: string, headers: Record<string, string> = {}, method = 'GET') {
-  return { url, method, headers } as unknown as ClientRequest;
-}
-
 interface Answer {
   status?: number;
   headers?: Record<string, string>;
@@ -66,34 +60,55 @@ interface Answer {
   chunks?: string[];
   /** Resolve to let the answer go (for coalescing tests). */
   gate?: Promise<void>;
-  /** Reject before any header: the forwarder's SidecarError. */
+  /** Reject before any header: the forwarder's SidecarError (the error handler answers 502). */
   fail?: SidecarError;
 }
 
-/** An inner forwarder that answers each call with the next scripted answer, as the real one writes. */
-function scripted(answers: Answer[]) {
-  const calls: { url: string; tap: boolean }[] = [];
-  const forwarder: Forwarder = {
-    async forward(req, res, ctx: ForwardContext): Promise<ForwardOutcome> {
-      calls.push({ url: req.url ?? '', tap: ctx.tap !== undefined });
-      const answer = answers.shift() ?? { chunks: ['default'] };
-      await answer.gate;
-      if (answer.fail) throw answer.fail;
-      const status = answer.status ?? 200;
-      const headers: OutgoingHttpHeaders = { ...answer.headers, 'x-request-id': ctx.requestId };
-      const sink = ctx.tap?.head(status, headers);
-      const out = res as unknown as FakeResponse;
-      out.writeHead(status, headers);
-      for (const chunk of answer.chunks ?? []) {
-        sink?.chunk(Buffer.from(chunk));
-        out.write(Buffer.from(chunk));
-      }
-      sink?.end();
-      out.end();
-      return { status, upstreamStatus: status, replayed: false, result: 'complete' };
-    },
-  };
-  return { forwarder, calls };
+/**
+ * The forwarder's side of the stage contract (proxy/stages.ts, forwarder.ts): beforeUpstream,
+ * then the next scripted upstream answer through upstreamAnswered, its tap and the response.
+ */
+function harness(cache: ResponseCache, answers: Answer[]) {
+  const calls: string[] = [];
+  let n = 0;
+  async function forward(
+    url: string,
+    headers: Record<string, string>,
+    method: string,
+    res: FakeResponse,
+  ): Promise<ForwardOutcome> {
+    const req = { url, method, headers } as unknown as ClientRequest;
+    const exchange: Exchange = {
+      req,
+      res: res as unknown as ClientResponse,
+      requestId: `r${++n}`,
+      method,
+      target: url,
+      clientGone: () => res.destroyed,
+    };
+    const served = await cache.beforeUpstream!(exchange);
+    if (served) return served;
+    calls.push(url);
+    const answer = answers.shift() ?? { chunks: ['default'] };
+    await answer.gate;
+    if (answer.fail) {
+      res.writeHead(502);
+      res.end();
+      throw answer.fail;
+    }
+    const status = answer.status ?? 200;
+    const upstream: IncomingHttpHeaders = { ...answer.headers };
+    const tap = cache.upstreamAnswered!(exchange, status, upstream);
+    res.writeHead(status, { ...upstream, 'x-request-id': exchange.requestId });
+    for (const chunk of answer.chunks ?? []) {
+      tap?.chunk(Buffer.from(chunk));
+      res.write(Buffer.from(chunk));
+    }
+    res.end();
+    tap?.end(true);
+    return { status, upstreamStatus: status, replayed: false, result: 'complete' };
+  }
+  return { calls, forward };
 }
 
 const SETTINGS: CacheSettings = {
@@ -105,25 +120,21 @@ const SETTINGS: CacheSettings = {
 let metrics: SidecarMetrics;
 
 function cacheWith(answers: Answer[], settings: Partial<CacheSettings> = {}, maxWaiters?: number) {
-  const inner = scripted(answers);
-  const cache = createCachingForwarder({
-    inner: inner.forwarder,
+  const cache = createResponseCache({
     settings: { ...SETTINGS, ...settings },
     clock: systemClock,
     metrics,
     maxWaiters,
   });
-  let n = 0;
+  const { calls, forward } = harness(cache, answers);
   const get = async (url: string, headers: Record<string, string> = {}, method = 'GET') => {
     const res = new FakeResponse();
-    const outcome = await cache.forward(
-      request(url, headers, method),
-      res as unknown as ClientResponse,
-      { requestId: `r${++n}` },
-    );
+    const outcome = await forward(url, headers, method, res);
     return { res, outcome };
   };
-  return { cache, calls: inner.calls, get };
+  /** A request whose response the test holds, to close it mid-way. */
+  const start = (url: string, res: FakeResponse) => forward(url, {}, 'GET', res);
+  return { cache, calls, get, start };
 }
 
 async function count(result: string): Promise<number> {
@@ -142,16 +153,14 @@ afterEach(() => {
 });
 
 describe('response cache', () => {
-  it('passes paths outside every rule straight through, without a tap or Cache-Status', async () => {
+  it('leaves paths outside every rule alone: no Cache-Status, nothing stored', async () => {
     const { calls, get } = cacheWith([{ chunks: ['a'] }, { chunks: ['b'] }]);
     const first = await get('/v1.0/other/');
     const second = await get('/v1.0/other/');
     expect(second.res.body).toBe('b');
     expect(first.res.headers['cache-status']).toBeUndefined();
-    expect(calls).toEqual([
-      { url: '/v1.0/other/', tap: false },
-      { url: '/v1.0/other/', tap: false },
-    ]);
+    expect(calls).toEqual(['/v1.0/other/', '/v1.0/other/']);
+    expect(await count('miss')).toBe(0);
   });
 
   it('stores a 200 GET and serves it with Age and Cache-Status; HEAD is served from it', async () => {
@@ -351,20 +360,29 @@ describe('coalescing', () => {
 
   it('a waiter whose client leaves is dropped at once', async () => {
     const g = gate();
-    const { cache, calls, get } = cacheWith([{ gate: g.promise, chunks: ['late'] }]);
+    const { calls, get, start } = cacheWith([{ gate: g.promise, chunks: ['late'] }]);
     const leader = get('/v1.0/contracts/');
     const leaving = new FakeResponse();
-    const pending = cache.forward(
-      request('/v1.0/contracts/'),
-      leaving as unknown as ClientResponse,
-      { requestId: 'w' },
-    );
+    const pending = start('/v1.0/contracts/', leaving);
     leaving.leave();
     await expect(pending).resolves.toMatchObject({ status: 499, result: 'client_closed' });
     expect(leaving.status).toBe(0);
     g.open();
     expect((await leader).res.body).toBe('late');
     expect(calls).toHaveLength(1);
+  });
+
+  it('when the leader fails before any header, or its client leaves, waiters wake at once', async () => {
+    const never = new Promise<void>(() => {});
+    const { calls, get, start } = cacheWith([{ gate: never }, { chunks: ['own'] }]);
+    const leaderRes = new FakeResponse();
+    void start('/v1.0/contracts/', leaderRes);
+    await vi.waitFor(() => expect(calls).toHaveLength(1));
+    const waiter = get('/v1.0/contracts/');
+    await Promise.resolve();
+    leaderRes.leave();
+    expect((await waiter).res.body).toBe('own');
+    expect(calls).toHaveLength(2);
   });
 
   it('at most maxWaiters wait; the next one goes upstream on its own', async () => {
