@@ -38,6 +38,16 @@ describe('response store', () => {
     expect(reported.at(-1)).toBe(store.stats().bytes);
   });
 
+  it('tells a URI with nothing stored from one stored for another Accept, after evictions too', () => {
+    const store = createResponseStore({ maxBytes: 1_500 });
+    store.put('/a?q\ntext/csv\n', '/a', answer('/a?q\ntext/csv\n', 'x'.repeat(600)));
+    expect(store.lookup('/a?q\n\n', '/a', {}, 0).kind).toBe('vary-miss');
+    expect(store.lookup('/a?r\n\n', '/a', {}, 0).kind).toBe('uri-miss');
+    store.put('/b\n\n', '/b', answer('/b\n\n', 'y'.repeat(600)));
+    store.put('/c\n\n', '/c', answer('/c\n\n', 'z'.repeat(600)));
+    expect(store.lookup('/a?q\n\n', '/a', {}, 0).kind).toBe('uri-miss');
+  });
+
   it('refuses an answer larger than the whole cache without keeping an index for it', () => {
     const store = createResponseStore({ maxBytes: 500 });
     store.put('/a\n\n', '/a', answer('/a\n\n', 'x'.repeat(600)));

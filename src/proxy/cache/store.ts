@@ -106,20 +106,40 @@ export function createResponseStore(
   limits: StoreLimits,
   onChange: (bytes: number) => void = () => {},
 ): ResponseStore {
-  // Primary keys per path, for invalidation without a scan of the whole cache.
+  // Primary keys per path, for invalidation without a scan of the whole cache; slots per path
+  // and query, to tell `uri-miss` from `vary-miss` without one either.
   const byPath = new Map<string, Set<string>>();
+  const slotsPerUri = new Map<string, number>();
   let variantCount = 0;
   let pending = 0;
+
+  const uriOf = (key: string) => key.slice(0, key.indexOf('\n'));
+
+  function unindex(key: string, path: string): void {
+    const keys = byPath.get(path);
+    if (!keys?.delete(key)) return;
+    if (keys.size === 0) byPath.delete(path);
+    const uri = uriOf(key);
+    const left = (slotsPerUri.get(uri) ?? 1) - 1;
+    if (left === 0) slotsPerUri.delete(uri);
+    else slotsPerUri.set(uri, left);
+  }
+
+  function index(key: string, path: string): void {
+    let keys = byPath.get(path);
+    if (!keys) byPath.set(path, (keys = new Set()));
+    if (keys.has(key)) return;
+    keys.add(key);
+    const uri = uriOf(key);
+    slotsPerUri.set(uri, (slotsPerUri.get(uri) ?? 0) + 1);
+  }
 
   const lru = new LRUCache<string, Slot>({
     maxSize: limits.maxBytes,
     sizeCalculation: (slot) => slot.size,
     dispose: (slot, key, reason) => {
       variantCount -= slot.variants.length;
-      if (reason === 'set') return;
-      const keys = byPath.get(slot.path);
-      keys?.delete(key);
-      if (keys?.size === 0) byPath.delete(slot.path);
+      if (reason !== 'set') unindex(key, slot.path);
     },
   });
 
@@ -129,15 +149,12 @@ export function createResponseStore(
     } else {
       const size = variants.reduce((sum, v) => sum + v.size, 0);
       lru.set(key, { path, variants, size });
-      let keys = byPath.get(path);
       if (lru.has(key)) {
         variantCount += variants.length;
-        if (!keys) byPath.set(path, (keys = new Set()));
-        keys.add(key);
-      } else if (keys) {
+        index(key, path);
+      } else {
         // lru-cache refuses a slot larger than the whole cache and drops the old one (reason 'set').
-        keys.delete(key);
-        if (keys.size === 0) byPath.delete(path);
+        unindex(key, path);
       }
     }
     onChange(lru.calculatedSize);
@@ -146,13 +163,7 @@ export function createResponseStore(
   return {
     lookup(key, path, headers, now) {
       const slot = lru.get(key);
-      if (!slot) {
-        const uri = key.slice(0, key.indexOf('\n') + 1);
-        for (const other of byPath.get(path) ?? []) {
-          if (other.startsWith(uri)) return { kind: 'vary-miss' };
-        }
-        return { kind: 'uri-miss' };
-      }
+      if (!slot) return slotsPerUri.has(uriOf(key)) ? { kind: 'vary-miss' } : { kind: 'uri-miss' };
       const answer = slot.variants.find((v) => matches(v, headers));
       if (!answer) return { kind: 'vary-miss' };
       if (answer.expiresAt > now) return { kind: 'hit', answer };
