@@ -389,6 +389,10 @@ describe('coalescing through the proxy', () => {
     const all = await Promise.all(Array.from({ length: 4 }, () => get(path)));
     const statuses = all.map((a) => a.status).sort();
     expect(statuses).toEqual([200, 200, 200, 502]);
+    // The sidecar's own error answer under a rule carries Cache-Status too.
+    expect(all.find((a) => a.status === 502)!.headers['cache-status']).toBe(
+      'oauth-sidecar; fwd=uri-miss',
+    );
     // The leader's failed request, then one each for the three waiters.
     expect(originSaw(path)).toBe(4);
   });
