@@ -27,7 +27,30 @@ export class StandinTokens implements AccessTokenSource {
     this.agent = new Agent({ connect: { ca: standin.caCert } });
   }
 
+  /** While set, getAccessToken waits for it (a token request in flight, as seen by callers). */
+  held: Promise<void> | undefined;
+  /** Calls that are waiting on `held` right now. */
+  waiting = 0;
+
+  /** Make getAccessToken wait until the returned function is called. */
+  hold(): () => void {
+    let release!: () => void;
+    this.held = new Promise((resolve) => (release = resolve));
+    return () => {
+      this.held = undefined;
+      release();
+    };
+  }
+
   async getAccessToken(): Promise<string> {
+    if (this.held) {
+      this.waiting += 1;
+      try {
+        await this.held;
+      } finally {
+        this.waiting -= 1;
+      }
+    }
     if (this.failure) throw this.failure;
     this.current ??= await this.fetchToken();
     return this.current;

@@ -215,7 +215,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       );
     }, timeoutMs);
     const onClientClose = () => {
-      if (res.writableFinished) return;
+      // Finished, or destroyed by undici with the upstream's error: not the client's doing.
+      if (res.writableFinished || (res as { errored?: unknown }).errored) return;
       abortedBy ??= 'client';
       controller.abort(new ClientGoneError());
     };
