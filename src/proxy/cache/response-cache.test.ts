@@ -62,6 +62,8 @@ interface Answer {
   gate?: Promise<void>;
   /** Reject before any header: the forwarder's SidecarError (the error handler answers 502). */
   fail?: SidecarError;
+  /** The response's 'close' comes before the tap's end (an order the cache must not depend on). */
+  closeFirst?: boolean;
 }
 
 /**
@@ -105,6 +107,11 @@ function harness(cache: ResponseCache, answers: Answer[]) {
       res.write(Buffer.from(chunk));
     }
     res.end();
+    if (answer.closeFirst) {
+      res.emit('close');
+      // Let everything woken by 'close' run before the capture ends.
+      for (let i = 0; i < 20; i++) await Promise.resolve();
+    }
     tap?.end(true);
     return { status, upstreamStatus: status, replayed: false, result: 'complete' };
   }
@@ -340,6 +347,17 @@ describe('coalescing', () => {
     expect(calls).toHaveLength(1);
     expect(await count('coalesced')).toBe(19);
     expect(await count('miss')).toBe(1);
+  });
+
+  it("waiters are served from the leader's answer whatever the order of close and capture end", async () => {
+    const g = gate();
+    const { calls, get } = cacheWith([{ gate: g.promise, chunks: ['shared'], closeFirst: true }]);
+    const all = Array.from({ length: 4 }, () => get('/v1.0/contracts/'));
+    await vi.waitFor(() => expect(calls).toHaveLength(1));
+    g.open();
+    const answers = await Promise.all(all);
+    expect(answers.map((a) => a.res.body)).toEqual(Array(4).fill('shared'));
+    expect(calls).toHaveLength(1);
   });
 
   it('when the leader fails, each waiter goes upstream on its own', async () => {

@@ -73,6 +73,8 @@ function headerText(value: string | string[] | undefined): string {
 interface Flight {
   waiters: number;
   settled: boolean;
+  /** A capture took over: only its end settles the flight (after the answer is stored). */
+  captured: boolean;
   done: Promise<void>;
   /** Wake the waiters (they look the key up again) and stop accepting new ones. */
   settle(): void;
@@ -139,6 +141,7 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
     const flight: Flight = {
       waiters: 0,
       settled: false,
+      captured: false,
       done: new Promise<void>((r) => (resolve = r)),
       settle() {
         if (flight.settled) return;
@@ -221,8 +224,11 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
     let flight: Flight | undefined;
     if (!waited && !flights.has(key)) {
       const lead = startFlight(key);
-      // However the exchange ends (an error before any header, the client leaving), waiters wake.
-      exchange.res.once('close', () => lead.settle());
+      // However the exchange ends before a capture starts (an error before any header, the client
+      // leaving), waiters wake. Once capturing, the capture's end settles it, after the store.
+      exchange.res.once('close', () => {
+        if (!lead.captured) lead.settle();
+      });
       flight = lead;
     }
     return plan(exchange, {
@@ -315,6 +321,7 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
     if (upstreamCacheStatus !== undefined) stored['cache-status'] = upstreamCacheStatus;
     // "stored" is said when the answer is being captured; one that then outgrows the limit is not.
     headers['cache-status'] = withCacheStatus(upstreamCacheStatus, `${p.member}; stored`);
+    if (p.flight) p.flight.captured = true;
     return capture(p, seconds, vary, stored);
   }
 
