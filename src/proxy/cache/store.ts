@@ -36,7 +36,12 @@ export type Lookup =
   | { kind: 'hit'; answer: StoredAnswer }
   /** Nothing stored under this path and query (RFC 9211 `fwd=uri-miss`). */
   | { kind: 'uri-miss' }
-  /** Something is stored for the URI, but not for these request headers (`fwd=vary-miss`). */
+  /**
+   * Something is stored for the path and query, but for another `Accept`/`Accept-Encoding`
+   * (`fwd=miss`: not a miss RFC 9211 has a narrower name for).
+   */
+  | { kind: 'miss' }
+  /** Answers are stored for this key, but their `Vary` fields select none for this request. */
   | { kind: 'vary-miss' }
   /** The matching answer outlived its lifetime; it is dropped (`fwd=stale`). */
   | { kind: 'stale' };
@@ -107,7 +112,7 @@ export function createResponseStore(
   onChange: (bytes: number) => void = () => {},
 ): ResponseStore {
   // Primary keys per path, for invalidation without a scan of the whole cache; slots per path
-  // and query, to tell `uri-miss` from `vary-miss` without one either.
+  // and query, to tell `uri-miss` from `miss` without one either.
   const byPath = new Map<string, Set<string>>();
   const slotsPerUri = new Map<string, number>();
   let variantCount = 0;
@@ -163,7 +168,7 @@ export function createResponseStore(
   return {
     lookup(key, path, headers, now) {
       const slot = lru.get(key);
-      if (!slot) return slotsPerUri.has(uriOf(key)) ? { kind: 'vary-miss' } : { kind: 'uri-miss' };
+      if (!slot) return slotsPerUri.has(uriOf(key)) ? { kind: 'miss' } : { kind: 'uri-miss' };
       const answer = slot.variants.find((v) => matches(v, headers));
       if (!answer) return { kind: 'vary-miss' };
       if (answer.expiresAt > now) return { kind: 'hit', answer };
