@@ -4,7 +4,10 @@
 // several rounds; medians of per-round ratios. Checks that cache hits sent nothing upstream.
 //
 //   npm run build && node bench/cache.mjs [--rounds 3] [--duration 5] [--connections 50]
-//     [--node /path/to/node] [--keep]
+//     [--node /path/to/node] [--no-pin] [--keep]
+//
+// Pinning as in bench/run.mjs (taskset, 2+ cores): the servers compared (sidecar, nginx serving
+// the file) on CPU 1; wrk, the upstream nginx and this process (token endpoint) on CPU 0.
 //
 // Needs nginx and wrk. Writes bench/results/cache-latest.json and cache-latest.md; exits 1 when
 // a hit reached the upstream.
@@ -41,8 +44,21 @@ const { values: args } = parseArgs({
     connections: { type: 'string', default: '50' },
     node: { type: 'string', default: process.env.BENCH_NODE ?? process.execPath },
     keep: { type: 'boolean', default: false },
+    'no-pin': { type: 'boolean', default: false },
   },
 });
+const PIN = !args['no-pin'] && cpus().length >= 2 && hasTool('taskset');
+const onCpu = (cpu, command, argv) =>
+  PIN ? ['taskset', ['-c', String(cpu), command, ...argv]] : [command, argv];
+
+function hasTool(tool) {
+  try {
+    execFileSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
 const ROUNDS = Number(args.rounds);
 const DURATION = Number(args.duration);
 const CONNECTIONS = Number(args.connections);
@@ -64,7 +80,7 @@ function contractsJson() {
   return text.padEnd(2048, ' ');
 }
 
-function startNginx(name, template, values) {
+function startNginx(name, template, values, cpu) {
   for (const sub of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) {
     mkdirSync(join(work, `${name}-tmp`, sub), { recursive: true });
   }
@@ -74,9 +90,8 @@ function startNginx(name, template, values) {
   }
   const conf = join(work, `${name}.conf`);
   writeFileSync(conf, text);
-  const proc = startChild('nginx', ['-c', conf, '-e', join(work, `${name}-error.log`)], {
-    logFile: join(work, `${name}.log`),
-  });
+  const [command, argv] = onCpu(cpu, 'nginx', ['-c', conf, '-e', join(work, `${name}-error.log`)]);
+  const proc = startChild(command, argv, { logFile: join(work, `${name}.log`) });
   cleanups.push(() => proc.stop('SIGQUIT'));
   return proc;
 }
@@ -84,7 +99,8 @@ function startNginx(name, template, values) {
 async function wrk(url, headers = []) {
   const argv = ['-t1', `-c${CONNECTIONS}`, `-d${DURATION}s`, '--latency', '--timeout', '10s'];
   for (const h of headers) argv.push('-H', h);
-  const { stdout } = await run('wrk', [...argv, url], { timeout: (DURATION + 30) * 1000 });
+  const [command, full] = onCpu(0, 'wrk', [...argv, url]);
+  const { stdout } = await run(command, full, { timeout: (DURATION + 30) * 1000 });
   const unit = (value, u) => Number(value) * { us: 0.001, ms: 1, s: 1000, m: 60000 }[u];
   const pct = (p) => {
     const m = new RegExp(`^\\s+${p}%\\s+([\\d.]+)(us|ms|s|m)\\s*$`, 'm').exec(stdout);
@@ -100,6 +116,7 @@ async function wrk(url, headers = []) {
 }
 
 async function main() {
+  if (PIN) execFileSync('taskset', ['-pc', '0', String(process.pid)], { stdio: 'ignore' });
   const pki = makePki(work);
   mkdirSync(join(work, 'www'));
   writeFileSync(join(work, 'www', 'contracts.json'), contractsJson());
@@ -108,14 +125,15 @@ async function main() {
 
   const upstreamPort = await freePort();
   const upstream = `https://127.0.0.1:${upstreamPort}`;
-  startNginx('upstream', 'upstream.conf', {
-    PORT: upstreamPort,
-    CERT: pki.certFile,
-    KEY: pki.keyFile,
-  });
+  startNginx(
+    'upstream',
+    'upstream.conf',
+    { PORT: upstreamPort, CERT: pki.certFile, KEY: pki.keyFile },
+    0,
+  );
   await waitForStatus(`${upstream}${PATH}`, { dispatcher: agent });
   const staticPort = await freePort();
-  startNginx('static', 'static.conf', { PORT: staticPort });
+  startNginx('static', 'static.conf', { PORT: staticPort }, 1);
   const nginxUrl = `http://127.0.0.1:${staticPort}${PATH}`;
   await waitForStatus(nginxUrl);
 
@@ -128,7 +146,8 @@ async function main() {
   });
   cleanups.push(() => standin.close());
   const [port, adminPort] = [await freePort(), await freePort()];
-  const proc = startChild(args.node, [join(ROOT, 'dist', 'main.js')], {
+  const [sidecarCommand, sidecarArgv] = onCpu(1, args.node, [join(ROOT, 'dist', 'main.js')]);
+  const proc = startChild(sidecarCommand, sidecarArgv, {
     env: sidecarEnv({
       upstream,
       tokenUrl: `${standin.url}/oauth/token/`,
@@ -212,6 +231,9 @@ async function main() {
     wrk: `wrk -t1 -c${CONNECTIONS} -d${DURATION}s --latency`,
     rounds: ROUNDS,
     command: `node bench/cache.mjs ${process.argv.slice(2).join(' ')}`.trim(),
+    pinned: PIN
+      ? 'taskset: sidecar and nginx (static) on CPU 1; wrk, upstream nginx, token endpoint on CPU 0'
+      : 'not pinned',
   };
   const lines = [
     '# oauth-sidecar response cache benchmark',
@@ -219,7 +241,7 @@ async function main() {
     `${meta.date} · ${meta.cpu} · ${meta.cores} cores · sidecar on ${meta.proxyNode} · load average at end ${meta.loadavgAtEnd}`,
     '',
     `Load: \`${meta.wrk}\` for one 2 KB answer (\`${PATH}\`, \`CACHE_RULES=${PATH}=3600\`); ` +
-      `${meta.rounds} rounds in alternating order, medians over rounds.`,
+      `${meta.rounds} rounds in alternating order, medians over rounds. Pinning: ${meta.pinned}.`,
     '',
     '| target | 2 KB req/s | p50 | p99 | non-2xx |',
     '|---|---:|---:|---:|---:|',
