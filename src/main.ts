@@ -20,6 +20,7 @@ import { createAdminApp } from './http/admin-app.js';
 import { startAdminServer } from './http/admin-server.js';
 import { createRequestLog } from './http/request-log.js';
 import { startProxy } from './http/start-proxy.js';
+import { createResponseCache } from './proxy/cache/response-cache.js';
 import { createUpstreamDispatcher, trustContext } from './proxy/dispatcher.js';
 import { createLogDestination, createLogger, type Logger } from './telemetry/logger.js';
 import { createMetrics } from './telemetry/metrics.js';
@@ -145,6 +146,13 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   metrics.bindTokenState(keeper);
   if (store !== undefined) metrics.bindStoreState(store.coordinator);
 
+  // Off unless a rule names a prefix: then no stage is installed and the request path is unchanged.
+  // First among the stages: a hit must not take a rate-limit slot (DESIGN.md "Quota guard").
+  const cache =
+    config.cache.rules.length > 0
+      ? createResponseCache({ settings: config.cache, clock, metrics })
+      : undefined;
+
   const adminApp = createAdminApp({
     registry,
     version: VERSION,
@@ -155,6 +163,8 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
       isDraining: () => proxy?.isDraining() ?? false,
       tokenStatus: () => ({ ...keeper.status() }),
       ...(store !== undefined && { storeStatus: () => ({ ...store.coordinator.status() }) }),
+      cacheStatus: () =>
+        cache ? { enabled: true, ...cache.stats() } : { enabled: false, entries: 0, bytes: 0 },
     },
   });
 
@@ -173,6 +183,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
           ? undefined
           : createRequestLog({ level: config.log.level, sink: deps.logSink }),
       clock,
+      stages: cache ? [cache] : [],
     });
     admin = await startAdminServer({ app: adminApp, listen: config.admin.listen });
   } catch (error) {

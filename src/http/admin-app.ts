@@ -11,6 +11,8 @@ export interface AdminState {
   tokenStatus(): Record<string, unknown>;
   /** The shared token store (URL without password, up, lastError, generation); absent without one. */
   storeStatus?(): Record<string, unknown>;
+  /** Response cache entries and bytes for /status; absent: not shown. */
+  cacheStatus?(): Record<string, unknown>;
 }
 
 export interface AdminAppOptions {
@@ -55,6 +57,7 @@ export function createAdminApp(options: AdminAppOptions): Hono {
       draining: state.isDraining(),
       token: state.tokenStatus(),
       ...(state.storeStatus !== undefined && { store: state.storeStatus() }),
+      ...(state.cacheStatus ? { cache: state.cacheStatus() } : {}),
     }),
   );
 

@@ -32,6 +32,10 @@ export interface SidecarMetrics {
   requestsInFlight: Gauge;
   /** Token sets taken from the shared store that another process obtained. */
   tokenAdopted: Counter;
+  /** Response cache lookups under a rule (DESIGN.md "Response cache"). */
+  cacheRequests: Counter<'result'>;
+  /** Bytes the response cache holds (bodies plus headers). */
+  cacheBytes: Gauge;
   /** Point the token gauges at their source (the keeper is built after the metrics). */
   bindTokenState(source: TokenGaugeSource): void;
   /**
@@ -131,6 +135,17 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
     tokenAdopted: new Counter({
       name: `${METRIC_PREFIX}token_adopted_total`,
       help: 'Token sets taken from the shared token store that another process obtained.',
+      registers,
+    }),
+    cacheRequests: new Counter({
+      name: `${METRIC_PREFIX}cache_requests_total`,
+      help: 'Requests under a response cache rule, by result (hit, miss, bypass, coalesced).',
+      labelNames: ['result'] as const,
+      registers,
+    }),
+    cacheBytes: new Gauge({
+      name: `${METRIC_PREFIX}cache_bytes`,
+      help: 'Bytes held by the response cache (stored bodies plus headers).',
       registers,
     }),
     bindTokenState(source) {
