@@ -13,6 +13,9 @@ export const PROXY_ERROR_STATUS = {
   token_unavailable: 503,
   shutting_down: 503,
   upstream_timeout: 504,
+  rate_limited: 429,
+  upstream_rate_limited: 429,
+  upstream_unavailable: 503,
   /** A fault the sidecar did not anticipate (a bug); never an upstream or token problem. */
   internal_error: 500,
 } as const;
