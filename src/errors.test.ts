@@ -20,6 +20,12 @@ describe('errors', () => {
       shutting_down: 503,
       upstream_timeout: 504,
       internal_error: 500,
+      request_timeout: 408,
+      rate_limited: 429,
+      upstream_rate_limited: 429,
+      request_headers_too_large: 431,
+      overloaded: 503,
+      upstream_unavailable: 503,
     });
   });
 

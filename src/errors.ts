@@ -13,8 +13,17 @@ export const PROXY_ERROR_STATUS = {
   token_unavailable: 503,
   shutting_down: 503,
   upstream_timeout: 504,
+  /** The client's request body paused longer than `proxy.bodyTimeoutMs`. */
+  request_timeout: 408,
+  /** No slot under `upstream.rateLimit` within `upstream.queueMs`. */
   rate_limited: 429,
+  /** The API answered 429 with `Retry-After`; the sidecar answers itself until then. */
   upstream_rate_limited: 429,
+  /** More than `proxy.maxHeaders` header fields, or over node's header size limit. */
+  request_headers_too_large: 431,
+  /** `proxy.maxInFlight` requests already in progress. */
+  overloaded: 503,
+  /** The API answered 503 with `Retry-After`; the sidecar answers itself until then. */
   upstream_unavailable: 503,
   /** A fault the sidecar did not anticipate (a bug); never an upstream or token problem. */
   internal_error: 500,

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError } from '../errors.js';
-import * as defaults from './defaults.js';
 import { formatConfigProblems, loadConfig, type LoadConfigOptions } from './load.js';
+import { FIELDS } from './schema.js';
 
 let dir: string;
 beforeEach(async () => {
@@ -45,16 +45,21 @@ async function problemsFromYaml(yaml: string, env: Record<string, string> = {}):
 }
 
 describe('loadConfig: defaults and precedence', () => {
-  it('fills every default from defaults.ts', async () => {
+  it('fills every default from the FIELDS table', async () => {
     const config = await loadConfig({ env: GOOD });
     expect(config).toEqual({
       upstream: {
         baseUrl: 'https://api.example.com',
         pathPrefixes: ['/v1.0/'],
         caFile: undefined,
-        timeoutMs: defaults.DEFAULT_UPSTREAM_TIMEOUT_MS,
+        timeoutMs: FIELDS['upstream.timeoutMs'].default,
         allowInsecureHttp: false,
         http2: false,
+        maxConnections: 64,
+        bodyTimeoutMs: 30_000,
+        rateLimit: undefined,
+        queueMs: 2_000,
+        maxCooldownSeconds: 300,
       },
       token: {
         url: 'https://api.example.com/oauth/token/',
@@ -65,12 +70,30 @@ describe('loadConfig: defaults and precedence', () => {
         waitMs: 5_000,
         refreshMarginSeconds: 60,
         refreshFraction: 0.2,
+        store: { url: undefined, keyPrefix: 'oauth-sidecar:' },
       },
       credentials: { source: 'inline', clientId: 'the-id', clientSecret: 'the-secret' },
-      proxy: { listen: { host: '127.0.0.1', port: 8080 }, http2: false },
+      proxy: {
+        listen: { host: '127.0.0.1', port: 8080 },
+        http2: false,
+        maxInFlight: 512,
+        maxPipelined: 8,
+        maxHeaders: 100,
+        bodyTimeoutMs: 30_000,
+      },
       admin: { listen: { host: '0.0.0.0', port: 9090 } },
       log: { level: 'info' },
+      cache: { rules: [], maxBytes: 64 * 1024 * 1024, maxEntryBytes: 1024 * 1024 },
     });
+  });
+
+  it('hands out a fresh copy of a default, so one config cannot change the next', async () => {
+    const first = await loadConfig({ env: GOOD });
+    first.upstream.pathPrefixes.push('/mutated/');
+    first.proxy.listen.port = 1;
+    const second = await loadConfig({ env: GOOD });
+    expect(second.upstream.pathPrefixes).toEqual(['/v1.0/']);
+    expect(second.proxy.listen.port).toBe(8080);
   });
 
   it('takes the file over the defaults and the environment over the file, key by key', async () => {
@@ -120,14 +143,42 @@ describe('loadConfig: defaults and precedence', () => {
         PROXY_HTTP2: '1',
         ADMIN_LISTEN: '[::1]:0',
         LOG_LEVEL: 'silent',
+        UPSTREAM_MAX_CONNECTIONS: '2',
+        UPSTREAM_BODY_TIMEOUT_MS: '1500',
+        UPSTREAM_RATE_LIMIT: '500/h',
+        UPSTREAM_QUEUE_MS: '0',
+        UPSTREAM_MAX_COOLDOWN_SECONDS: '60',
+        TOKEN_STORE_URL: 'rediss://user:pw@redis.example:6380/2',
+        TOKEN_STORE_KEY_PREFIX: 'team-a:',
+        PROXY_MAX_IN_FLIGHT: '10',
+        PROXY_MAX_PIPELINED: '1',
+        PROXY_MAX_HEADERS: '50',
+        PROXY_BODY_TIMEOUT_MS: '2000',
+        CACHE_RULES: '/v1.0/contracts/=300, /beta/releases=60',
+        CACHE_MAX_BYTES: '1048576',
+        CACHE_MAX_ENTRY_BYTES: '65536',
       },
     });
-    expect(config.upstream).toMatchObject({
+    expect(config.upstream).toEqual({
       baseUrl: 'https://api.example.com:8443',
       pathPrefixes: ['/v1.0/', '/beta/'],
+      caFile: undefined,
       timeoutMs: 1,
       allowInsecureHttp: false,
       http2: true,
+      maxConnections: 2,
+      bodyTimeoutMs: 1500,
+      rateLimit: { count: 500, periodMs: 3_600_000 },
+      queueMs: 0,
+      maxCooldownSeconds: 60,
+    });
+    expect(config.cache).toEqual({
+      rules: [
+        { prefix: '/v1.0/contracts/', ttlSeconds: 300 },
+        { prefix: '/beta/releases', ttlSeconds: 60 },
+      ],
+      maxBytes: 1_048_576,
+      maxEntryBytes: 65_536,
     });
     expect(config.token).toEqual({
       url: 'https://auth.example.com/o/token/',
@@ -138,10 +189,94 @@ describe('loadConfig: defaults and precedence', () => {
       waitMs: 0,
       refreshMarginSeconds: 86_400,
       refreshFraction: 0.5,
+      store: { url: 'rediss://user:pw@redis.example:6380/2', keyPrefix: 'team-a:' },
     });
-    expect(config.proxy).toEqual({ listen: { host: '0.0.0.0', port: 8081 }, http2: true });
+    // The store URL's password never shows when the config is logged or inspected.
+    expect(JSON.stringify(config.token.store)).not.toContain('pw');
+    expect(inspect(config.token.store)).not.toContain('pw');
+    expect(config.proxy).toEqual({
+      listen: { host: '0.0.0.0', port: 8081 },
+      http2: true,
+      maxInFlight: 10,
+      maxPipelined: 1,
+      maxHeaders: 50,
+      bodyTimeoutMs: 2000,
+    });
     expect(config.admin.listen).toEqual({ host: '::1', port: 0 });
     expect(config.log.level).toBe('silent');
+  });
+
+  it('reads nested YAML sections (token.store) and YAML cache rules', async () => {
+    const configFile = await file(
+      'nested.yaml',
+      [
+        'upstream: { baseUrl: https://api.example.com }',
+        'token:',
+        '  store:',
+        '    url: redis://127.0.0.1:6379',
+        '    keyPrefix: "x:"',
+        'cache:',
+        '  rules:',
+        '    - { prefix: /v1.0/contracts/, ttlSeconds: 30 }',
+        '    - /v1.0/releases/=5',
+      ].join('\n'),
+    );
+    const config = await loadConfig({ env: INLINE, configFile });
+    expect(config.token.store).toEqual({ url: 'redis://127.0.0.1:6379', keyPrefix: 'x:' });
+    expect(config.cache.rules).toEqual([
+      { prefix: '/v1.0/contracts/', ttlSeconds: 30 },
+      { prefix: '/v1.0/releases/', ttlSeconds: 5 },
+    ]);
+    expect(await problemsFromYaml('token:\n  store:\n    urll: redis://x\n', GOOD)).toEqual([
+      `token.store.urll: unknown key (in ${join(dir, 'config.yaml')}), did you mean token.store.url?`,
+    ]);
+  });
+
+  it('reports every problem of the new keys at once, never echoing the store URL', async () => {
+    const problems = await problemsOf({
+      env: {
+        ...GOOD,
+        UPSTREAM_MAX_CONNECTIONS: '0',
+        UPSTREAM_RATE_LIMIT: '10 per minute',
+        UPSTREAM_QUEUE_MS: '-1',
+        UPSTREAM_MAX_COOLDOWN_SECONDS: '86401',
+        TOKEN_STORE_URL: 'http://user:hunter2@redis.example',
+        TOKEN_STORE_KEY_PREFIX: 'has space',
+        PROXY_MAX_IN_FLIGHT: '0',
+        PROXY_MAX_PIPELINED: 'many',
+        PROXY_MAX_HEADERS: '10001',
+        PROXY_BODY_TIMEOUT_MS: '0',
+        UPSTREAM_BODY_TIMEOUT_MS: '600001',
+        CACHE_RULES: '/v1.0/a/=0,/elsewhere/=10,noslash=5',
+        CACHE_MAX_BYTES: '100',
+      },
+    });
+    expect(problems.join('\n')).not.toContain('hunter2');
+    const keys = problems.map((problem) => problem.split(':')[0]);
+    expect(keys).toEqual([
+      'UPSTREAM_MAX_CONNECTIONS (upstream.maxConnections)',
+      'UPSTREAM_BODY_TIMEOUT_MS (upstream.bodyTimeoutMs)',
+      'UPSTREAM_RATE_LIMIT (upstream.rateLimit)',
+      'UPSTREAM_QUEUE_MS (upstream.queueMs)',
+      'UPSTREAM_MAX_COOLDOWN_SECONDS (upstream.maxCooldownSeconds)',
+      'TOKEN_STORE_URL (token.store.url)',
+      'TOKEN_STORE_KEY_PREFIX (token.store.keyPrefix)',
+      'PROXY_MAX_IN_FLIGHT (proxy.maxInFlight)',
+      'PROXY_MAX_PIPELINED (proxy.maxPipelined)',
+      'PROXY_MAX_HEADERS (proxy.maxHeaders)',
+      'PROXY_BODY_TIMEOUT_MS (proxy.bodyTimeoutMs)',
+      'CACHE_RULES (cache.rules)',
+      'CACHE_RULES (cache.rules)',
+      'CACHE_MAX_BYTES (cache.maxBytes)',
+    ]);
+    expect(
+      await problemsOf({
+        env: { ...GOOD, CACHE_RULES: '/elsewhere/=10', CACHE_MAX_ENTRY_BYTES: '67108865' },
+      }),
+    ).toEqual([
+      'CACHE_RULES (cache.rules): the rule for "/elsewhere/" lies outside every forwarded prefix (/v1.0/) and would never apply',
+      'CACHE_MAX_ENTRY_BYTES (cache.maxEntryBytes): must not exceed CACHE_MAX_BYTES (cache.maxBytes) (67108864)',
+    ]);
   });
 
   it('loads config/example.yaml, which documents exactly the defaults', async () => {
@@ -547,7 +682,7 @@ describe('loadConfig: one line per bad configuration', () => {
       'UPSTREAM_BASE_URL (upstream.baseUrl): required, e.g. https://api.sparkcommodities.com',
     ]);
     expect(await problemsFromYaml('- a\n- b\n', GOOD)).toEqual([
-      `--config ${configFile}: must be a YAML mapping with sections upstream, token, credentials, proxy, admin, log`,
+      `--config ${configFile}: must be a YAML mapping with sections upstream, token, credentials, proxy, admin, log, cache`,
     ]);
   });
 

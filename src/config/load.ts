@@ -3,6 +3,7 @@
  * later wins key by key. Every problem is collected and thrown at once as one {@link ConfigError},
  * one line per problem naming the environment variable and the YAML key (STYLE.md 7).
  */
+import { inspect } from 'node:util';
 import { LineCounter, parseDocument } from 'yaml';
 import { ConfigError } from '../errors.js';
 import {
@@ -14,26 +15,8 @@ import {
   redacted,
   type ReadTextFile,
 } from './credentials.js';
-import {
-  DEFAULT_ADMIN_LISTEN,
-  DEFAULT_ALLOW_INSECURE_HTTP,
-  DEFAULT_CLIENT_AUTH,
-  DEFAULT_LOG_LEVEL,
-  DEFAULT_PATH_PREFIXES,
-  DEFAULT_PROXY_HTTP2,
-  DEFAULT_PROXY_LISTEN,
-  DEFAULT_REFRESH_FRACTION,
-  DEFAULT_REFRESH_MARGIN_SECONDS,
-  DEFAULT_SCOPES,
-  DEFAULT_TOKEN_FORMAT,
-  DEFAULT_TOKEN_PATH,
-  DEFAULT_TOKEN_TIMEOUT_MS,
-  DEFAULT_TOKEN_WAIT_MS,
-  DEFAULT_UPSTREAM_HTTP2,
-  DEFAULT_UPSTREAM_TIMEOUT_MS,
-  EXAMPLE_BASE_URL,
-} from './defaults.js';
-import { FIELDS, label, type FieldKey, type FieldValues } from './schema.js';
+import { DEFAULT_TOKEN_PATH, EXAMPLE_BASE_URL } from './defaults.js';
+import { FIELDS, label, type FieldKey, type FieldValues, type ResolvedValues } from './schema.js';
 import type { Config, CredentialsConfig } from './types.js';
 
 export interface LoadConfigOptions {
@@ -47,6 +30,19 @@ export interface LoadConfigOptions {
 
 const FIELD_KEYS = Object.keys(FIELDS) as FieldKey[];
 const SECTIONS = [...new Set(FIELD_KEYS.map((key) => key.split('.')[0] as string))];
+/** Mappings below a section (`token.store`): every dotted prefix of a key that is not a key. */
+const SUBSECTIONS = new Set(
+  FIELD_KEYS.flatMap((key) => {
+    const parts = key.split('.');
+    return parts.slice(2).map((_, i) => parts.slice(0, i + 2).join('.'));
+  }),
+);
+
+/** A key's value from the layers, else its default from `FIELDS` (a fresh copy). */
+function resolver(v: FieldValues) {
+  return <K extends FieldKey>(key: K): ResolvedValues[K] =>
+    (v[key] ?? structuredClone(FIELDS[key].default)) as ResolvedValues[K];
+}
 
 /**
  * Load and validate the configuration.
@@ -78,7 +74,8 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
   }
   const v = values as FieldValues;
 
-  const allowInsecureHttp = v['upstream.allowInsecureHttp'] ?? DEFAULT_ALLOW_INSECURE_HTTP;
+  const get = resolver(v);
+  const allowInsecureHttp = get('upstream.allowInsecureHttp');
   const httpHint = `http:// is refused unless ${label('upstream.allowInsecureHttp')} is true`;
   const insecureUnknown = invalid.has('upstream.allowInsecureHttp');
   const baseUrl = v['upstream.baseUrl'];
@@ -92,6 +89,8 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
   if (tokenUrl?.protocol === 'http:' && !allowInsecureHttp && !insecureUnknown) {
     problems.push(`${label('token.url')}: must use https:// (${httpHint})`);
   }
+
+  checkCacheRules(get, invalid, problems);
 
   const credentials = credentialSource(v, invalid, problems);
   await Promise.all([
@@ -108,30 +107,94 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
   return {
     upstream: {
       baseUrl: origin,
-      pathPrefixes: v['upstream.pathPrefixes'] ?? [...DEFAULT_PATH_PREFIXES],
-      caFile: v['upstream.caFile'],
-      timeoutMs: v['upstream.timeoutMs'] ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
+      pathPrefixes: get('upstream.pathPrefixes'),
+      caFile: get('upstream.caFile'),
+      timeoutMs: get('upstream.timeoutMs'),
       allowInsecureHttp,
-      http2: v['upstream.http2'] ?? DEFAULT_UPSTREAM_HTTP2,
+      http2: get('upstream.http2'),
+      maxConnections: get('upstream.maxConnections'),
+      bodyTimeoutMs: get('upstream.bodyTimeoutMs'),
+      rateLimit: get('upstream.rateLimit'),
+      queueMs: get('upstream.queueMs'),
+      maxCooldownSeconds: get('upstream.maxCooldownSeconds'),
     },
     token: {
       url: tokenUrl?.href ?? `${origin}${DEFAULT_TOKEN_PATH}`,
-      format: v['token.format'] ?? DEFAULT_TOKEN_FORMAT,
-      clientAuth: v['token.clientAuth'] ?? DEFAULT_CLIENT_AUTH,
-      scopes: v['token.scopes'] ?? [...DEFAULT_SCOPES],
-      timeoutMs: v['token.timeoutMs'] ?? DEFAULT_TOKEN_TIMEOUT_MS,
-      waitMs: v['token.waitMs'] ?? DEFAULT_TOKEN_WAIT_MS,
-      refreshMarginSeconds: v['token.refreshMarginSeconds'] ?? DEFAULT_REFRESH_MARGIN_SECONDS,
-      refreshFraction: v['token.refreshFraction'] ?? DEFAULT_REFRESH_FRACTION,
+      format: get('token.format'),
+      clientAuth: get('token.clientAuth'),
+      scopes: get('token.scopes'),
+      timeoutMs: get('token.timeoutMs'),
+      waitMs: get('token.waitMs'),
+      refreshMarginSeconds: get('token.refreshMarginSeconds'),
+      refreshFraction: get('token.refreshFraction'),
+      store: storeConfig(get('token.store.url'), get('token.store.keyPrefix')),
     },
     credentials,
     proxy: {
-      listen: v['proxy.listen'] ?? { ...DEFAULT_PROXY_LISTEN },
-      http2: v['proxy.http2'] ?? DEFAULT_PROXY_HTTP2,
+      listen: get('proxy.listen'),
+      http2: get('proxy.http2'),
+      maxInFlight: get('proxy.maxInFlight'),
+      maxPipelined: get('proxy.maxPipelined'),
+      maxHeaders: get('proxy.maxHeaders'),
+      bodyTimeoutMs: get('proxy.bodyTimeoutMs'),
     },
-    admin: { listen: v['admin.listen'] ?? { ...DEFAULT_ADMIN_LISTEN } },
-    log: { level: v['log.level'] ?? DEFAULT_LOG_LEVEL },
+    admin: { listen: get('admin.listen') },
+    log: { level: get('log.level') },
+    cache: {
+      rules: get('cache.rules'),
+      maxBytes: get('cache.maxBytes'),
+      maxEntryBytes: get('cache.maxEntryBytes'),
+    },
   };
+}
+
+/** A store URL with its password (if any) replaced, for logs and `/status`. */
+export function withoutPassword(url: string): string {
+  const parsed = new URL(url);
+  if (parsed.password !== '') parsed.password = 'redacted';
+  return parsed.href;
+}
+
+/** `token.store`: the URL may hold a password, so serialising the object never shows it. */
+function storeConfig(url: string | undefined, keyPrefix: string): Config['token']['store'] {
+  const store = { url, keyPrefix };
+  const safe = (): object => ({
+    url: url === undefined ? undefined : withoutPassword(url),
+    keyPrefix,
+  });
+  Object.defineProperty(store, 'toJSON', { value: safe, enumerable: false });
+  Object.defineProperty(store, inspect.custom, { value: safe, enumerable: false });
+  return store;
+}
+
+/**
+ * Cross-key rules of the response cache: a rule outside every forwarded prefix would never apply,
+ * and an entry limit above the total would store nothing it promises.
+ */
+function checkCacheRules(
+  get: ReturnType<typeof resolver>,
+  invalid: ReadonlySet<FieldKey>,
+  problems: string[],
+): void {
+  if (!invalid.has('upstream.pathPrefixes')) {
+    const prefixes = get('upstream.pathPrefixes');
+    for (const rule of get('cache.rules')) {
+      if (!prefixes.some((prefix) => rule.prefix.startsWith(prefix))) {
+        problems.push(
+          `${label('cache.rules')}: the rule for ${JSON.stringify(rule.prefix)} lies outside every forwarded prefix (${prefixes.join(', ')}) and would never apply`,
+        );
+      }
+    }
+  }
+  if (
+    !invalid.has('cache.maxBytes') &&
+    !invalid.has('cache.maxEntryBytes') &&
+    get('cache.maxEntryBytes') > get('cache.maxBytes')
+  ) {
+    problems.push(
+      `${label('cache.maxEntryBytes')}: must not exceed ${label('cache.maxBytes')} (${get('cache.maxBytes')})`,
+    );
+  }
 }
 
 /**
@@ -190,13 +253,27 @@ async function readYamlLayer(
       );
       continue;
     }
-    for (const [key, value] of Object.entries(body)) {
-      const dotted = `${section}.${key}`;
-      if (dotted in FIELDS) values.set(dotted, value);
-      else problems.push(unknownKey(dotted, file));
-    }
+    flatten(section, body, file, values, problems);
   }
   return values;
+}
+
+/** Collect `prefix.key` values of one mapping, descending into subsections (`token.store`). */
+function flatten(
+  prefix: string,
+  body: Record<string, unknown>,
+  file: string,
+  values: Map<string, unknown>,
+  problems: string[],
+): void {
+  for (const [key, value] of Object.entries(body)) {
+    const dotted = `${prefix}.${key}`;
+    if (dotted in FIELDS) values.set(dotted, value);
+    else if (SUBSECTIONS.has(dotted) && isMapping(value)) {
+      flatten(dotted, value, file, values, problems);
+    } else if (SUBSECTIONS.has(dotted) && (value === null || value === undefined)) continue;
+    else problems.push(unknownKey(dotted, file));
+  }
 }
 
 function isMapping(value: unknown): value is Record<string, unknown> {

@@ -7,7 +7,7 @@
 import { isIPv6 } from 'node:net';
 import { z } from 'zod';
 import { DEFAULT_LISTEN_HOST } from './defaults.js';
-import type { ClientAuth, HostPort, LogLevel, TokenFormat } from './types.js';
+import type { CacheRule, ClientAuth, HostPort, LogLevel, RateLimit, TokenFormat } from './types.js';
 
 /** Show a rejected (non-secret) value, shortened so a pasted blob cannot flood the terminal. */
 export function shown(value: unknown): string {
@@ -256,56 +256,253 @@ const LOG_LEVELS = [
   'silent',
 ] as const satisfies readonly LogLevel[];
 
-/** One configuration key: its environment variable and the schema for its raw value. */
-export interface FieldSpec<T> {
+/** `upstream.rateLimit`: `N/s`, `N/m` or `N/h` (DESIGN.md "Quota guard"). */
+const RATE_PERIODS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000 };
+
+function rateLimit() {
+  return text('N/s, N/m or N/h, e.g. 500/h').transform((raw, ctx): RateLimit => {
+    const match = /^(\d{1,9})\s*\/\s*([smh])$/i.exec(raw);
+    const count = match === null ? 0 : Number(match[1]);
+    const periodMs = match === null ? undefined : RATE_PERIODS[(match[2] ?? '').toLowerCase()];
+    if (periodMs === undefined || count < 1) {
+      ctx.addIssue(`must be N/s, N/m or N/h with N at least 1, e.g. 500/h (got ${shown(raw)})`);
+      return z.NEVER;
+    }
+    return { count, periodMs };
+  });
+}
+
+/** The longest cache TTL a rule may name: one day (answers are data that changes). */
+const MAX_CACHE_TTL_SECONDS = 86_400;
+
+/** One `PREFIX=SECONDS` (env) or `{prefix, ttlSeconds}` (YAML) cache rule. */
+function cacheRule(item: unknown, ctx: z.RefinementCtx): CacheRule | undefined {
+  let prefix: unknown;
+  let ttl: unknown;
+  if (typeof item === 'string') {
+    const at = item.lastIndexOf('=');
+    prefix = at < 0 ? item : item.slice(0, at).trim();
+    ttl = at < 0 ? undefined : item.slice(at + 1).trim();
+  } else if (typeof item === 'object' && item !== null && !Array.isArray(item)) {
+    const { prefix: p, ttlSeconds, ...rest } = item as Record<string, unknown>;
+    const extra = Object.keys(rest);
+    if (extra.length > 0) {
+      ctx.addIssue(`a rule has only prefix and ttlSeconds (unknown: ${extra.join(', ')})`);
+      return undefined;
+    }
+    prefix = p;
+    ttl = ttlSeconds;
+  } else {
+    ctx.addIssue('each rule must be PREFIX=SECONDS or a mapping {prefix, ttlSeconds}');
+    return undefined;
+  }
+  const seconds = typeof ttl === 'string' && /^\d{1,9}$/.test(ttl) ? Number(ttl) : ttl;
+  let ok = true;
+  if (typeof prefix !== 'string' || !prefix.startsWith('/') || /[\s?#\\%]/.test(prefix)) {
+    ctx.addIssue(
+      `each rule's prefix must start with "/" and hold no whitespace, "?", "#", "\\" or "%" (got ${shown(prefix)})`,
+    );
+    ok = false;
+  } else if (prefix.split('/').some((segment) => segment === '..' || segment === '.')) {
+    ctx.addIssue(`a rule's prefix must not contain "." or ".." segments (got ${shown(prefix)})`);
+    ok = false;
+  }
+  if (
+    typeof seconds !== 'number' ||
+    !Number.isInteger(seconds) ||
+    seconds < 1 ||
+    seconds > MAX_CACHE_TTL_SECONDS
+  ) {
+    ctx.addIssue(
+      `each rule's TTL must be a whole number of seconds from 1 to ${MAX_CACHE_TTL_SECONDS} (got ${shown(ttl ?? 'nothing')}), e.g. /v1.0/contracts/=300`,
+    );
+    ok = false;
+  }
+  return ok ? { prefix: prefix as string, ttlSeconds: seconds as number } : undefined;
+}
+
+/** `cache.rules`: env `PREFIX=SECONDS,...`; YAML a list of `{prefix, ttlSeconds}` (or strings). */
+function cacheRules() {
+  return z.unknown().transform((raw, ctx): CacheRule[] => {
+    const items =
+      typeof raw === 'string'
+        ? raw
+            .split(',')
+            .map((item) => item.trim())
+            .filter((item) => item !== '')
+        : Array.isArray(raw)
+          ? (raw as unknown[])
+          : null;
+    if (items === null) {
+      ctx.addIssue('must be PREFIX=SECONDS,... or a YAML list of {prefix, ttlSeconds}');
+      return z.NEVER;
+    }
+    const rules: CacheRule[] = [];
+    for (const item of items) {
+      const rule = cacheRule(item, ctx);
+      if (rule !== undefined) rules.push(rule);
+    }
+    return rules.length === items.length ? rules : z.NEVER;
+  });
+}
+
+/**
+ * `token.store.url`: a `redis://` or `rediss://` URL. It may hold a password, so no message
+ * ever repeats it (the field is secret).
+ */
+function storeUrl() {
+  return z.unknown().transform((raw, ctx): string => {
+    const expected =
+      'must be a redis:// or rediss:// URL, e.g. rediss://user:password@redis:6380/0';
+    if (typeof raw !== 'string' || raw.trim() === '') {
+      ctx.addIssue(expected);
+      return z.NEVER;
+    }
+    let url: URL;
+    try {
+      url = new URL(raw.trim());
+    } catch {
+      ctx.addIssue(expected);
+      return z.NEVER;
+    }
+    if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
+      ctx.addIssue(`${expected} (the scheme is neither)`);
+      return z.NEVER;
+    }
+    if (url.hostname === '') {
+      ctx.addIssue(`${expected} (no host)`);
+      return z.NEVER;
+    }
+    if (url.pathname !== '' && url.pathname !== '/' && !/^\/\d{1,2}$/.test(url.pathname)) {
+      ctx.addIssue(`${expected} (the path may only name a database number, e.g. /0)`);
+      return z.NEVER;
+    }
+    return raw.trim();
+  });
+}
+
+/** `token.store.keyPrefix`: printable, no whitespace, at most 64 characters. */
+function keyPrefix() {
+  return text('a key prefix such as oauth-sidecar:').transform((raw, ctx): string => {
+    if (!/^[\x21-\x7e]{1,64}$/.test(raw)) {
+      ctx.addIssue(`must be 1 to 64 printable ASCII characters without spaces (got ${shown(raw)})`);
+      return z.NEVER;
+    }
+    return raw;
+  });
+}
+
+/**
+ * One configuration key: its environment variable, the schema for its raw value and its built-in
+ * default (the lowest layer; `undefined` when the key has none).
+ */
+export interface FieldSpec<T, D extends T | undefined = T | undefined> {
   env: string;
   schema: z.ZodType<T>;
   /** Never echo the value, in any message. */
   secret: boolean;
+  default: D;
 }
 
-function field<T>(env: string, schema: z.ZodType<T>, secret = false): FieldSpec<T> {
-  return { env, schema, secret };
+function field<T>(env: string, schema: z.ZodType<T>): FieldSpec<T, undefined>;
+function field<T>(env: string, schema: z.ZodType<T>, fallback: T): FieldSpec<T, T>;
+function field<T>(env: string, schema: z.ZodType<T>, fallback?: T): FieldSpec<T> {
+  return { env, schema, secret: false, default: fallback };
+}
+
+/** A key whose value is never echoed; secrets have no default. */
+function secretField<T>(env: string, schema: z.ZodType<T>): FieldSpec<T, undefined> {
+  return { env, schema, secret: true, default: undefined };
 }
 
 /**
- * Every configuration key, by its dotted YAML path. The YAML file may hold exactly these keys;
- * anything else is reported as unknown.
+ * Every configuration key, by its dotted YAML path, with its default beside it (DESIGN.md
+ * "Configuration"). The YAML file may hold exactly these keys; anything else is reported as
+ * unknown. `token.url` has no default here: it is derived from `upstream.baseUrl` in `load.ts`.
  */
 export const FIELDS = {
   'upstream.baseUrl': field('UPSTREAM_BASE_URL', baseUrl()),
-  'upstream.pathPrefixes': field('UPSTREAM_PATH_PREFIXES', pathPrefixes()),
+  // The API's only documented version prefix (spec §9).
+  'upstream.pathPrefixes': field('UPSTREAM_PATH_PREFIXES', pathPrefixes(), ['/v1.0/']),
   'upstream.caFile': field('UPSTREAM_CA_FILE', text('a path to a PEM CA bundle')),
-  'upstream.timeoutMs': field('UPSTREAM_TIMEOUT_MS', integer(1, 600_000, 'milliseconds')),
-  'upstream.allowInsecureHttp': field('UPSTREAM_ALLOW_INSECURE_HTTP', boolean()),
-  'upstream.http2': field('UPSTREAM_HTTP2', boolean()),
+  'upstream.timeoutMs': field('UPSTREAM_TIMEOUT_MS', integer(1, 600_000, 'milliseconds'), 30_000),
+  // Plain http is refused unless explicitly allowed (spec §5.1).
+  'upstream.allowInsecureHttp': field('UPSTREAM_ALLOW_INSECURE_HTTP', boolean(), false),
+  'upstream.http2': field('UPSTREAM_HTTP2', boolean(), false),
+  'upstream.maxConnections': field(
+    'UPSTREAM_MAX_CONNECTIONS',
+    integer(1, 10_000, 'connections'),
+    64,
+  ),
+  'upstream.bodyTimeoutMs': field(
+    'UPSTREAM_BODY_TIMEOUT_MS',
+    integer(1, 600_000, 'milliseconds'),
+    30_000,
+  ),
+  'upstream.rateLimit': field('UPSTREAM_RATE_LIMIT', rateLimit()),
+  'upstream.queueMs': field('UPSTREAM_QUEUE_MS', integer(0, 600_000, 'milliseconds'), 2_000),
+  'upstream.maxCooldownSeconds': field(
+    'UPSTREAM_MAX_COOLDOWN_SECONDS',
+    integer(0, 86_400, 'seconds'),
+    300,
+  ),
   'token.url': field('TOKEN_URL', endpointUrl()),
-  'token.format': field('TOKEN_REQUEST_FORMAT', oneOf(TOKEN_FORMATS)),
-  'token.clientAuth': field('TOKEN_CLIENT_AUTH', oneOf(CLIENT_AUTHS)),
-  'token.scopes': field('TOKEN_SCOPES', scopes()),
-  'token.timeoutMs': field('TOKEN_TIMEOUT_MS', integer(1, 600_000, 'milliseconds')),
-  'token.waitMs': field('TOKEN_WAIT_MS', integer(0, 600_000, 'milliseconds')),
+  // The API's camelCase JSON format (spec §4.1, format A).
+  'token.format': field('TOKEN_REQUEST_FORMAT', oneOf(TOKEN_FORMATS), 'json'),
+  'token.clientAuth': field('TOKEN_CLIENT_AUTH', oneOf(CLIENT_AUTHS), 'body'),
+  'token.scopes': field('TOKEN_SCOPES', scopes(), []),
+  'token.timeoutMs': field('TOKEN_TIMEOUT_MS', integer(1, 600_000, 'milliseconds'), 10_000),
+  'token.waitMs': field('TOKEN_WAIT_MS', integer(0, 600_000, 'milliseconds'), 5_000),
   'token.refreshMarginSeconds': field(
     'TOKEN_REFRESH_MARGIN_SECONDS',
     integer(0, 86_400, 'seconds'),
+    60,
   ),
-  'token.refreshFraction': field('TOKEN_REFRESH_FRACTION', fraction()),
-  'credentials.clientId': field('CLIENT_ID', secret(), true),
-  'credentials.clientSecret': field('CLIENT_SECRET', secret(), true),
+  'token.refreshFraction': field('TOKEN_REFRESH_FRACTION', fraction(), 0.2),
+  'token.store.url': secretField('TOKEN_STORE_URL', storeUrl()),
+  'token.store.keyPrefix': field('TOKEN_STORE_KEY_PREFIX', keyPrefix(), 'oauth-sidecar:'),
+  'credentials.clientId': secretField('CLIENT_ID', secret()),
+  'credentials.clientSecret': secretField('CLIENT_SECRET', secret()),
   'credentials.clientIdFile': field('CLIENT_ID_FILE', text('a path to a file')),
   'credentials.clientSecretFile': field('CLIENT_SECRET_FILE', text('a path to a file')),
   'credentials.csvFile': field('CLIENT_CREDENTIALS_CSV', text('a path to a CSV file')),
-  'proxy.listen': field('PROXY_LISTEN', listen()),
-  'proxy.http2': field('PROXY_HTTP2', boolean()),
-  'admin.listen': field('ADMIN_LISTEN', listen()),
-  'log.level': field('LOG_LEVEL', oneOf(LOG_LEVELS)),
+  // Loopback, so only the pod itself can spend the credentials.
+  'proxy.listen': field('PROXY_LISTEN', listen(), { host: '127.0.0.1', port: 8080 }),
+  'proxy.http2': field('PROXY_HTTP2', boolean(), false),
+  'proxy.maxInFlight': field('PROXY_MAX_IN_FLIGHT', integer(1, 100_000, 'requests'), 512),
+  'proxy.maxPipelined': field('PROXY_MAX_PIPELINED', integer(1, 1_000, 'requests'), 8),
+  'proxy.maxHeaders': field('PROXY_MAX_HEADERS', integer(1, 10_000, 'header fields'), 100),
+  'proxy.bodyTimeoutMs': field(
+    'PROXY_BODY_TIMEOUT_MS',
+    integer(1, 600_000, 'milliseconds'),
+    30_000,
+  ),
+  // All interfaces, so the kubelet and Prometheus can reach the probes and metrics.
+  'admin.listen': field('ADMIN_LISTEN', listen(), { host: '0.0.0.0', port: 9090 }),
+  'log.level': field('LOG_LEVEL', oneOf(LOG_LEVELS), 'info'),
+  'cache.rules': field('CACHE_RULES', cacheRules(), []),
+  'cache.maxBytes': field('CACHE_MAX_BYTES', integer(1_024, 2 ** 34, 'bytes'), 64 * 1024 * 1024),
+  'cache.maxEntryBytes': field(
+    'CACHE_MAX_ENTRY_BYTES',
+    integer(1, 2 ** 31 - 1, 'bytes'),
+    1024 * 1024,
+  ),
 } as const;
 
 export type FieldKey = keyof typeof FIELDS;
 
 /** The parsed value of each key, `undefined` when no layer set it (or it was invalid). */
 export type FieldValues = {
-  [K in FieldKey]: (typeof FIELDS)[K] extends FieldSpec<infer T> ? T | undefined : never;
+  [K in FieldKey]: (typeof FIELDS)[K] extends FieldSpec<infer T, infer _D> ? T | undefined : never;
+};
+
+/** The value of each key once its default applies: `undefined` only for keys with no default. */
+export type ResolvedValues = {
+  [K in FieldKey]: (typeof FIELDS)[K] extends FieldSpec<infer T, infer D>
+    ? D extends undefined
+      ? T | undefined
+      : T
+    : never;
 };
 
 /** `UPSTREAM_BASE_URL (upstream.baseUrl)`: how every problem line starts. */

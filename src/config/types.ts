@@ -9,6 +9,18 @@ export type TokenFormat = 'json' | 'form';
 export type ClientAuth = 'body' | 'basic';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
+/** `upstream.rateLimit`: at most `count` requests per `periodMs` (a token bucket of `count`). */
+export interface RateLimit {
+  count: number;
+  periodMs: number;
+}
+
+/** One `cache.rules` entry: GET answers under `prefix` are cached for up to `ttlSeconds`. */
+export interface CacheRule {
+  prefix: string;
+  ttlSeconds: number;
+}
+
 export type CredentialsConfig =
   | { source: 'inline'; clientId: string; clientSecret: string }
   | { source: 'files'; clientIdFile: string; clientSecretFile: string }
@@ -25,6 +37,16 @@ export interface Config {
     allowInsecureHttp: boolean;
     /** Offer HTTP/2 to the upstream through ALPN. */
     http2: boolean;
+    /** Upstream connections per origin; further requests wait for a free one. */
+    maxConnections: number;
+    /** Longest pause inside the upstream's answer body; then the client connection is aborted. */
+    bodyTimeoutMs: number;
+    /** Most requests sent upstream per period; `undefined`: no limit. */
+    rateLimit: RateLimit | undefined;
+    /** Longest wait for a rate-limit slot; then 429 `rate_limited`. */
+    queueMs: number;
+    /** Cap on a cooldown taken from the API's `Retry-After` (0: no cooldowns). */
+    maxCooldownSeconds: number;
   };
   token: {
     url: string;
@@ -35,17 +57,36 @@ export interface Config {
     waitMs: number;
     refreshMarginSeconds: number;
     refreshFraction: number;
+    store: {
+      /** `redis://` / `rediss://` URL of the shared token store (may hold a password); unset: none. */
+      url: string | undefined;
+      keyPrefix: string;
+    };
   };
   credentials: CredentialsConfig;
   proxy: {
     listen: HostPort;
     /** Serve h2c (prior knowledge) on the proxy listener instead of HTTP/1.1. */
     http2: boolean;
+    /** Proxied requests in progress at once (HTTP/1.1 and h2 together); then 503 `overloaded`. */
+    maxInFlight: number;
+    /** Requests of one HTTP/1.1 connection in progress at once; the rest stay unread. */
+    maxPipelined: number;
+    /** Inbound header fields per request; more: 431 `request_headers_too_large`. */
+    maxHeaders: number;
+    /** Longest pause inside a client's request body; then 408 `request_timeout`. */
+    bodyTimeoutMs: number;
   };
   admin: {
     listen: HostPort;
   };
   log: {
     level: LogLevel;
+  };
+  cache: {
+    /** Empty: the response cache is off. */
+    rules: CacheRule[];
+    maxBytes: number;
+    maxEntryBytes: number;
   };
 }
