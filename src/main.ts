@@ -19,6 +19,7 @@ import { createProxyApp } from './http/proxy-app.js';
 import { startProxyServer } from './http/proxy-server.js';
 import { createForwarder } from './proxy/forwarder.js';
 import { createUpstreamDispatcher, trustContext } from './proxy/dispatcher.js';
+import { QuotaGuard } from './proxy/quota/guard.js';
 import { createLogger, type Logger } from './telemetry/logger.js';
 import { createMetrics } from './telemetry/metrics.js';
 import { createTokenEndpointClient } from './token/client.js';
@@ -90,6 +91,18 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   });
   metrics.bindTokenState(keeper);
 
+  const quota = new QuotaGuard({
+    rateLimit: config.upstream.rateLimit,
+    queueMs: config.upstream.queueMs,
+    maxCooldownSeconds: config.upstream.maxCooldownSeconds,
+    maxQueued: config.proxy.maxInFlight,
+    clock,
+    metrics,
+    logger: logger.child({ component: 'quota' }),
+  });
+  metrics.bindQuotaState(quota);
+  quota.start();
+
   let draining = false;
   const forwarder = createForwarder({
     upstream: config.upstream.baseUrl,
@@ -99,6 +112,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
     metrics,
     logger: logger.child({ component: 'proxy' }),
     clock,
+    quota,
   });
   const proxyApp = createProxyApp({
     prefixes: config.upstream.pathPrefixes,
@@ -116,6 +130,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
       tokenReady: () => keeper.isReady(),
       isDraining: () => draining,
       tokenStatus: () => ({ ...keeper.status() }),
+      quotaStatus: () => quota.status(),
     },
   });
 
@@ -137,6 +152,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
     admin = await startAdminServer({ app: adminApp, listen: config.admin.listen });
   } catch (error) {
     keeper.stop();
+    quota.close();
     await proxy?.drain(0);
     await Promise.allSettled([tokenDispatcher.close(), upstreamDispatcher.close()]);
     throw error;
@@ -166,6 +182,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
       );
       await proxyServer.drain(DRAIN_TIMEOUT_MS);
       keeper.stop();
+      quota.close();
       await adminServer.close();
       await Promise.allSettled([tokenDispatcher.close(), upstreamDispatcher.close()]);
       logger.info('shut down');

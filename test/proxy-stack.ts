@@ -8,6 +8,7 @@ import { createProxyApp } from '../src/http/proxy-app.js';
 import { startProxyServer, type ProxyServer } from '../src/http/proxy-server.js';
 import { createForwarder } from '../src/proxy/forwarder.js';
 import { createUpstreamDispatcher } from '../src/proxy/dispatcher.js';
+import { QuotaGuard, type QuotaGuardOptions } from '../src/proxy/quota/guard.js';
 import type { AccessTokenSource } from '../src/proxy/types.js';
 import type { Standin } from '../src/standin/index.js';
 import { createLogger } from '../src/telemetry/logger.js';
@@ -66,6 +67,8 @@ export interface Stack {
   logs: Record<string, unknown>[];
   draining: { value: boolean };
   dispatcher: Dispatcher;
+  /** The quota guard in front of the upstream (no limit unless `quota` options were given). */
+  quota: QuotaGuard;
   close(): Promise<void>;
 }
 
@@ -74,6 +77,10 @@ export interface StackOptions {
   timeoutMs?: number;
   http2?: boolean;
   upstreamHttp2?: boolean;
+  /** Quota guard settings; default: no rate limit, 300 s cooldown cap. */
+  quota?: Partial<
+    Pick<QuotaGuardOptions, 'rateLimit' | 'queueMs' | 'maxCooldownSeconds' | 'maxQueued' | 'shared'>
+  >;
 }
 
 export async function startStack(standin: Standin, options: StackOptions = {}): Promise<Stack> {
@@ -90,6 +97,17 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
     ca: standin.caCert,
     http2: options.upstreamHttp2 ?? false,
   });
+  const quota = new QuotaGuard({
+    rateLimit: undefined,
+    queueMs: 2_000,
+    maxCooldownSeconds: 300,
+    ...options.quota,
+    clock: systemClock,
+    metrics,
+    logger,
+  });
+  metrics.bindQuotaState(quota);
+  quota.start();
   const forwarder = createForwarder({
     upstream: options.upstream ?? standin.url,
     dispatcher,
@@ -98,6 +116,7 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
     metrics,
     logger,
     clock: systemClock,
+    quota,
   });
   const draining = { value: false };
   const app = createProxyApp({
@@ -126,7 +145,9 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
     logs,
     draining,
     dispatcher,
+    quota,
     async close() {
+      quota.close();
       await proxy.drain(1_000);
       await dispatcher.close();
       await tokens.close();

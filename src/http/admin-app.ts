@@ -9,6 +9,8 @@ export interface AdminState {
   isDraining(): boolean;
   /** JSON-safe token keeper state for /status. Never a token or a secret. */
   tokenStatus(): Record<string, unknown>;
+  /** JSON-safe quota guard state (cooldown, bucket, fleet/local) for /status. */
+  quotaStatus?(): unknown;
 }
 
 export interface AdminAppOptions {
@@ -52,6 +54,7 @@ export function createAdminApp(options: AdminAppOptions): Hono {
       ready: state.tokenReady() && !state.isDraining(),
       draining: state.isDraining(),
       token: state.tokenStatus(),
+      quota: state.quotaStatus?.(),
     }),
   );
 

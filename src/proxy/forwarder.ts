@@ -21,6 +21,7 @@ import {
   type ClientRequest,
   type PreparedBody,
 } from './request-body.js';
+import type { QuotaGuard } from './quota/guard.js';
 import type { AccessTokenSource } from './types.js';
 
 export type { ClientRequest } from './request-body.js';
@@ -44,6 +45,8 @@ export interface ForwarderOptions {
   clock: Pick<Clock, 'now' | 'setTimeout' | 'clearTimeout'>;
   /** Largest body buffered for a replay after a 401. Default 64 KiB. */
   replayBufferBytes?: number;
+  /** The quota guard: admits each upstream request and watches each answer for a cooldown. */
+  quota?: Pick<QuotaGuard, 'admit' | 'observe' | 'limited'>;
 }
 
 export interface ForwardContext {
@@ -96,12 +99,50 @@ function errorCode(err: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
+const CLIENT_GONE: ForwardOutcome = {
+  status: 499,
+  upstreamStatus: undefined,
+  replayed: false,
+  result: 'client_closed',
+};
+
+/** False when the client left while waiting for a rate-limit slot. */
+async function waitedForSlot(slot: Promise<void>): Promise<boolean> {
+  try {
+    await slot;
+    return true;
+  } catch (err) {
+    if (err instanceof ClientGoneError) return false;
+    throw err;
+  }
+}
+
 export function createForwarder(options: ForwarderOptions): Forwarder {
   const upstream = new URL(options.upstream);
   const origin = upstream.origin;
   const basePath = upstream.pathname.replace(/\/+$/, '');
   const { dispatcher, tokens, timeoutMs, metrics, logger, clock } = options;
   const replayLimit = options.replayBufferBytes ?? REPLAY_BUFFER_BYTES;
+  const quota = options.quota;
+
+  /**
+   * Quota admission before a request goes upstream (DESIGN.md "Quota guard"). Without a rate
+   * limit it is synchronous (it throws during a cooldown); with one, a waiting request gives up
+   * its place the moment its client leaves.
+   */
+  function admit(res: ClientResponse): Promise<void> | undefined {
+    if (quota === undefined) return undefined;
+    if (!quota.limited) return quota.admit();
+    const controller = new AbortController();
+    const onClose = () => controller.abort(new ClientGoneError());
+    res.once('close', onClose);
+    const wait = quota.admit(controller.signal);
+    if (wait === undefined) {
+      res.off('close', onClose);
+      return undefined;
+    }
+    return wait.finally(() => res.off('close', onClose));
+  }
 
   async function attempt(
     req: ClientRequest,
@@ -138,6 +179,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       clock.clearTimeout(timer);
       headersSeen = true;
       upstreamStatus = statusCode;
+      quota?.observe(statusCode, headers);
       metrics.upstreamRequestDuration.observe({ method: label }, (clock.now() - started) / 1000);
       metrics.upstreamRequests.inc({ method: label, code: String(statusCode) });
       if (statusCode === 401) {
@@ -226,6 +268,9 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   ): Promise<ForwardOutcome> {
     metrics.requestsInFlight.inc();
     try {
+      // Waiting for a slot happens inside the in-flight count (DESIGN.md "Quota guard").
+      const slot = admit(res);
+      if (slot !== undefined && !(await waitedForSlot(slot))) return CLIENT_GONE;
       const token = await accessToken();
       let body: PreparedBody;
       try {
@@ -246,6 +291,9 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       let replayed = false;
       if (outcome.kind === 'answered' && outcome.replay) {
         replayed = true;
+        // The replay is a second upstream request: it needs its own slot under the limit.
+        const again = admit(res);
+        if (again !== undefined && !(await waitedForSlot(again))) return CLIENT_GONE;
         const fresh = await accessToken();
         outcome = await attempt(req, res, ctx, fresh, body, false);
       }

@@ -12,6 +12,12 @@ export interface TokenGaugeSource {
   tokenReady(): boolean;
 }
 
+/** What the cooldown gauge reads at scrape time (the quota guard). */
+export interface QuotaGaugeSource {
+  /** Seconds left of the upstream cooldown, 0 if none. */
+  cooldownSecondsLeft(): number;
+}
+
 export type TokenGrantLabel = 'client_credentials' | 'refresh_token';
 export type TokenOutcomeLabel = 'success' | 'rejected' | 'error';
 
@@ -25,8 +31,12 @@ export interface SidecarMetrics {
   upstreamUnauthorized: Counter<'replayed'>;
   proxyRejected: Counter<'code'>;
   requestsInFlight: Gauge;
+  /** Seconds each request admitted under `upstream.rateLimit` waited for its slot (0 if none). */
+  rateLimitWait: Histogram;
   /** Point the token gauges at their source (the keeper is built after the metrics). */
   bindTokenState(source: TokenGaugeSource): void;
+  /** Point the cooldown gauge at the quota guard. */
+  bindQuotaState(source: QuotaGaugeSource): void;
 }
 
 export interface MetricsOptions {
@@ -37,6 +47,7 @@ export interface MetricsOptions {
 
 export function createMetrics({ registry, defaultMetrics = true }: MetricsOptions): SidecarMetrics {
   let tokenState: TokenGaugeSource | undefined;
+  let quotaState: QuotaGaugeSource | undefined;
   const registers = [registry];
 
   new Gauge({
@@ -63,6 +74,15 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
     registers,
     collect() {
       this.set(tokenState?.tokenReady() ? 1 : 0);
+    },
+  });
+
+  new Gauge({
+    name: `${METRIC_PREFIX}upstream_cooldown_seconds`,
+    help: 'Seconds left of the cooldown the API asked for with a 429/503 Retry-After (0 if none).',
+    registers,
+    collect() {
+      this.set(quotaState?.cooldownSecondsLeft() ?? 0);
     },
   });
 
@@ -111,8 +131,17 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
       help: 'Proxied requests in progress.',
       registers,
     }),
+    rateLimitWait: new Histogram({
+      name: `${METRIC_PREFIX}rate_limit_wait_seconds`,
+      help: 'Time a request admitted under upstream.rateLimit waited for its slot (0 when it did not wait).',
+      buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
+      registers,
+    }),
     bindTokenState(source) {
       tokenState = source;
+    },
+    bindQuotaState(source) {
+      quotaState = source;
     },
   };
 
