@@ -8,6 +8,12 @@ const honoOnlyInHttp = {
     'Only src/http/ may import Hono (DESIGN.md "Source layout and boundaries"); keep the rest framework-free and testable.',
 };
 
+const redisOnlyInStore = {
+  group: ['redis', '@redis/*', 'ioredis'],
+  message:
+    'Only src/store/ imports the Redis client (DESIGN.md "Source layout and boundaries"); use the StoreConnection / TokenSetStore interfaces.',
+};
+
 /** Module boundaries from DESIGN.md, each with its reason. */
 const boundaries = [
   {
@@ -35,6 +41,7 @@ const boundaries = [
         {
           patterns: [
             honoOnlyInHttp,
+            redisOnlyInStore,
             {
               group: ['../proxy/*', '../http/*', '../proxy', '../http'],
               message:
@@ -53,6 +60,7 @@ const boundaries = [
         {
           patterns: [
             honoOnlyInHttp,
+            redisOnlyInStore,
             {
               group: ['../token/*', '../token', '../http/*', '../http'],
               message:
@@ -72,7 +80,13 @@ const boundaries = [
       'src/main.ts',
       'src/clock.ts',
     ],
-    rules: { 'no-restricted-imports': ['error', { patterns: [honoOnlyInHttp] }] },
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [honoOnlyInHttp, redisOnlyInStore] }],
+    },
+  },
+  {
+    files: ['src/http/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [redisOnlyInStore] }] },
   },
   {
     files: ['src/**/*.ts'],

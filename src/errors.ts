@@ -139,3 +139,14 @@ export interface ErrorEnvelope {
 export function errorEnvelope(error: SidecarError, requestId: string): ErrorEnvelope {
   return { errors: [{ code: error.code, detail: error.message }], requestId };
 }
+
+/**
+ * The shared token store is down, slow (past its 500 ms bound) or answered an error. Never reaches
+ * a client: every caller falls back to what one process does alone (STYLE.md 14).
+ */
+export class StoreError extends Error {
+  constructor(message: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = 'StoreError';
+  }
+}

@@ -1,0 +1,284 @@
+/**
+ * The one Redis connection of a process (DESIGN.md "Shared token store"). The only module that
+ * imports the Redis client. Everything above it sees `StoreConnection`: run an atomic script,
+ * read the health. Shared state is an optimisation, never a dependency (STYLE.md 14): every call
+ * settles within `commandTimeoutMs`, a store that is down fails calls at once, and the client
+ * reconnects on its own with capped backoff.
+ */
+import { createHash } from 'node:crypto';
+import { createClient } from '@redis/client';
+import type { Clock, TimerHandle } from '../clock.js';
+import { StoreError } from '../errors.js';
+import type { Logger } from '../telemetry/logger.js';
+
+/** Every store call settles within this (DESIGN.md: "slow (> 500 ms)" counts as down). */
+export const STORE_COMMAND_TIMEOUT_MS = 500;
+/** Calls in progress at once; more fail at once (a hung server must not grow a queue). */
+export const STORE_MAX_PENDING = 64;
+/** A PING this often keeps `up` truthful while nothing else runs (DESIGN.md: shown within 5 s). */
+export const STORE_HEALTH_INTERVAL_MS = 2_000;
+/** Reconnect backoff: 100 ms doubling to 2 s, full jitter (a restarted store is found within ~2 s). */
+export const RECONNECT_BASE_MS = 100;
+export const RECONNECT_CAP_MS = 2_000;
+
+/** A Lua script run atomically by the server (EVALSHA, EVAL when the server does not know it yet). */
+export interface StoreScript {
+  readonly lua: string;
+  readonly sha1: string;
+}
+
+/**
+ * Define a script once (module scope). Scripts may read the store's clock, so every process of a
+ * fleet agrees on "now": start with {@link STORE_NOW_MS_LUA} to get `now_ms`. Keys the script
+ * touches must be passed in `keys` (Redis Cluster / ACL key patterns depend on it).
+ */
+export function defineScript(lua: string): StoreScript {
+  return { lua, sha1: createHash('sha1').update(lua).digest('hex') };
+}
+
+/**
+ * Lua prelude: `local now_ms = <the store's clock in ms>`. Allowed before writes since Redis 5
+ * (scripts replicate their effects, not themselves).
+ */
+export const STORE_NOW_MS_LUA =
+  "local __t = redis.call('TIME')\nlocal now_ms = tonumber(__t[1]) * 1000 + math.floor(tonumber(__t[2]) / 1000)\n";
+
+export interface StoreHealth {
+  /** The configured URL without its password. */
+  url: string;
+  up: boolean;
+  lastError: { message: string; at: string } | null;
+  /** `redis_version` from the server, once known. */
+  serverVersion: string | null;
+}
+
+/** What the rest of the sidecar sees of Redis. */
+export interface StoreConnection {
+  /**
+   * Run `script` atomically. Settles within `commandTimeoutMs`; rejects with StoreError when the
+   * store is down, slow, or answers an error. Lua tables come back as arrays, nil as null.
+   */
+  runScript(
+    script: StoreScript,
+    keys: readonly string[],
+    args: readonly string[],
+  ): Promise<unknown>;
+  /** PING now and return the server's version (for `check`); rejects with StoreError. */
+  probe(): Promise<string>;
+  health(): StoreHealth;
+  close(): Promise<void>;
+}
+
+export interface StoreConnectionOptions {
+  url: string;
+  logger: Logger;
+  clock: Clock;
+  commandTimeoutMs?: number;
+  maxPending?: number;
+  healthIntervalMs?: number;
+  /** [0, 1) for reconnect jitter; Math.random when absent. */
+  random?: () => number;
+}
+
+/** `redis://user:secret@host:6379/0` → `redis://user@host:6379/0`: the password never leaves. */
+export function redactStoreUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.password = '';
+    return parsed.toString().replace(/\/$/, '');
+  } catch {
+    return '(invalid URL)';
+  }
+}
+
+/** Reconnect delay after `retries` failed attempts: full jitter over 100 ms doubling to 2 s. */
+export function reconnectDelayMs(retries: number, random: number): number {
+  const ceiling = Math.min(RECONNECT_CAP_MS, RECONNECT_BASE_MS * 2 ** Math.min(retries, 16));
+  return Math.max(RECONNECT_BASE_MS / 2, Math.round(random * ceiling));
+}
+
+/** Connect (in the background) and return at once; calls made before it is ready wait within their bound. */
+export function createStoreConnection(options: StoreConnectionOptions): StoreConnection {
+  const timeoutMs = options.commandTimeoutMs ?? STORE_COMMAND_TIMEOUT_MS;
+  const maxPending = options.maxPending ?? STORE_MAX_PENDING;
+  const random = options.random ?? Math.random;
+  const { clock } = options;
+  const log = options.logger;
+  const url = redactStoreUrl(options.url);
+
+  const client = createClient({
+    url: options.url,
+    // Fail at once while disconnected instead of queueing: the keeper falls back to its own token.
+    disableOfflineQueue: true,
+    socket: {
+      connectTimeout: 2_000,
+      reconnectStrategy: (retries) => reconnectDelayMs(retries, random()),
+    },
+  });
+
+  let up = false;
+  let lastError: StoreHealth['lastError'] = null;
+  let serverVersion: string | null = null;
+  let pending = 0;
+  let closed = false;
+  const readyWaiters = new Set<() => void>();
+
+  const markDown = (error: unknown): void => {
+    const message = describe(error);
+    lastError = { message, at: new Date(clock.now()).toISOString() };
+    if (!up) return;
+    up = false;
+    // Logged once per outage, not per failed call.
+    log.warn(
+      { event: 'store', up: false, store: url, error: message },
+      'token store unavailable; each process keeps its own token until it is back',
+    );
+  };
+  const markUp = (): void => {
+    if (up) return;
+    up = true;
+    log.info({ event: 'store', up: true, store: url }, 'token store available');
+  };
+
+  client.on('error', (error: unknown) => markDown(error));
+  client.on('ready', () => {
+    for (const wake of readyWaiters) wake();
+    readyWaiters.clear();
+    // Learn the version and show `up` at once, not at the next health tick.
+    probe().catch(() => undefined);
+  });
+  client.connect().catch((error: unknown) => markDown(error));
+
+  /** Resolves when the client is ready or `deadline` passes (then the call fails as "down"). */
+  const whenReady = (deadline: number): Promise<void> => {
+    if (client.isReady) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const wake = (): void => {
+        clock.clearTimeout(timer);
+        readyWaiters.delete(wake);
+        resolve();
+      };
+      readyWaiters.add(wake);
+      const timer = clock.setTimeout(wake, Math.max(0, deadline - clock.now()));
+      timer.unref?.();
+    });
+  };
+
+  /** One bounded call: the client's own timeout only covers the write queue, so race a timer. */
+  const call = async <T>(what: string, send: () => Promise<T>): Promise<T> => {
+    if (closed) throw new StoreError(`${what}: the store connection is closed`);
+    if (pending >= maxPending) {
+      const error = new StoreError(`${what}: ${maxPending} store calls already in progress`);
+      markDown(error);
+      throw error;
+    }
+    pending += 1;
+    const deadline = clock.now() + timeoutMs;
+    let timer: TimerHandle | undefined;
+    try {
+      const timeout = new Promise<never>((_, reject) => {
+        timer = clock.setTimeout(
+          () => reject(new StoreError(`${what}: no answer within ${timeoutMs} ms`)),
+          timeoutMs,
+        );
+        timer.unref?.();
+      });
+      const attempt = (async () => {
+        await whenReady(deadline);
+        if (!client.isReady) throw new StoreError(`${what}: not connected`);
+        return send();
+      })();
+      attempt.catch(() => undefined); // a late rejection after the timeout is not unhandled
+      const result = await Promise.race([attempt, timeout]);
+      markUp();
+      return result;
+    } catch (error) {
+      const wrapped =
+        error instanceof StoreError ? error : new StoreError(`${what}: ${describe(error)}`, error);
+      markDown(wrapped);
+      throw wrapped;
+    } finally {
+      pending -= 1;
+      if (timer !== undefined) clock.clearTimeout(timer);
+    }
+  };
+
+  const runScript: StoreConnection['runScript'] = (script, keys, args) =>
+    call('store script', async () => {
+      const tail = [String(keys.length), ...keys, ...args];
+      try {
+        return await client.sendCommand(['EVALSHA', script.sha1, ...tail]);
+      } catch (error) {
+        if (!describe(error).startsWith('NOSCRIPT')) throw error;
+        return client.sendCommand(['EVAL', script.lua, ...tail]);
+      }
+    });
+
+  const probe = (): Promise<string> =>
+    call('store PING', async () => {
+      await client.sendCommand(['PING']);
+      if (serverVersion === null) {
+        const info: unknown = await client.sendCommand(['INFO', 'server']);
+        const text = typeof info === 'string' ? info : Buffer.isBuffer(info) ? info.toString() : '';
+        serverVersion = /redis_version:([^\r\n]+)/.exec(text)?.[1] ?? 'unknown';
+      }
+      return serverVersion;
+    });
+
+  const healthTimer = setIntervalOn(
+    clock,
+    options.healthIntervalMs ?? STORE_HEALTH_INTERVAL_MS,
+    () => {
+      probe().catch(() => undefined); // markDown already recorded it
+    },
+  );
+
+  return {
+    runScript,
+    probe,
+    health: () => ({
+      url,
+      up,
+      lastError: lastError === null ? null : { ...lastError },
+      serverVersion,
+    }),
+    async close() {
+      if (closed) return;
+      closed = true;
+      healthTimer.stop();
+      for (const wake of readyWaiters) wake();
+      try {
+        if (client.isOpen) await client.close();
+      } catch {
+        client.destroy();
+      }
+    },
+  };
+}
+
+/** A repeating timer on the injected clock, unref'd. */
+function setIntervalOn(clock: Clock, everyMs: number, fn: () => void): { stop(): void } {
+  let handle: TimerHandle | undefined;
+  let stopped = false;
+  const arm = (): void => {
+    handle = clock.setTimeout(() => {
+      if (stopped) return;
+      fn();
+      arm();
+    }, everyMs);
+    handle.unref?.();
+  };
+  arm();
+  return {
+    stop() {
+      stopped = true;
+      if (handle !== undefined) clock.clearTimeout(handle);
+    },
+  };
+}
+
+function describe(error: unknown): string {
+  if (error instanceof AggregateError && error.errors.length > 0) return describe(error.errors[0]);
+  if (error instanceof Error) return error.message || error.name;
+  return String(error);
+}

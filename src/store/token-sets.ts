@@ -1,0 +1,246 @@
+/**
+ * The token-set entry and its renewal lease (DESIGN.md "Shared token store"). Each decision that
+ * needs the store is one atomic script (STYLE.md 14): take the lease and read the entry; write only
+ * while holding the lease, with a generation that only grows; release only one's own lease;
+ * delete the entry only while it still holds the token that got a 401.
+ */
+import { randomUUID } from 'node:crypto';
+import { defineScript, type StoreConnection } from './connection.js';
+import {
+  deriveEntryKeys,
+  openValue,
+  sealValue,
+  tokenFingerprint,
+  type EntryKeys,
+} from './crypto.js';
+
+/** A token set as the fleet shares it. Lives only encrypted in the store. */
+export interface SharedTokenSet {
+  accessToken: string;
+  refreshToken: string | undefined;
+  /** When the request that obtained it was sent (ms since the epoch). */
+  sentAt: number;
+  lifetimeSeconds: number;
+  grant: 'client_credentials' | 'refresh_token';
+}
+
+export interface StoredEntry {
+  /** 0 when the entry has never been written (or expired). */
+  generation: number;
+  /** Absent, deleted after a 401, or unreadable. */
+  tokenSet: SharedTokenSet | undefined;
+  /** Present but sealed under another secret or corrupted: treated as absent. */
+  unreadable: boolean;
+}
+
+export interface Lease {
+  readonly owner: string;
+  readonly keys: EntryKeys;
+}
+
+/** Credentials the entry's name and keys derive from (re-read, so a rotated secret applies). */
+export type IdentityReader = () => Promise<{ clientId: string; clientSecret: string }>;
+
+/** What the token keeper's coordinator uses. Every method rejects with StoreError when the store fails. */
+export interface TokenSetStore {
+  /** The entry, and whether some process holds the lease right now. */
+  read(): Promise<{ entry: StoredEntry; leaseHeld: boolean }>;
+  /** `SET NX PX` the lease with a random owner; the entry as it is at that moment either way. */
+  takeLease(ttlMs: number): Promise<{ lease: Lease | undefined; entry: StoredEntry }>;
+  /** Write the set only while `lease` is still held, then release it. Undefined: the lease was lost. */
+  publish(
+    lease: Lease,
+    tokenSet: SharedTokenSet,
+    knownGeneration: number,
+  ): Promise<number | undefined>;
+  /** Compare-and-delete the lease. */
+  release(lease: Lease): Promise<void>;
+  /**
+   * Delete the entry's token set only if it is still `accessToken` (the one that got a 401);
+   * otherwise return the entry as it is (possibly a newer token to adopt).
+   */
+  deleteIfCurrent(accessToken: string): Promise<{ deleted: boolean; entry: StoredEntry }>;
+}
+
+/** How long an entry outlives its token: keeps the generation across a short gap between tokens. */
+export const ENTRY_GRACE_MS = 3_600_000;
+
+const READ = defineScript(`
+local v = redis.call('HMGET', KEYS[1], 'gen', 'data')
+return {v[1], v[2], redis.call('EXISTS', KEYS[2])}
+`);
+
+const TAKE_LEASE = defineScript(`
+local got = redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
+local v = redis.call('HMGET', KEYS[1], 'gen', 'data')
+if got then return {v[1], v[2], 1} end
+return {v[1], v[2], 0}
+`);
+
+// Compare-and-set: only the lease holder writes; the generation is max(stored, known) + 1 so it
+// grows even across a store that lost its data (the fencing number of STYLE.md 14).
+const PUBLISH = defineScript(`
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return -1 end
+local g = tonumber(redis.call('HGET', KEYS[1], 'gen') or '0')
+local known = tonumber(ARGV[2])
+if known > g then g = known end
+g = g + 1
+redis.call('HSET', KEYS[1], 'gen', g, 'fp', ARGV[3], 'data', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('DEL', KEYS[2])
+return g
+`);
+
+const RELEASE = defineScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`);
+
+const DELETE_IF_CURRENT = defineScript(`
+local v = redis.call('HMGET', KEYS[1], 'gen', 'fp', 'data')
+if v[2] and v[2] == ARGV[1] then
+  redis.call('HDEL', KEYS[1], 'fp', 'data')
+  return {v[1], false, 1}
+end
+return {v[1], v[3], 0}
+`);
+
+export interface TokenSetStoreOptions {
+  connection: StoreConnection;
+  keyPrefix: string;
+  tokenUrl: string;
+  scopes: readonly string[];
+  readIdentity: IdentityReader;
+  now: () => number;
+}
+
+export function createTokenSetStore(options: TokenSetStoreOptions): TokenSetStore {
+  const { connection } = options;
+  let cached: { id: string; secret: string; keys: EntryKeys } | undefined;
+
+  const keys = async (): Promise<EntryKeys> => {
+    const { clientId, clientSecret } = await options.readIdentity();
+    if (cached?.id !== clientId || cached.secret !== clientSecret) {
+      const derived = deriveEntryKeys({
+        keyPrefix: options.keyPrefix,
+        tokenUrl: options.tokenUrl,
+        clientId,
+        clientSecret,
+        scopes: options.scopes,
+      });
+      cached = { id: clientId, secret: clientSecret, keys: derived };
+    }
+    return cached.keys;
+  };
+
+  const decode = (k: EntryKeys, reply: unknown): { entry: StoredEntry; flag: number } => {
+    const [gen, data, flag] = Array.isArray(reply) ? (reply as unknown[]) : [];
+    const generation = Number(gen ?? 0) || 0;
+    let tokenSet: SharedTokenSet | undefined;
+    let unreadable = false;
+    if (typeof data === 'string' && data !== '') {
+      tokenSet = parseSet(openValue(k, data));
+      unreadable = tokenSet === undefined;
+    }
+    return { entry: { generation, tokenSet, unreadable }, flag: Number(flag ?? 0) };
+  };
+
+  return {
+    async read() {
+      const k = await keys();
+      const { entry, flag } = decode(k, await connection.runScript(READ, [k.entry, k.lease], []));
+      return { entry, leaseHeld: flag === 1 };
+    },
+    async takeLease(ttlMs) {
+      const k = await keys();
+      const owner = randomUUID();
+      const reply = await connection.runScript(
+        TAKE_LEASE,
+        [k.entry, k.lease],
+        [owner, String(Math.ceil(ttlMs))],
+      );
+      const { entry, flag } = decode(k, reply);
+      return { lease: flag === 1 ? { owner, keys: k } : undefined, entry };
+    },
+    async publish(lease, tokenSet, knownGeneration) {
+      const k = lease.keys;
+      const expiresAt = tokenSet.sentAt + tokenSet.lifetimeSeconds * 1_000;
+      const ttl = Math.max(1_000, expiresAt - options.now()) + ENTRY_GRACE_MS;
+      const reply = await connection.runScript(
+        PUBLISH,
+        [k.entry, k.lease],
+        [
+          lease.owner,
+          String(knownGeneration),
+          tokenFingerprint(k, tokenSet.accessToken),
+          sealValue(k, JSON.stringify(toWire(tokenSet))),
+          String(Math.ceil(ttl)),
+        ],
+      );
+      const generation = Number(reply);
+      return generation > 0 ? generation : undefined;
+    },
+    async release(lease) {
+      await connection.runScript(RELEASE, [lease.keys.lease], [lease.owner]);
+    },
+    async deleteIfCurrent(accessToken) {
+      const k = await keys();
+      const reply = await connection.runScript(
+        DELETE_IF_CURRENT,
+        [k.entry],
+        [tokenFingerprint(k, accessToken)],
+      );
+      const { entry, flag } = decode(k, reply);
+      return { deleted: flag === 1, entry };
+    },
+  };
+}
+
+/** Short field names inside the sealed value; the store never sees them in clear anyway. */
+interface WireSet {
+  a: string;
+  r?: string;
+  s: number;
+  l: number;
+  g: SharedTokenSet['grant'];
+}
+
+function toWire(set: SharedTokenSet): WireSet {
+  return {
+    a: set.accessToken,
+    ...(set.refreshToken !== undefined && { r: set.refreshToken }),
+    s: set.sentAt,
+    l: set.lifetimeSeconds,
+    g: set.grant,
+  };
+}
+
+/** Every field checked: a value that decrypts but is not ours is as unreadable as one that does not. */
+function parseSet(plaintext: string | undefined): SharedTokenSet | undefined {
+  if (plaintext === undefined) return undefined;
+  let wire: Partial<WireSet>;
+  try {
+    wire = JSON.parse(plaintext) as Partial<WireSet>;
+  } catch {
+    return undefined;
+  }
+  if (
+    typeof wire.a !== 'string' ||
+    wire.a === '' ||
+    (wire.r !== undefined && typeof wire.r !== 'string') ||
+    typeof wire.s !== 'number' ||
+    !Number.isFinite(wire.s) ||
+    typeof wire.l !== 'number' ||
+    !(wire.l >= 0) ||
+    (wire.g !== 'client_credentials' && wire.g !== 'refresh_token')
+  ) {
+    return undefined;
+  }
+  return {
+    accessToken: wire.a,
+    refreshToken: wire.r,
+    sentAt: wire.s,
+    lifetimeSeconds: wire.l,
+    grant: wire.g,
+  };
+}

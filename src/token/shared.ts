@@ -1,0 +1,228 @@
+/**
+ * The keeper's side of the shared token store (DESIGN.md "Shared token store"): wraps the keeper's
+ * single grant point so that a fleet makes one grant per token lifetime. Before a grant it adopts a
+ * fresher token set from the store, or takes the lease; only the lease holder calls the token
+ * endpoint (and uses the shared refresh token) and publishes the result while it still holds the
+ * lease. Others wait for the new generation. Any store failure: the grant runs as if there were no
+ * store (STYLE.md 14), and the next renewal tries the store again.
+ */
+import { StoreError } from '../errors.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { SharedTokenSet, StoredEntry, TokenSetStore } from '../store/token-sets.js';
+import { renewalTime, type RenewalSettings } from './schedule.js';
+import type { GrantType, TokenSet } from './types.js';
+
+/** How often a process waiting for the lease holder looks at the store. */
+export const LEASE_POLL_MS = 100;
+/** The lease outlives one token request by this much (DESIGN.md: TTL = token.timeoutMs + 2 s). */
+export const LEASE_EXTRA_MS = 2_000;
+
+/** Which refresh token a grant may use: the fleet's (store up; none = client credentials) or its own. */
+export type RefreshSource =
+  { kind: 'shared'; refreshToken: string | undefined } | { kind: 'local' };
+
+/** The keeper's outcome of one grant, as far as the coordinator needs it. */
+export type GrantOutcome =
+  | { ok: true; grant: GrantType; tokenSet: TokenSet; sentAt: number }
+  | { ok: false; grant: GrantType; error: unknown };
+
+export type Coordinated<O extends GrantOutcome> =
+  /** Another process's token set, taken from the store: no grant was made. */
+  | { kind: 'adopted'; tokenSet: SharedTokenSet; generation: number }
+  /** This process ran the grant (under the lease, or alone while the store is down). */
+  | { kind: 'granted'; outcome: O; refreshToken: string | undefined; shared: boolean }
+  /** The lease holder went away without a new token (it died, or its grant failed): retry with backoff. */
+  | { kind: 'lease-lost'; error: LeaseWaitError };
+
+/** What the keeper holds now, to tell a newer set in the store from its own. */
+export interface HeldRef {
+  accessToken: string;
+}
+
+/** The lease holder left without publishing; the keeper retries with its backoff. */
+export class LeaseWaitError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'LeaseWaitError';
+  }
+}
+
+export interface StoreStatus {
+  url: string;
+  up: boolean;
+  lastError: { message: string; at: string } | null;
+  /** Generation of the shared entry this process last read or wrote; null before any. */
+  generation: number | null;
+}
+
+export interface TokenCoordinatorOptions {
+  store: TokenSetStore;
+  /** The connection's health (URL without password, up, last error). */
+  health(): { url: string; up: boolean; lastError: { message: string; at: string } | null };
+  settings: RenewalSettings & { timeoutMs: number };
+  now: () => number;
+  sleep: (ms: number) => Promise<void>;
+  logger: Logger;
+}
+
+export interface TokenCoordinator {
+  /**
+   * Obtain a token set for the fleet. `grant` is the keeper's own grant (never rejects); it is
+   * called at most once. `rejectedToken`: the token an upstream 401 invalidated.
+   */
+  obtain<O extends GrantOutcome>(
+    request: { held: HeldRef | undefined; rejectedToken?: string },
+    grant: (source: RefreshSource) => Promise<O>,
+  ): Promise<Coordinated<O>>;
+  status(): StoreStatus;
+}
+
+export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenCoordinator {
+  const { store, settings, now, log } = { ...options, log: options.logger };
+  const leaseTtlMs = settings.timeoutMs + LEASE_EXTRA_MS;
+  let generation: number | null = null;
+
+  const seen = (entry: StoredEntry): void => {
+    if (entry.generation > (generation ?? 0)) generation = entry.generation;
+  };
+
+  /**
+   * A set worth taking instead of a grant: readable, not the one held or rejected, and not yet due
+   * for renewal itself (its earliest jittered renewal time is still ahead).
+   */
+  const adoptable = (
+    entry: StoredEntry,
+    held: HeldRef | undefined,
+    rejected: string | undefined,
+  ): SharedTokenSet | undefined => {
+    const set = entry.tokenSet;
+    if (set === undefined) return undefined;
+    if (set.accessToken === held?.accessToken || set.accessToken === rejected) return undefined;
+    const dueAt = renewalTime(set.sentAt, set.lifetimeSeconds, settings, 1);
+    return now() < dueAt ? set : undefined;
+  };
+
+  const adopted = (set: SharedTokenSet, entry: StoredEntry): Coordinated<never> => {
+    seen(entry);
+    return { kind: 'adopted', tokenSet: set, generation: entry.generation };
+  };
+
+  /** Newest refresh token after a successful grant (RFC 6749 §6: absent keeps the one used). */
+  const nextRefresh = (outcome: GrantOutcome, used: string | undefined): string | undefined => {
+    if (!outcome.ok) return undefined;
+    const received = outcome.tokenSet.refreshToken;
+    if (typeof received === 'string') return received;
+    if (received === null) return undefined;
+    return outcome.grant === 'refresh_token' ? used : undefined;
+  };
+
+  const local = async <O extends GrantOutcome>(
+    grant: (source: RefreshSource) => Promise<O>,
+  ): Promise<Coordinated<O>> => ({
+    kind: 'granted',
+    outcome: await grant({ kind: 'local' }),
+    refreshToken: undefined,
+    shared: false,
+  });
+
+  return {
+    async obtain(request, grant) {
+      const { held, rejectedToken } = request;
+      let phase: 'store' | 'granting' = 'store';
+      try {
+        if (rejectedToken !== undefined) {
+          const { deleted, entry } = await store.deleteIfCurrent(rejectedToken);
+          seen(entry);
+          const newer = deleted ? undefined : adoptable(entry, held, rejectedToken);
+          if (newer !== undefined) return adopted(newer, entry);
+        }
+        const { lease, entry } = await store.takeLease(leaseTtlMs);
+        seen(entry);
+        const fresher = adoptable(entry, held, rejectedToken);
+        if (fresher !== undefined) {
+          if (lease !== undefined) await store.release(lease);
+          return adopted(fresher, entry);
+        }
+        if (lease === undefined) return await waitForHolder(held, rejectedToken);
+
+        // Holding the lease: the only process that calls the endpoint and uses the refresh token.
+        const used = entry.tokenSet?.refreshToken;
+        log.debug(
+          { event: 'store', lease: 'taken', generation: entry.generation },
+          'renewal lease taken',
+        );
+        phase = 'granting';
+        const outcome = await grant({ kind: 'shared', refreshToken: used });
+        const refreshToken = nextRefresh(outcome, used);
+        if (!outcome.ok) {
+          await store.release(lease).catch(() => undefined);
+          return { kind: 'granted', outcome, refreshToken, shared: true };
+        }
+        const written = await store
+          .publish(
+            lease,
+            {
+              accessToken: outcome.tokenSet.accessToken,
+              refreshToken,
+              sentAt: outcome.sentAt,
+              lifetimeSeconds: outcome.tokenSet.expiresInSeconds,
+              grant: outcome.grant,
+            },
+            Math.max(generation ?? 0, entry.generation),
+          )
+          .catch((error: unknown) => {
+            log.debug(
+              { event: 'store', error: describe(error) },
+              'could not publish the token set',
+            );
+            return undefined;
+          });
+        if (written === undefined) {
+          // Lease expired under us (a slow endpoint) or the store went away: keep the token
+          // locally; the fleet converges at the next renewal.
+          log.warn(
+            { event: 'store', published: false },
+            'token obtained but not published (lease lost or store unavailable); using it locally',
+          );
+        } else {
+          generation = written;
+        }
+        return { kind: 'granted', outcome, refreshToken, shared: true };
+      } catch (error) {
+        if (!(error instanceof StoreError) || phase === 'granting') throw error;
+        return local(grant);
+      }
+    },
+    status() {
+      const health = options.health();
+      return { url: health.url, up: health.up, lastError: health.lastError, generation };
+    },
+  };
+
+  /**
+   * Another process holds the lease: wait for its new generation, at most one lease TTL (the lease
+   * expires if the holder died). Store errors propagate (the caller grants locally).
+   */
+  async function waitForHolder<O extends GrantOutcome>(
+    held: HeldRef | undefined,
+    rejected: string | undefined,
+  ): Promise<Coordinated<O>> {
+    const deadline = now() + leaseTtlMs + LEASE_POLL_MS;
+    while (now() < deadline) {
+      await options.sleep(LEASE_POLL_MS);
+      const { entry, leaseHeld } = await store.read();
+      seen(entry);
+      const fresh = adoptable(entry, held, rejected);
+      if (fresh !== undefined) return adopted(fresh, entry);
+      if (!leaseHeld) break;
+    }
+    return {
+      kind: 'lease-lost',
+      error: new LeaseWaitError('the renewal lease holder left without publishing a new token'),
+    };
+  }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,222 @@
+/**
+ * A real `redis-server` (Debian package `redis-server`) on a free loopback port, for every test
+ * that involves the shared store. No persistence: a restart empties it, as a crashed cache would.
+ *
+ * A missing binary is a failure that says what to install (CI=true or not), never a skip.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const REDIS_SERVER_BIN = process.env.REDIS_SERVER_BIN ?? 'redis-server';
+
+/** True when `redis-server --version` runs. */
+export function redisServerAvailable(): boolean {
+  const probe = spawnSync(REDIS_SERVER_BIN, ['--version'], { encoding: 'utf8' });
+  return probe.status === 0;
+}
+
+/** Why the store tests cannot run, or undefined when `redis-server` is there. Never a skip: a failure. */
+export function missingRedisServer(): string | undefined {
+  if (redisServerAvailable()) return undefined;
+  return (
+    `${REDIS_SERVER_BIN} not found: install the Debian package (apt-get install -y redis-server) ` +
+    'or set REDIS_SERVER_BIN; the token store tests need a real Redis and are not skipped'
+  );
+}
+
+export interface RedisServer {
+  readonly port: number;
+  /** `redis://127.0.0.1:PORT` */
+  readonly url: string;
+  /** Stop (SIGTERM, SIGKILL after 5 s); the port stays reserved for `start()`. */
+  stop(): Promise<void>;
+  /** Start again on the same port (empty: no persistence). */
+  start(): Promise<void>;
+  /** Every key and its value as stored (strings and hashes), for tests that look for leaks. */
+  dump(): Promise<Map<string, string>>;
+  /** SIGSTOP / SIGCONT: a server that accepts connections but never answers. */
+  pause(): void;
+  resume(): void;
+  /** Send one command and return the raw RESP reply text. */
+  command(...args: string[]): Promise<string>;
+  close(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => {
+        if (address === null || typeof address === 'string') reject(new Error('no port'));
+        else resolve(address.port);
+      });
+    });
+  });
+}
+
+/** Start `redis-server` on a free 127.0.0.1 port and wait until it answers PING. */
+export async function startRedisServer(options: { password?: string } = {}): Promise<RedisServer> {
+  const missing = missingRedisServer();
+  if (missing !== undefined) throw new Error(missing);
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'oauth-sidecar-redis-'));
+  let child: ChildProcess | undefined;
+  let output = '';
+
+  const launch = async (): Promise<void> => {
+    const args = [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+      '--daemonize',
+      'no',
+      ...(options.password === undefined ? [] : ['--requirepass', options.password]),
+    ];
+    const proc = spawn(REDIS_SERVER_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    child = proc;
+    proc.stdout?.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-4000)));
+    proc.stderr?.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-4000)));
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      if (proc.exitCode !== null) throw new Error(`redis-server exited at start:\n${output}`);
+      try {
+        const reply = await send(port, ['PING'], options.password);
+        if (reply.includes('PONG')) return;
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) throw new Error(`redis-server did not answer PING:\n${output}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+
+  const stop = async (): Promise<void> => {
+    const proc = child;
+    child = undefined;
+    if (proc === undefined || proc.exitCode !== null || proc.signalCode !== null) return;
+    proc.kill('SIGCONT');
+    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+    proc.kill('SIGTERM');
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 5_000);
+    await exited;
+    clearTimeout(timer);
+  };
+
+  await launch();
+  const auth = options.password;
+  return {
+    port,
+    url:
+      auth === undefined
+        ? `redis://127.0.0.1:${port}`
+        : `redis://default:${encodeURIComponent(auth)}@127.0.0.1:${port}`,
+    stop,
+    start: launch,
+    command: (...args) => send(port, args, auth),
+    pause: () => child?.kill('SIGSTOP'),
+    resume: () => child?.kill('SIGCONT'),
+    async dump() {
+      const out = new Map<string, string>();
+      const keys = parseArray(await send(port, ['KEYS', '*'], auth));
+      for (const key of keys) {
+        const type = (await send(port, ['TYPE', key], auth)).trim().replace(/^\+/, '');
+        const value =
+          type === 'hash'
+            ? parseArray(await send(port, ['HGETALL', key], auth)).join('\n')
+            : await send(port, ['GET', key], auth);
+        out.set(key, value);
+      }
+      return out;
+    },
+    async close() {
+      await stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** One command over a fresh connection (RESP2), raw reply. Test helper only: no pipelining. */
+function send(port: number, args: string[], password?: string): Promise<string> {
+  const encode = (parts: string[]): string =>
+    `*${parts.length}\r\n` + parts.map((p) => `$${Buffer.byteLength(p)}\r\n${p}\r\n`).join('');
+  const frames = (password === undefined ? '' : encode(['AUTH', password])) + encode(args);
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    let data = '';
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`redis ${args[0]}: no answer`));
+    }, 2_000);
+    socket.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    socket.on('data', (d: Buffer) => {
+      data += d.toString('latin1');
+      const body = password === undefined ? data : data.replace(/^\+OK\r\n/, '');
+      if (complete(body)) {
+        clearTimeout(timer);
+        socket.end();
+        resolve(body);
+      }
+    });
+    socket.write(frames);
+  });
+}
+
+/** Whether `text` holds one whole RESP2 reply. */
+function complete(text: string): boolean {
+  try {
+    return parseReply(text, 0) !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+function parseReply(text: string, at: number): number | undefined {
+  const end = text.indexOf('\r\n', at);
+  if (end < 0) return undefined;
+  const kind = text[at];
+  const head = text.slice(at + 1, end);
+  if (kind === '+' || kind === '-' || kind === ':') return end + 2;
+  if (kind === '$') {
+    const length = Number(head);
+    if (length < 0) return end + 2;
+    return text.length >= end + 2 + length + 2 ? end + 2 + length + 2 : undefined;
+  }
+  if (kind === '*') {
+    let pos: number | undefined = end + 2;
+    for (let i = 0; i < Number(head); i++) {
+      pos = parseReply(text, pos);
+      if (pos === undefined) return undefined;
+    }
+    return pos;
+  }
+  throw new Error(`unexpected RESP ${kind}`);
+}
+
+/** Bulk strings of a flat RESP2 array reply. */
+function parseArray(text: string): string[] {
+  const out: string[] = [];
+  const lines = text.split('\r\n');
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i] ?? '';
+    if (line.startsWith('$') && line !== '$-1') {
+      out.push(lines[i + 1] ?? '');
+      i++;
+    }
+  }
+  return out;
+}

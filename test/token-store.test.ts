@@ -1,0 +1,395 @@
+/**
+ * The shared store against a real `redis-server` on a free loopback port: the connection's bounds,
+ * the scripts (lease, compare-and-set, compare-and-delete), the sealing, and the coordinator that
+ * wraps the keeper's grant point.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../src/clock.js';
+import { StoreError } from '../src/errors.js';
+import {
+  STORE_NOW_MS_LUA,
+  createStoreConnection,
+  defineScript,
+  redactStoreUrl,
+  type StoreConnection,
+} from '../src/store/connection.js';
+import { deriveEntryKeys, openValue, sealValue } from '../src/store/crypto.js';
+import { createTokenSetStore, type TokenSetStore } from '../src/store/token-sets.js';
+import { createLogger } from '../src/telemetry/logger.js';
+import {
+  createTokenCoordinator,
+  type GrantOutcome,
+  type RefreshSource,
+} from '../src/token/shared.js';
+import { startRedisServer, type RedisServer } from './helpers/redis-server.js';
+
+const TOKEN_URL = 'https://id.example.test/oauth/token/';
+const CLIENT_ID = 'client-7f3a9';
+const SECRET = 'secret-d41d8cd98f00b204';
+
+let redis: RedisServer;
+const open: StoreConnection[] = [];
+const lines: string[] = [];
+const logger = createLogger({
+  level: 'debug',
+  destination: { write: (line: string) => void lines.push(line) },
+});
+
+beforeAll(async () => {
+  redis = await startRedisServer();
+});
+afterAll(async () => {
+  await redis.close();
+});
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((c) => c.close()));
+  await redis.command('FLUSHALL');
+});
+
+function connect(url = redis.url, commandTimeoutMs?: number): StoreConnection {
+  const connection = createStoreConnection({ url, logger, clock: systemClock, commandTimeoutMs });
+  open.push(connection);
+  return connection;
+}
+
+function tokenStore(
+  connection: StoreConnection,
+  secret = SECRET,
+  clientId = CLIENT_ID,
+): TokenSetStore {
+  return createTokenSetStore({
+    connection,
+    keyPrefix: 'oauth-sidecar:',
+    tokenUrl: TOKEN_URL,
+    scopes: ['read'],
+    readIdentity: () => Promise.resolve({ clientId, clientSecret: secret }),
+    now: () => Date.now(),
+  });
+}
+
+const sharedSet = (accessToken: string, refreshToken?: string) => ({
+  accessToken,
+  refreshToken,
+  sentAt: Date.now(),
+  lifetimeSeconds: 60,
+  grant: 'client_credentials' as const,
+});
+
+describe('sealing and names', () => {
+  const identity = {
+    keyPrefix: 'p:',
+    tokenUrl: TOKEN_URL,
+    clientId: CLIENT_ID,
+    clientSecret: SECRET,
+    scopes: ['b', 'a'],
+  };
+
+  it('names entries by a hash: no client id, no secret, scope order irrelevant', () => {
+    const keys = deriveEntryKeys(identity);
+    expect(keys.entry).toMatch(/^p:token:[0-9a-f]{32}$/);
+    expect(keys.lease).toMatch(/^p:lease:[0-9a-f]{32}$/);
+    expect(keys.entry).not.toContain(CLIENT_ID);
+    expect(deriveEntryKeys({ ...identity, scopes: ['a', 'b'] }).entry).toBe(keys.entry);
+    expect(deriveEntryKeys({ ...identity, clientId: 'other' }).entry).not.toBe(keys.entry);
+  });
+
+  it('opens what it sealed; another secret, another entry key or a flipped bit opens nothing', () => {
+    const keys = deriveEntryKeys(identity);
+    const sealed = sealValue(keys, '{"a":"tok"}');
+    expect(sealed).not.toContain('tok');
+    expect(openValue(keys, sealed)).toBe('{"a":"tok"}');
+    expect(
+      openValue(deriveEntryKeys({ ...identity, clientSecret: 'rotated' }), sealed),
+    ).toBeUndefined();
+    expect(openValue({ ...keys, entry: 'p:token:other' }, sealed)).toBeUndefined();
+    const flipped = sealed.slice(0, -2) + (sealed.endsWith('A') ? 'B' : 'A') + sealed.slice(-1);
+    expect(openValue(keys, flipped)).toBeUndefined();
+    expect(openValue(keys, 'garbage')).toBeUndefined();
+  });
+
+  it('shows the store URL without its password', () => {
+    expect(redactStoreUrl('rediss://app:s3cret@redis.internal:6380/2')).toBe(
+      'rediss://app@redis.internal:6380/2',
+    );
+    expect(redactStoreUrl('redis://:s3cret@h:1')).not.toContain('s3cret');
+  });
+});
+
+describe('connection', () => {
+  it('runs scripts (EVAL once, then EVALSHA) and reads the store clock', async () => {
+    const connection = connect();
+    const script = defineScript(`${STORE_NOW_MS_LUA}return now_ms`);
+    const first = Number(await connection.runScript(script, [], []));
+    const second = Number(await connection.runScript(script, [], []));
+    expect(Math.abs(first - Date.now())).toBeLessThan(2_000);
+    expect(second).toBeGreaterThanOrEqual(first);
+    expect(await connection.probe()).toMatch(/^\d+\.\d+/);
+    expect(connection.health().up).toBe(true);
+  });
+
+  it('fails at once while nothing listens, and within its bound while the server hangs', async () => {
+    const down = connect('redis://127.0.0.1:1');
+    const t0 = Date.now();
+    await expect(down.probe()).rejects.toBeInstanceOf(StoreError);
+    expect(Date.now() - t0).toBeLessThan(1_000);
+    expect(down.health().up).toBe(false);
+
+    const connection = connect(redis.url, 300);
+    await connection.probe();
+    redis.pause();
+    try {
+      const started = Date.now();
+      await expect(connection.probe()).rejects.toThrow(/no answer within 300 ms/);
+      expect(Date.now() - started).toBeLessThan(1_000);
+      expect(connection.health()).toMatchObject({
+        up: false,
+        lastError: { message: expect.stringMatching(/300 ms/) },
+      });
+    } finally {
+      redis.resume();
+    }
+    await expect(connection.probe()).resolves.toMatch(/\d/);
+    expect(connection.health().up).toBe(true);
+  });
+
+  it('refuses calls beyond its pending limit instead of queueing them', async () => {
+    const connection = createStoreConnection({
+      url: redis.url,
+      logger,
+      clock: systemClock,
+      maxPending: 2,
+      commandTimeoutMs: 300,
+    });
+    open.push(connection);
+    await connection.probe();
+    redis.pause();
+    try {
+      const calls = [connection.probe(), connection.probe(), connection.probe()];
+      const results = await Promise.allSettled(calls);
+      const reasons = results.map((r) => (r.status === 'rejected' ? String(r.reason) : 'ok'));
+      expect(reasons[2]).toMatch(/2 store calls already in progress/);
+      expect(reasons.slice(0, 2).every((r) => /no answer within/.test(r))).toBe(true);
+    } finally {
+      redis.resume();
+    }
+  });
+
+  it('logs an outage once and recovers after a restart', async () => {
+    const connection = connect();
+    await connection.probe();
+    const before = lines.length;
+    await redis.stop();
+    try {
+      for (let i = 0; i < 5; i++) await connection.probe().catch(() => undefined);
+      const downLines = lines.slice(before).filter((l) => l.includes('token store unavailable'));
+      expect(downLines).toHaveLength(1);
+      expect(connection.health().up).toBe(false);
+    } finally {
+      await redis.start();
+    }
+    const deadline = Date.now() + 10_000;
+    while (
+      Date.now() < deadline &&
+      !(await connection.probe().then(
+        () => true,
+        () => false,
+      ))
+    ) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(connection.health().up).toBe(true);
+  });
+});
+
+describe('token-set entry', () => {
+  it('one lease at a time; only its holder publishes; the generation only grows', async () => {
+    const a = tokenStore(connect());
+    const b = tokenStore(connect());
+    const first = await a.takeLease(5_000);
+    const second = await b.takeLease(5_000);
+    expect(first.lease).toBeDefined();
+    expect(second.lease).toBeUndefined();
+    expect(first.entry).toEqual({ generation: 0, tokenSet: undefined, unreadable: false });
+
+    const forged = { owner: 'not-the-owner', keys: first.lease!.keys };
+    expect(await b.publish(forged, sharedSet('forged'), 0)).toBeUndefined();
+    expect(await a.publish(first.lease!, sharedSet('tok-1', 'rt-1'), 0)).toBe(1);
+    // Published and released in one script: the lease is free again.
+    const next = await b.takeLease(5_000);
+    expect(next.entry.generation).toBe(1);
+    expect(next.entry.tokenSet).toMatchObject({ accessToken: 'tok-1', refreshToken: 'rt-1' });
+    // A writer that knew a higher generation (the store lost its data meanwhile) still goes up.
+    expect(await b.publish(next.lease!, sharedSet('tok-2'), 41)).toBe(42);
+  });
+
+  it('a lease expires on its own when its holder dies', async () => {
+    const a = tokenStore(connect());
+    const { lease } = await a.takeLease(200);
+    expect(lease).toBeDefined();
+    expect((await a.read()).leaseHeld).toBe(true);
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await a.read()).leaseHeld).toBe(false);
+    expect(await a.publish(lease!, sharedSet('late'), 0)).toBeUndefined();
+  });
+
+  it('release deletes only its own lease', async () => {
+    const a = tokenStore(connect());
+    const { lease } = await a.takeLease(5_000);
+    await a.release({ owner: 'someone-else', keys: lease!.keys });
+    expect((await a.read()).leaseHeld).toBe(true);
+    await a.release(lease!);
+    expect((await a.read()).leaseHeld).toBe(false);
+  });
+
+  it('compare-and-delete: only while the entry still holds the rejected token', async () => {
+    const a = tokenStore(connect());
+    const { lease } = await a.takeLease(5_000);
+    await a.publish(lease!, sharedSet('tok-new'), 0);
+    const stale = await a.deleteIfCurrent('tok-old');
+    expect(stale.deleted).toBe(false);
+    expect(stale.entry.tokenSet?.accessToken).toBe('tok-new');
+    const hit = await a.deleteIfCurrent('tok-new');
+    expect(hit).toMatchObject({ deleted: true, entry: { generation: 1 } });
+    expect((await a.read()).entry).toEqual({
+      generation: 1,
+      tokenSet: undefined,
+      unreadable: false,
+    });
+  });
+
+  it('an entry sealed under another secret reads as unreadable, never as a token', async () => {
+    const a = tokenStore(connect());
+    const rotated = tokenStore(connect(), 'another-secret');
+    const { lease } = await a.takeLease(5_000);
+    await a.publish(lease!, sharedSet('tok-a'), 0);
+    const { entry } = await rotated.read();
+    expect(entry).toEqual({ generation: 1, tokenSet: undefined, unreadable: true });
+  });
+
+  it('no token, refresh token, client id or secret is readable in any key or value', async () => {
+    const a = tokenStore(connect());
+    const { lease } = await a.takeLease(5_000);
+    await a.publish(lease!, sharedSet('access-abc123', 'refresh-def456'), 0);
+    await a.takeLease(5_000);
+    const dump = await redis.dump();
+    expect(dump.size).toBe(2);
+    for (const [key, value] of dump) {
+      for (const secret of ['access-abc123', 'refresh-def456', CLIENT_ID, SECRET]) {
+        expect(key).not.toContain(secret);
+        expect(value).not.toContain(secret);
+      }
+    }
+  });
+});
+
+describe('coordinator', () => {
+  const settings = { refreshMarginSeconds: 60, refreshFraction: 0.2, timeoutMs: 1_000 };
+
+  function coordinator(connection: StoreConnection) {
+    return createTokenCoordinator({
+      store: tokenStore(connection),
+      health: () => connection.health(),
+      settings,
+      now: () => Date.now(),
+      sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+      logger,
+    });
+  }
+
+  /** A grant that takes `ms` and counts itself. */
+  function granter(counter: { n: number; sources: RefreshSource[] }, ms = 100, lifetime = 600) {
+    return async (source: RefreshSource): Promise<GrantOutcome> => {
+      counter.n += 1;
+      counter.sources.push(source);
+      const sentAt = Date.now();
+      await new Promise((r) => setTimeout(r, ms));
+      return {
+        ok: true,
+        grant: 'client_credentials',
+        sentAt,
+        tokenSet: {
+          accessToken: `tok-${counter.n}`,
+          tokenType: 'bearer',
+          expiresInSeconds: lifetime,
+          lifetimeDefaulted: false,
+          refreshToken: `rt-${counter.n}`,
+        },
+      };
+    };
+  }
+
+  it('three processes at once: one grant, two adopt the same generation', async () => {
+    const counter = { n: 0, sources: [] as RefreshSource[] };
+    const fleet = [coordinator(connect()), coordinator(connect()), coordinator(connect())];
+    const results = await Promise.all(
+      fleet.map((c) => c.obtain({ held: undefined }, granter(counter, 300))),
+    );
+    expect(counter.n).toBe(1);
+    expect(results.map((r) => r.kind).sort()).toEqual(['adopted', 'adopted', 'granted']);
+    for (const r of results) if (r.kind === 'adopted') expect(r.tokenSet.accessToken).toBe('tok-1');
+    expect(fleet.map((c) => c.status().generation)).toEqual([1, 1, 1]);
+  });
+
+  it('the lease holder renews with the shared refresh token; a process holding the current token renews', async () => {
+    const counter = { n: 0, sources: [] as RefreshSource[] };
+    const a = coordinator(connect());
+    const first = await a.obtain({ held: undefined }, granter(counter));
+    expect(first.kind).toBe('granted');
+    const again = await a.obtain({ held: { accessToken: 'tok-1' } }, granter(counter));
+    expect(again).toMatchObject({ kind: 'granted', refreshToken: 'rt-2', shared: true });
+    expect(counter.sources).toEqual([
+      { kind: 'shared', refreshToken: undefined },
+      { kind: 'shared', refreshToken: 'rt-1' },
+    ]);
+  });
+
+  it('a 401 deletes the entry once; a second process with the same rejected token adopts the new one', async () => {
+    const counter = { n: 0, sources: [] as RefreshSource[] };
+    const a = coordinator(connect());
+    const b = coordinator(connect());
+    await a.obtain({ held: undefined }, granter(counter));
+    const renewed = await a.obtain({ held: undefined, rejectedToken: 'tok-1' }, granter(counter));
+    expect(renewed.kind).toBe('granted');
+    const other = await b.obtain({ held: undefined, rejectedToken: 'tok-1' }, granter(counter));
+    expect(other).toMatchObject({
+      kind: 'adopted',
+      tokenSet: { accessToken: 'tok-2' },
+      generation: 2,
+    });
+    expect(counter.n).toBe(2);
+  });
+
+  it('a follower whose holder dies gets lease-lost after one lease TTL, then takes the lease', async () => {
+    const counter = { n: 0, sources: [] as RefreshSource[] };
+    const dead = tokenStore(connect());
+    await dead.takeLease(settings.timeoutMs + 2_000); // a holder that never publishes
+    const b = coordinator(connect());
+    const started = Date.now();
+    const waited = await b.obtain({ held: undefined }, granter(counter));
+    expect(waited.kind).toBe('lease-lost');
+    expect(Date.now() - started).toBeLessThan(settings.timeoutMs + 2_000 + 1_000);
+    expect(counter.n).toBe(0);
+    expect((await b.obtain({ held: undefined }, granter(counter))).kind).toBe('granted');
+  });
+
+  it('falls back to a local grant when the store is down, bounded in time', async () => {
+    const counter = { n: 0, sources: [] as RefreshSource[] };
+    const c = coordinator(connect('redis://127.0.0.1:1'));
+    const started = Date.now();
+    const result = await c.obtain({ held: undefined }, granter(counter, 10));
+    expect(result).toMatchObject({ kind: 'granted', shared: false });
+    expect(counter.sources).toEqual([{ kind: 'local' }]);
+    expect(Date.now() - started).toBeLessThan(1_500);
+    expect(c.status()).toMatchObject({ url: 'redis://127.0.0.1:1', up: false });
+  });
+
+  it('does not adopt a set that is itself due for renewal', async () => {
+    const counter = { n: 0, sources: [] as RefreshSource[] };
+    const a = coordinator(connect());
+    // 4 s lifetime: due at half of it; wait past that and a fresh process renews instead of adopting.
+    await a.obtain({ held: undefined }, granter(counter, 10, 4));
+    await new Promise((r) => setTimeout(r, 2_100));
+    const b = coordinator(connect());
+    expect((await b.obtain({ held: undefined }, granter(counter, 10, 4))).kind).toBe('granted');
+  });
+});
