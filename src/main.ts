@@ -19,7 +19,7 @@ import { createProxyApp } from './http/proxy-app.js';
 import { startProxyServer } from './http/proxy-server.js';
 import { createForwarder } from './proxy/forwarder.js';
 import { createUpstreamDispatcher, trustContext } from './proxy/dispatcher.js';
-import { QuotaGuard } from './proxy/quota/guard.js';
+import { QuotaGuard, type SharedQuota } from './proxy/quota/guard.js';
 import { createLogger, type Logger } from './telemetry/logger.js';
 import { createMetrics } from './telemetry/metrics.js';
 import { createTokenEndpointClient } from './token/client.js';
@@ -67,6 +67,32 @@ function tokenEndpointFor(config: Config, dispatcher: Dispatcher): TokenEndpoint
   return createTokenEndpointClient({ url, format, clientAuth, scopes, timeoutMs, dispatcher });
 }
 
+/**
+ * The fleet-wide half of the quota guard, when `token.store.url` is set (DESIGN.md "Quota guard").
+ * The Redis client is loaded only then; until the store answers, each process limits alone.
+ */
+async function openQuotaStore(
+  config: Config,
+  deps: { logger: Logger; clock: Clock },
+): Promise<{ quota: SharedQuota; close(): Promise<void> } | undefined> {
+  const { url, keyPrefix } = config.token.store;
+  if (url === undefined) return undefined;
+  const { createStoreConnection } = await import('./store/connection.js');
+  const { createStoreQuota } = await import('./store/quota.js');
+  const connection = createStoreConnection({
+    url,
+    logger: deps.logger.child({ component: 'store' }),
+    clock: deps.clock,
+  });
+  const quota = createStoreQuota({
+    connection,
+    keyPrefix,
+    upstream: config.upstream.baseUrl,
+    rateLimit: config.upstream.rateLimit,
+  });
+  return { quota, close: () => connection.close() };
+}
+
 /** Wire and start the token keeper, the proxy listener and the admin listener. */
 export async function startSidecar(config: Config, deps: SidecarDeps): Promise<RunningSidecar> {
   const { logger } = deps;
@@ -91,7 +117,9 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   });
   metrics.bindTokenState(keeper);
 
+  const quotaStore = await openQuotaStore(config, { logger, clock });
   const quota = new QuotaGuard({
+    shared: quotaStore?.quota,
     rateLimit: config.upstream.rateLimit,
     queueMs: config.upstream.queueMs,
     maxCooldownSeconds: config.upstream.maxCooldownSeconds,
@@ -154,7 +182,11 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
     keeper.stop();
     quota.close();
     await proxy?.drain(0);
-    await Promise.allSettled([tokenDispatcher.close(), upstreamDispatcher.close()]);
+    await Promise.allSettled([
+      tokenDispatcher.close(),
+      upstreamDispatcher.close(),
+      quotaStore?.close(),
+    ]);
     throw error;
   }
   const proxyServer = proxy;
@@ -184,7 +216,11 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
       keeper.stop();
       quota.close();
       await adminServer.close();
-      await Promise.allSettled([tokenDispatcher.close(), upstreamDispatcher.close()]);
+      await Promise.allSettled([
+        tokenDispatcher.close(),
+        upstreamDispatcher.close(),
+        quotaStore?.close(),
+      ]);
       logger.info('shut down');
     })();
     return shutdownPromise;
