@@ -35,9 +35,11 @@ describe('store quota (real redis-server)', () => {
     const two = createStoreQuota({ connection: connect(), ...options });
     const a = await one.take(3);
     const b = await two.take(3);
-    expect(a).toMatchObject({ granted: 3, tokens: 2, waitMs: 0, cooldown: undefined });
+    expect(a).toMatchObject({ granted: 3, waitMs: 0, cooldown: undefined });
+    expect(a.tokens).toBeGreaterThanOrEqual(2);
+    expect(a.tokens).toBeLessThan(2.1);
     expect(b.granted).toBe(2);
-    expect(b.tokens).toBe(0);
+    expect(b.tokens).toBeLessThan(0.1);
     // one slot every 12 s, on the store's clock
     expect(b.waitMs).toBeGreaterThan(11_000);
     expect(b.waitMs).toBeLessThanOrEqual(12_000);

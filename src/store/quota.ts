@@ -53,7 +53,8 @@ end
 
 /**
  * One rate-limit decision. KEYS: bucket, cooldown. ARGV: count, periodMs, want.
- * Returns {granted, waitMs, wholeTokensLeft, cooldownStatus (0: none), cooldownMsLeft}.
+ * Returns {granted, waitMs, milli-slots left, cooldownStatus (0: none), cooldownMsLeft}: Lua
+ * numbers reach the client as integers, so the fractional slot count travels in thousandths.
  * During a cooldown nothing is granted and the bucket is untouched.
  */
 const TAKE = defineScript(
@@ -87,7 +88,7 @@ redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', stri
 redis.call('PEXPIRE', KEYS[1], math.ceil(period) + 1000)
 local wait = 0
 if tokens < 1 - 1e-9 then wait = math.ceil((1 - tokens) * interval) end
-return { granted, wait, math.floor(tokens + 1e-9), 0, 0 }
+return { granted, wait, math.floor(tokens * 1000), 0, 0 }
 `,
 );
 
@@ -146,12 +147,12 @@ export function createStoreQuota(options: StoreQuotaOptions): StoreQuota {
         String(rateLimit.periodMs),
         String(want),
       ]);
-      const [granted = 0, waitMs = 0, tokens = 0, status = 0, msLeft = 0] = numbers(
+      const [granted = 0, waitMs = 0, milliTokens = 0, status = 0, msLeft = 0] = numbers(
         reply,
         5,
         'quota take',
       );
-      return { granted, waitMs, tokens, cooldown: cooldownOf(status, msLeft) };
+      return { granted, waitMs, tokens: milliTokens / 1000, cooldown: cooldownOf(status, msLeft) };
     },
     async startCooldown(status, ms) {
       await connection.runScript(

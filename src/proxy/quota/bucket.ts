@@ -29,6 +29,12 @@ export class TokenBucket {
     this.last = nowMs;
   }
 
+  /** Set the content as another bucket reported it (the store's, mirrored for estimates). */
+  set(tokens: number, nowMs: number): void {
+    this.tokens = Math.max(0, Math.min(this.limit.count, tokens));
+    this.last = nowMs;
+  }
+
   /** Slots that could be taken now (fractional: a slot partly refilled). */
   available(nowMs: number): number {
     this.refill(nowMs);

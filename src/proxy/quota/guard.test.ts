@@ -396,7 +396,8 @@ describe('fleet-wide (shared store)', () => {
       startCooldown: () => new Promise(() => undefined),
       readCooldown: () => new Promise(() => undefined),
     };
-    const { guard } = makeGuard({ rateLimit: { count: 2, periodMs: 1_000 }, shared });
+    // queueMs shorter than the store's bound: the deadline must not refuse what the store delayed.
+    const { guard } = makeGuard({ rateLimit: { count: 2, periodMs: 1_000 }, queueMs: 200, shared });
     const a = track(guard.admit()!);
     await vi.advanceTimersByTimeAsync(499);
     expect(a.value).toBe('pending');

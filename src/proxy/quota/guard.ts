@@ -29,7 +29,7 @@ export interface SharedDecision {
   granted: number;
   /** Milliseconds until the fleet bucket has its next slot (0 when slots are left). */
   waitMs: number;
-  /** Slots left in the fleet bucket after this decision. */
+  /** Slots left in the fleet bucket after this decision (fractional: one partly refilled). */
   tokens: number;
   cooldown: SharedCooldown | undefined;
 }
@@ -69,8 +69,6 @@ export interface QuotaGuardOptions {
   sharedPollMs?: number;
   /** A store call slower than this counts as a failure (DESIGN.md: slow > 500 ms). */
   sharedTimeoutMs?: number;
-  /** After a store failure, how long limits stay local before the store is tried again. */
-  sharedRetryMs?: number;
 }
 
 /** JSON-safe guard state for `/status`. */
@@ -96,12 +94,13 @@ interface Waiter {
   timer: TimerHandle;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
+  /** Its deadline passed while a store decision was pending: settled when that decision is. */
+  expired: boolean;
 }
 
 export const DEFAULT_MAX_QUEUED = 10_000;
 const DEFAULT_SHARED_POLL_MS = 250;
 const DEFAULT_SHARED_TIMEOUT_MS = 500;
-const DEFAULT_SHARED_RETRY_MS = 1_000;
 
 /** What a waiter whose client left rejects with: the caller's abort reason. */
 function abortReason(signal: AbortSignal | undefined): Error {
@@ -132,7 +131,6 @@ export class QuotaGuard {
   private readonly bucket: TokenBucket | undefined;
   private readonly shared: SharedQuota | undefined;
   private readonly sharedTimeoutMs: number;
-  private readonly sharedRetryMs: number;
   private readonly sharedPollMs: number;
 
   /** 0 when none; else the local time the cooldown ends. */
@@ -144,11 +142,9 @@ export class QuotaGuard {
   private pumping = false;
 
   private sharedUp = true;
-  private sharedRetryAt = 0;
   private sharedError: string | null = null;
-  /** Local time the fleet bucket's next slot is expected (from the last decision). */
-  private sharedNextAt = 0;
-  private sharedTokens = 0;
+  /** The fleet bucket as the store last reported it, refilled locally: admission estimates only. */
+  private readonly mirror: TokenBucket | undefined;
   private pollTimer: TimerHandle | undefined;
   private polling = false;
   private closed = false;
@@ -167,9 +163,11 @@ export class QuotaGuard {
         : new TokenBucket(options.rateLimit, this.clock.now());
     this.shared = options.shared;
     this.sharedTimeoutMs = options.sharedTimeoutMs ?? DEFAULT_SHARED_TIMEOUT_MS;
-    this.sharedRetryMs = options.sharedRetryMs ?? DEFAULT_SHARED_RETRY_MS;
     this.sharedPollMs = options.sharedPollMs ?? DEFAULT_SHARED_POLL_MS;
-    this.sharedTokens = options.rateLimit?.count ?? 0;
+    this.mirror =
+      options.rateLimit === undefined
+        ? undefined
+        : new TokenBucket(options.rateLimit, this.clock.now());
   }
 
   /** True when requests may wait here (a rate limit is set): callers pass an AbortSignal then. */
@@ -202,7 +200,7 @@ export class QuotaGuard {
     const bucket = this.bucket;
     if (bucket === undefined) return undefined;
     const now = this.clock.now();
-    const fleet = this.sharedActive(now);
+    const fleet = this.sharedActive();
     if (!fleet && this.queue.size === 0 && bucket.take(1, now) === 1) {
       this.metrics.rateLimitWait.observe(0);
       return undefined;
@@ -235,7 +233,7 @@ export class QuotaGuard {
       'upstream asked to back off: cooling down',
     );
     this.applyCooldown(status, capped, now);
-    if (this.shared !== undefined && this.sharedActive(now)) {
+    if (this.shared !== undefined && this.sharedActive()) {
       this.withTimeout(this.shared.startCooldown(status, capped)).then(
         () => this.markSharedUp(),
         (err: unknown) => this.markSharedDown(err),
@@ -269,9 +267,7 @@ export class QuotaGuard {
               count: this.limit.count,
               periodSeconds: this.limit.periodMs / 1000,
               queueMs: this.queueMs,
-              tokens: Math.floor(
-                fleet === 'store' ? this.sharedTokens : this.bucket.available(now),
-              ),
+              tokens: Math.floor((fleet === 'store' ? this.mirror! : this.bucket).available(now)),
               queued: this.queue.size,
             },
       fleet,
@@ -330,10 +326,8 @@ export class QuotaGuard {
 
   /** Expected wait of the request at `position` (1 = head), if nobody ahead leaves. */
   private expectedWaitMs(position: number, now: number, fleet: boolean): number {
-    const bucket = this.bucket!;
-    if (!fleet) return bucket.msUntil(position, now);
-    // Fleet-wide the store decides; this is the optimistic estimate from its last answer.
-    return Math.max(0, this.sharedNextAt - now) + (position - 1) * bucket.intervalMs;
+    // Fleet-wide the store decides; the mirror of its last answer gives an optimistic estimate.
+    return (fleet ? this.mirror! : this.bucket!).msUntil(position, now);
   }
 
   private enqueue(now: number, signal: AbortSignal | undefined): Promise<void> {
@@ -349,6 +343,7 @@ export class QuotaGuard {
         timer: this.clock.setTimeout(() => this.expire(waiter), this.queueMs),
         signal,
         onAbort: undefined,
+        expired: false,
       };
       if (signal !== undefined) {
         waiter.onAbort = () => this.leave(waiter);
@@ -378,14 +373,30 @@ export class QuotaGuard {
   }
 
   private expire(waiter: Waiter): void {
+    if (!this.queue.has(waiter)) return;
+    if (this.pumping) {
+      // A store decision is pending: if the store fails, the local bucket must still get its say,
+      // or a store outage would refuse requests (DESIGN.md: none fails because of the store).
+      waiter.expired = true;
+      return;
+    }
     // A slot due at the very deadline goes to the waiter, whichever timer fired first.
-    if (this.pumpTimer !== undefined && !this.pumping) this.pump();
+    if (this.pumpTimer !== undefined) this.pump();
+    this.refuseExpired(waiter);
+  }
+
+  private refuseExpired(waiter: Waiter): void {
     if (!this.queue.has(waiter)) return;
     const now = this.clock.now();
     this.settle(
       waiter,
-      this.rateLimited(this.expectedWaitMs(1, now, this.sharedActive(now)), 'no slot'),
+      this.rateLimited(this.expectedWaitMs(1, now, this.sharedActive()), 'no slot'),
     );
+  }
+
+  /** Waiters whose deadline passed during a store decision, once it is made. */
+  private refuseAllExpired(): void {
+    for (const waiter of this.queue) if (waiter.expired) this.refuseExpired(waiter);
   }
 
   private grant(count: number, now: number): void {
@@ -417,7 +428,7 @@ export class QuotaGuard {
       for (const waiter of this.queue) this.settle(waiter, error);
       return;
     }
-    if (this.sharedActive(now)) {
+    if (this.sharedActive()) {
       this.pumpShared();
       return;
     }
@@ -434,13 +445,13 @@ export class QuotaGuard {
         this.pumping = false;
         this.markSharedUp();
         const now = this.clock.now();
-        this.sharedTokens = decision.tokens;
-        this.sharedNextAt = now + decision.waitMs;
+        this.mirror!.set(decision.tokens, now);
         if (decision.cooldown !== undefined) {
           this.applyCooldown(decision.cooldown.status, decision.cooldown.msLeft, now);
         }
         // Slots granted for waiters that left meanwhile are spent: the fleet stays under the limit.
         this.grant(decision.granted, now);
+        this.refuseAllExpired();
         if (this.queue.size === 0) return;
         // Slots left but more waiters than asked for (they came during the call): ask again now.
         if (decision.waitMs === 0 && decision.granted > 0) this.pump();
@@ -450,15 +461,19 @@ export class QuotaGuard {
         this.pumping = false;
         this.markSharedDown(err);
         this.pump();
+        this.refuseAllExpired();
       },
     );
   }
 
   // --- the store ------------------------------------------------------------------------------
 
-  /** Fleet-wide decisions while the store answers; after a failure, local until the retry time. */
-  private sharedActive(now: number): boolean {
-    return this.shared !== undefined && (this.sharedUp || now >= this.sharedRetryAt);
+  /**
+   * Fleet-wide decisions while the store answers. After a failure the process decides alone until
+   * the background cooldown poll reaches the store again: requests never wait on a dead store.
+   */
+  private sharedActive(): boolean {
+    return this.shared !== undefined && this.sharedUp;
   }
 
   private markSharedUp(): void {
@@ -469,7 +484,6 @@ export class QuotaGuard {
   }
 
   private markSharedDown(err: unknown): void {
-    this.sharedRetryAt = this.clock.now() + this.sharedRetryMs;
     this.sharedError = err instanceof Error ? err.message : String(err);
     if (!this.sharedUp) return;
     this.sharedUp = false;
