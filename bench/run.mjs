@@ -224,6 +224,7 @@ async function main() {
         caFile: pki.caFile,
         proxyPort: port,
         adminPort,
+        extra: process.env.BENCH_LOG_LEVEL ? { LOG_LEVEL: process.env.BENCH_LOG_LEVEL } : {},
       }),
       logFile: log('sidecar'),
     });

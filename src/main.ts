@@ -7,31 +7,32 @@ import { readFileSync, realpathSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { Registry } from 'prom-client';
+import type { Dispatcher } from 'undici';
 import { USAGE, UsageError, parseArgs } from './cli.js';
 import { systemClock, type Clock } from './clock.js';
+import { runCheck, type Io } from './commands/check.js';
+import { DEMO_TOKEN_LIFETIME_SECONDS, runDemo } from './commands/demo.js';
 import { createCredentialsReader } from './config/credentials.js';
 import { formatConfigProblems, loadConfig } from './config/load.js';
 import type { Config } from './config/types.js';
-import { ConfigError, EXIT_CONFIG, TokenEndpointError } from './errors.js';
+import { ConfigError, EXIT_CONFIG } from './errors.js';
 import { createAdminApp } from './http/admin-app.js';
 import { startAdminServer } from './http/admin-server.js';
-import { createProxyApp } from './http/proxy-app.js';
-import { startProxyServer } from './http/proxy-server.js';
-import { createForwarder } from './proxy/forwarder.js';
+import { createRequestLog } from './http/request-log.js';
+import { startProxy } from './http/start-proxy.js';
 import { createUpstreamDispatcher, trustContext } from './proxy/dispatcher.js';
 import { QuotaGuard, type SharedQuota } from './proxy/quota/guard.js';
-import { createLogger, type Logger } from './telemetry/logger.js';
+import { quotaStage } from './proxy/quota/stage.js';
+import { createLogDestination, createLogger, type Logger } from './telemetry/logger.js';
 import { createMetrics } from './telemetry/metrics.js';
 import { createTokenEndpointClient } from './token/client.js';
 import { TokenKeeper } from './token/keeper.js';
 import type { TokenEndpoint } from './token/types.js';
-import type { Dispatcher } from 'undici';
 
 /** In-flight requests get this long to finish after SIGTERM (DESIGN.md "Command line"). */
 export const DRAIN_TIMEOUT_MS = 10_000;
 
-/** The demo's token lifetime: short, so renewals show in the log within a minute. */
-export const DEMO_TOKEN_LIFETIME_SECONDS = 30;
+export { DEMO_TOKEN_LIFETIME_SECONDS };
 
 export const VERSION = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
@@ -41,6 +42,8 @@ export const VERSION = (
 
 export interface SidecarDeps {
   logger: Logger;
+  /** Where the request lines go (the logger's destination); none: no request lines. */
+  logSink?: { write(line: string): unknown };
   clock?: Clock;
   /** PEM trusted in addition to the system CAs; read from `upstream.caFile` when absent. */
   extraCaPem?: string;
@@ -104,7 +107,11 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
 
   // TLS verification is always on: the extra CA is added to the system roots, never replaces checks.
   const tokenDispatcher = createUpstreamDispatcher({ ca, http2: false });
-  const upstreamDispatcher = createUpstreamDispatcher({ ca, http2: config.upstream.http2 });
+  const upstreamDispatcher = createUpstreamDispatcher({
+    ca,
+    http2: config.upstream.http2,
+    connections: config.upstream.maxConnections,
+  });
 
   const endpoint = tokenEndpointFor(config, tokenDispatcher);
   const keeper = new TokenKeeper({
@@ -131,24 +138,6 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   metrics.bindQuotaState(quota);
   quota.start();
 
-  let draining = false;
-  const forwarder = createForwarder({
-    upstream: config.upstream.baseUrl,
-    dispatcher: upstreamDispatcher,
-    tokens: keeper,
-    timeoutMs: config.upstream.timeoutMs,
-    metrics,
-    logger: logger.child({ component: 'proxy' }),
-    clock,
-    quota,
-  });
-  const proxyApp = createProxyApp({
-    prefixes: config.upstream.pathPrefixes,
-    forwarder,
-    logger: logger.child({ component: 'proxy' }),
-    metrics,
-    isDraining: () => draining,
-  });
   const adminApp = createAdminApp({
     registry,
     version: VERSION,
@@ -156,26 +145,28 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
     now: () => clock.now(),
     state: {
       tokenReady: () => keeper.isReady(),
-      isDraining: () => draining,
+      isDraining: () => proxy?.isDraining() ?? false,
       tokenStatus: () => ({ ...keeper.status() }),
       quotaStatus: () => quota.status(),
     },
   });
 
   keeper.start();
-  let proxy: Awaited<ReturnType<typeof startProxyServer>> | undefined;
+  let proxy: Awaited<ReturnType<typeof startProxy>> | undefined;
   let admin: Awaited<ReturnType<typeof startAdminServer>> | undefined;
   try {
-    proxy = await startProxyServer({
-      app: proxyApp,
-      listen: config.proxy.listen,
-      http2: config.proxy.http2,
-      logger: logger.child({ component: 'proxy' }),
-      beginDrain: () => {
-        draining = true;
-      },
+    const proxyLogger = logger.child({ component: 'proxy' });
+    proxy = await startProxy(config, {
+      dispatcher: upstreamDispatcher,
+      tokens: keeper,
       metrics,
+      logger: proxyLogger,
+      requestLog:
+        deps.logSink === undefined
+          ? undefined
+          : createRequestLog({ level: config.log.level, sink: deps.logSink }),
       clock,
+      stages: [quotaStage(quota)],
     });
     admin = await startAdminServer({ app: adminApp, listen: config.admin.listen });
   } catch (error) {
@@ -207,7 +198,6 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   let shutdownPromise: Promise<void> | undefined;
   const shutdown = (): Promise<void> => {
     shutdownPromise ??= (async () => {
-      draining = true;
       logger.info(
         { drainTimeoutMs: DRAIN_TIMEOUT_MS },
         'shutting down: draining the proxy listener',
@@ -237,11 +227,6 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
 
 type Env = Record<string, string | undefined>;
 
-interface Io {
-  out(line: string): void;
-  err(line: string): void;
-}
-
 /** Human-readable logs where pino-pretty is installed (a dev dependency): demo and local runs. */
 function prettyAvailable(): boolean {
   try {
@@ -252,56 +237,64 @@ function prettyAvailable(): boolean {
   }
 }
 
-/** `oauth-sidecar check`: validate config, get one token, print what came back, never the token. */
-async function runCheck(config: Config, io: Io): Promise<number> {
+/** `check`: the token endpoint client on its own dispatcher, closed when the check ends. */
+async function check(config: Config, io: Io): Promise<number> {
   const ca = readCa(config, {} as SidecarDeps);
   const dispatcher = createUpstreamDispatcher({ ca, http2: false });
   try {
-    const endpoint = tokenEndpointFor(config, dispatcher);
-    const credentials = await createCredentialsReader(config.credentials)();
-    const tokens = await endpoint.requestToken({ grant: 'client_credentials', credentials });
-    io.out(`token endpoint: ${config.token.url}`);
-    io.out('grant: client_credentials');
-    io.out('token type: Bearer');
-    io.out(
-      `expires in: ${tokens.expiresInSeconds} s${tokens.lifetimeDefaulted ? ' (no expiresIn in the answer: default assumed)' : ''}`,
-    );
-    io.out(`refresh token: ${typeof tokens.refreshToken === 'string' ? 'yes' : 'no'}`);
-    return 0;
-  } catch (error) {
-    const reason =
-      error instanceof TokenEndpointError || error instanceof Error ? error.message : String(error);
-    io.err(`oauth-sidecar check: failed: ${reason}`);
-    return 1;
+    return await runCheck(config, io, { endpoint: tokenEndpointFor(config, dispatcher) });
   } finally {
     await dispatcher.close();
   }
 }
 
-/** Environment for the demo: only listener and log settings pass through; the rest is the stand-in's. */
-function demoEnv(env: Env, standinUrl: string): Env {
-  const passThrough = [
-    'PROXY_LISTEN',
-    'ADMIN_LISTEN',
-    'LOG_LEVEL',
-    'PROXY_HTTP2',
-    'UPSTREAM_HTTP2',
-  ];
-  const out: Env = {
-    UPSTREAM_BASE_URL: standinUrl,
-    CLIENT_ID: 'demo-client',
-    CLIENT_SECRET: 'demo-secret',
-    // The demo's admin listener stays on loopback unless asked otherwise.
-    ADMIN_LISTEN: '127.0.0.1:9090',
-  };
-  for (const key of passThrough) if (env[key] !== undefined) out[key] = env[key];
-  return out;
+/** `demo`: the stand-in, a pretty logger where available, and the sidecar in front. */
+async function demo(env: Env, io: Io): Promise<number | undefined> {
+  try {
+    return await runDemo(env, io, {
+      loadConfig: (demoEnvironment) => loadConfig({ env: demoEnvironment }),
+      startSidecar: async (config, caPem) => {
+        const pretty = prettyAvailable();
+        const destination = pretty ? undefined : createLogDestination();
+        const logger = createLogger({ level: config.log.level, pretty, destination });
+        logger.info(
+          { upstream: config.upstream.baseUrl, tokenLifetimeSeconds: DEMO_TOKEN_LIFETIME_SECONDS },
+          'demo: stand-in API started',
+        );
+        const sidecar = await startSidecar(config, {
+          logger,
+          logSink: destination ?? prettySink(logger),
+          extraCaPem: caPem,
+        });
+        return Object.assign(sidecar, { logger });
+      },
+      serve: (sidecar, cleanup) => installSignalHandlers(sidecar, sidecar.logger, cleanup),
+    });
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      io.err(formatConfigProblems(error));
+      return EXIT_CONFIG;
+    }
+    io.err(
+      `oauth-sidecar demo: cannot start: ${error instanceof Error ? error.message : String(error)}`,
+    );
+    return 1;
+  }
 }
 
-function curlTarget(address: { host: string; port: number }): string {
-  const host = address.host.includes(':') ? `[${address.host}]` : address.host;
-  const shown = host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host;
-  return `http://${shown}:${address.port}/v1.0/contracts/`;
+/** With pino-pretty, request lines go through the logger so they are pretty too (demo only). */
+function prettySink(logger: Logger): { write(line: string): void } {
+  return {
+    write(line) {
+      const {
+        level: _level,
+        time: _time,
+        msg,
+        ...fields
+      } = JSON.parse(line) as Record<string, unknown>;
+      logger.info(fields, String(msg));
+    },
+  };
 }
 
 function installSignalHandlers(
@@ -354,46 +347,7 @@ export async function run(argv: readonly string[], env: Env, io: Io): Promise<nu
     return 0;
   }
 
-  if (args.command === 'demo') {
-    // Loaded only here: production processes never load the stand-in and its certificate generator.
-    const { startStandin } = await import('./standin/index.js');
-    const standin = await startStandin({ tokenLifetimeSeconds: DEMO_TOKEN_LIFETIME_SECONDS });
-    let config: Config;
-    try {
-      config = await loadConfig({ env: demoEnv(env, standin.url) });
-    } catch (error) {
-      await standin.close();
-      if (error instanceof ConfigError) {
-        io.err(formatConfigProblems(error));
-        return EXIT_CONFIG;
-      }
-      throw error;
-    }
-    const logger = createLogger({ level: config.log.level, pretty: prettyAvailable() });
-    logger.info(
-      { upstream: standin.url, tokenLifetimeSeconds: DEMO_TOKEN_LIFETIME_SECONDS },
-      'demo: stand-in API started',
-    );
-    let sidecar: RunningSidecar;
-    try {
-      sidecar = await startSidecar(config, { logger, extraCaPem: standin.caCert });
-    } catch (error) {
-      await standin.close();
-      io.err(
-        `oauth-sidecar demo: cannot start: ${error instanceof Error ? error.message : String(error)}`,
-      );
-      return 1;
-    }
-    installSignalHandlers(sidecar, logger, () => standin.close());
-    io.out('');
-    io.out('oauth-sidecar demo is running (stand-in API, no network, no credentials). Try:');
-    io.out('');
-    io.out(`  curl ${curlTarget(sidecar.proxyAddress)}`);
-    io.out('');
-    io.out(`Status: curl http://127.0.0.1:${sidecar.adminAddress.port}/status   Stop: Ctrl-C`);
-    io.out('');
-    return undefined;
-  }
+  if (args.command === 'demo') return demo(env, io);
 
   let config: Config;
   try {
@@ -406,12 +360,13 @@ export async function run(argv: readonly string[], env: Env, io: Io): Promise<nu
     throw error;
   }
 
-  if (args.command === 'check') return runCheck(config, io);
+  if (args.command === 'check') return check(config, io);
 
-  const logger = createLogger({ level: config.log.level });
+  const destination = createLogDestination();
+  const logger = createLogger({ level: config.log.level, destination });
   let sidecar: RunningSidecar;
   try {
-    sidecar = await startSidecar(config, { logger });
+    sidecar = await startSidecar(config, { logger, logSink: destination });
   } catch (error) {
     logger.fatal({ err: error }, 'cannot start');
     io.err(

@@ -4,17 +4,22 @@ import { Registry } from 'prom-client';
 import { Agent, fetch, type Dispatcher } from 'undici';
 import { systemClock } from '../src/clock.js';
 import type { SidecarError } from '../src/errors.js';
-import { createProxyApp } from '../src/http/proxy-app.js';
-import { startProxyServer, type ProxyServer } from '../src/http/proxy-server.js';
-import { createForwarder } from '../src/proxy/forwarder.js';
+import { createRequestLog } from '../src/http/request-log.js';
+import { startProxy, type ProxySettings, type RunningProxy } from '../src/http/start-proxy.js';
 import { createUpstreamDispatcher } from '../src/proxy/dispatcher.js';
+import type { ForwardStage } from '../src/proxy/forwarder.js';
 import { QuotaGuard, type QuotaGuardOptions } from '../src/proxy/quota/guard.js';
+import { quotaStage } from '../src/proxy/quota/stage.js';
 import type { AccessTokenSource } from '../src/proxy/types.js';
 import type { Standin } from '../src/standin/index.js';
 import { createLogger } from '../src/telemetry/logger.js';
 import { createMetrics, type SidecarMetrics } from '../src/telemetry/metrics.js';
 
-/** A stand-in for the keeper: gets real tokens from the stand-in's token endpoint. */
+/**
+ * A stand-in for the keeper: gets real tokens from the stand-in's token endpoint. `invalidate`
+ * follows the keeper's contract (token/keeper.ts): true when a replay would not carry `token`
+ * again — a token that is no longer current (a newer one replaced it) or one just dropped.
+ */
 export class StandinTokens implements AccessTokenSource {
   current: string | undefined;
   failure: SidecarError | undefined;
@@ -25,14 +30,37 @@ export class StandinTokens implements AccessTokenSource {
     this.agent = new Agent({ connect: { ca: standin.caCert } });
   }
 
+  /** While set, getAccessToken waits for it (a token request in flight, as seen by callers). */
+  held: Promise<void> | undefined;
+  /** Calls that are waiting on `held` right now. */
+  waiting = 0;
+
+  /** Make getAccessToken wait until the returned function is called. */
+  hold(): () => void {
+    let release!: () => void;
+    this.held = new Promise((resolve) => (release = resolve));
+    return () => {
+      this.held = undefined;
+      release();
+    };
+  }
+
   async getAccessToken(): Promise<string> {
+    if (this.held) {
+      this.waiting += 1;
+      try {
+        await this.held;
+      } finally {
+        this.waiting -= 1;
+      }
+    }
     if (this.failure) throw this.failure;
     this.current ??= await this.fetchToken();
     return this.current;
   }
 
   invalidate(token: string): boolean {
-    if (token !== this.current) return false;
+    if (token !== this.current) return true;
     this.current = undefined;
     this.invalidations += 1;
     return true;
@@ -61,13 +89,12 @@ export class StandinTokens implements AccessTokenSource {
 export interface Stack {
   url: string;
   port: number;
-  proxy: ProxyServer;
+  proxy: RunningProxy;
   tokens: StandinTokens;
   metrics: SidecarMetrics;
   logs: Record<string, unknown>[];
-  draining: { value: boolean };
   dispatcher: Dispatcher;
-  /** The quota guard in front of the upstream (no limit unless `quota` options were given). */
+  /** The quota guard; on the request path only when `quota` options were given. */
   quota: QuotaGuard;
   close(): Promise<void>;
 }
@@ -77,25 +104,43 @@ export interface StackOptions {
   timeoutMs?: number;
   http2?: boolean;
   upstreamHttp2?: boolean;
-  /** Quota guard settings; default: no rate limit, 300 s cooldown cap. */
+  /** Overrides of the shipped defaults (config/schema.ts) for the limits under test. */
+  limits?: Partial<ProxySettings['proxy']> & {
+    maxConnections?: number;
+    upstreamBodyTimeoutMs?: number;
+  };
+  stages?: ForwardStage[];
+  logLevel?: string;
+  /** Put the quota guard on the request path with these settings (default: not installed). */
   quota?: Partial<
     Pick<QuotaGuardOptions, 'rateLimit' | 'queueMs' | 'maxCooldownSeconds' | 'maxQueued' | 'shared'>
   >;
 }
 
+/** The shipped defaults of the proxy limits (DESIGN.md "Configuration"). */
+export const DEFAULT_LIMITS = {
+  maxInFlight: 512,
+  maxPipelined: 8,
+  maxHeaders: 100,
+  clientBodyTimeoutMs: 30_000,
+  maxConnections: 64,
+  upstreamBodyTimeoutMs: 30_000,
+} as const;
+
 export async function startStack(standin: Standin, options: StackOptions = {}): Promise<Stack> {
   const logs: Record<string, unknown>[] = [];
-  const logger = createLogger({
-    level: 'info',
-    destination: {
-      write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>),
-    },
-  });
+  const sink = {
+    write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>),
+  };
+  const level = options.logLevel ?? 'info';
+  const logger = createLogger({ level, destination: sink });
   const metrics = createMetrics({ registry: new Registry(), defaultMetrics: false });
   const tokens = new StandinTokens(standin);
+  const limits = options.limits ?? {};
   const dispatcher = createUpstreamDispatcher({
     ca: standin.caCert,
     http2: options.upstreamHttp2 ?? false,
+    connections: limits.maxConnections ?? DEFAULT_LIMITS.maxConnections,
   });
   const quota = new QuotaGuard({
     rateLimit: undefined,
@@ -108,34 +153,35 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
   });
   metrics.bindQuotaState(quota);
   quota.start();
-  const forwarder = createForwarder({
-    upstream: options.upstream ?? standin.url,
-    dispatcher,
-    tokens,
-    timeoutMs: options.timeoutMs ?? 5_000,
-    metrics,
-    logger,
-    clock: systemClock,
-    quota,
-  });
-  const draining = { value: false };
-  const app = createProxyApp({
-    prefixes: ['/v1.0/', '/beta/'],
-    forwarder,
-    logger,
-    metrics,
-    isDraining: () => draining.value,
-  });
-  const proxy = await startProxyServer({
-    app,
-    listen: { host: '127.0.0.1', port: 0 },
-    http2: options.http2 ?? false,
-    logger,
-    metrics,
-    beginDrain: () => {
-      draining.value = true;
+  const proxy = await startProxy(
+    {
+      upstream: {
+        baseUrl: options.upstream ?? standin.url,
+        pathPrefixes: ['/v1.0/', '/beta/'],
+        timeoutMs: options.timeoutMs ?? 5_000,
+        bodyTimeoutMs: limits.upstreamBodyTimeoutMs ?? DEFAULT_LIMITS.upstreamBodyTimeoutMs,
+      },
+      proxy: {
+        listen: { host: '127.0.0.1', port: 0 },
+        http2: options.http2 ?? false,
+        maxInFlight: limits.maxInFlight ?? DEFAULT_LIMITS.maxInFlight,
+        maxPipelined: limits.maxPipelined ?? DEFAULT_LIMITS.maxPipelined,
+        maxHeaders: limits.maxHeaders ?? DEFAULT_LIMITS.maxHeaders,
+        bodyTimeoutMs: limits.bodyTimeoutMs ?? DEFAULT_LIMITS.clientBodyTimeoutMs,
+      },
     },
-  });
+    {
+      dispatcher,
+      tokens,
+      metrics,
+      logger,
+      requestLog: createRequestLog({ level, sink }),
+      stages:
+        options.quota === undefined
+          ? options.stages
+          : [quotaStage(quota), ...(options.stages ?? [])],
+    },
+  );
   return {
     url: `http://127.0.0.1:${proxy.address.port}`,
     port: proxy.address.port,
@@ -143,7 +189,6 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
     tokens,
     metrics,
     logs,
-    draining,
     dispatcher,
     quota,
     async close() {

@@ -9,7 +9,10 @@ export interface UpstreamDispatcherOptions {
   ca?: string | SecureContext;
   /** Offer HTTP/2 through ALPN (`upstream.http2`). */
   http2: boolean;
-  /** Connections per origin; unlimited when absent. */
+  /**
+   * Connections per origin (`upstream.maxConnections`); further requests wait in the pool's queue
+   * for a free one. Unlimited when absent (the token endpoint's own dispatcher).
+   */
   connections?: number;
   /** Idle keep-alive sockets are closed after this long. Default 4 s (under most servers' 5 s). */
   keepAliveTimeoutMs?: number;

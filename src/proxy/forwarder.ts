@@ -3,9 +3,17 @@
  * client response (STYLE.md 5). undici `stream()` writes the upstream body straight into the node
  * response with backpressure (perf/ENGINE.md); errors before the upstream's headers become
  * SidecarErrors for the one error handler, errors after them abort the client response.
+ *
+ * The path of one request, in order:
+ *   1. stages' `beforeUpstream` (quota guard, response cache)      — STAGE HOOK 1
+ *   2. the access token (may wait up to `token.waitMs`)
+ *   3. the request body: none, buffered (replayable) or streamed  — `proxy.bodyTimeoutMs`
+ *   4. the upstream exchange                                       — `upstream.timeoutMs`, `upstream.bodyTimeoutMs`
+ *   5. stages' `upstreamAnswered` on the answer head               — STAGE HOOK 2
+ *   6. a 401 on a still-current token: replay once (DESIGN.md "Token keeper semantics")
+ * Between the steps a client that left (h2 reset, closed socket) stops the request at once.
  */
-import type { ServerResponse } from 'node:http';
-import type { Http2ServerResponse } from 'node:http2';
+import type { IncomingHttpHeaders } from 'node:http';
 import { Writable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import type { Clock } from '../clock.js';
@@ -13,20 +21,24 @@ import { SidecarError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.js';
+import { CLIENT_GONE, type ClientResponse, type ForwardOutcome } from './outcome.js';
 import {
   ClientGoneError,
   REPLAY_BUFFER_BYTES,
+  hasNoBody,
   prepareBody,
+  requestTimeoutError,
   upstreamBody,
+  type BodyTimeout,
   type ClientRequest,
   type PreparedBody,
 } from './request-body.js';
-import type { QuotaGuard } from './quota/guard.js';
+import type { BodyTap, Exchange, ForwardStage } from './stages.js';
 import type { AccessTokenSource } from './types.js';
 
 export type { ClientRequest } from './request-body.js';
-export { createUpstreamDispatcher, type UpstreamDispatcherOptions } from './dispatcher.js';
-export type ClientResponse = ServerResponse | Http2ServerResponse;
+export type { ClientResponse, ForwardOutcome } from './outcome.js';
+export type { BodyTap, Exchange, ForwardStage } from './stages.js';
 
 export type ForwarderMetrics = Pick<
   SidecarMetrics,
@@ -36,33 +48,26 @@ export type ForwarderMetrics = Pick<
 export interface ForwarderOptions {
   /** Upstream base URL (`https://host[:port]`); a path in it is prepended to every request. */
   upstream: URL | string;
+  /** The upstream pool (`upstream.maxConnections` per origin, dispatcher.ts). */
   dispatcher: Dispatcher;
   tokens: AccessTokenSource;
-  /** Time to the upstream's response headers, connecting included; then 504 (DESIGN.md). */
+  /** Time to the upstream's response headers, waiting for a connection included; then 504. */
   timeoutMs: number;
+  /** `upstream.bodyTimeoutMs`: longest pause inside the upstream's answer body; then the client response is aborted. */
+  upstreamBodyTimeoutMs?: number;
+  /** `proxy.bodyTimeoutMs`: longest pause inside the client's request body; then 408. */
+  clientBodyTimeoutMs?: number;
   metrics: ForwarderMetrics;
   logger: Logger;
   clock: Pick<Clock, 'now' | 'setTimeout' | 'clearTimeout'>;
   /** Largest body buffered for a replay after a 401. Default 64 KiB. */
   replayBufferBytes?: number;
-  /** The quota guard: admits each upstream request and watches each answer for a cooldown. */
-  quota?: Pick<QuotaGuard, 'admit' | 'observe' | 'limited'>;
+  /** Features on the request path (quota guard, response cache): see stages.ts. Default none. */
+  stages?: readonly ForwardStage[];
 }
 
 export interface ForwardContext {
   requestId: string;
-}
-
-/** How one proxied exchange ended, for the request log. */
-export interface ForwardOutcome {
-  /** Status written to the client; 499 when the client left before any answer (nothing sent). */
-  status: number;
-  /** Status of the upstream answer the client got (or last saw), if any arrived. */
-  upstreamStatus: number | undefined;
-  /** True when a 401 was answered by replaying the request with a renewed token. */
-  replayed: boolean;
-  /** `upstream_failed`/`client_closed`: the response was cut short after its headers. */
-  result: 'complete' | 'client_closed' | 'upstream_failed';
 }
 
 export interface Forwarder {
@@ -89,6 +94,40 @@ function discard(): Writable {
   });
 }
 
+/** RFC 9110 §6.4.1: 204 and 304 answers never carry content (nor does any answer to HEAD). */
+function bodiless(status: number, method: string): boolean {
+  return status === 204 || status === 304 || method === 'HEAD';
+}
+
+/** Writes the upstream body to the client and shows every chunk to the stages' taps. */
+function teeInto(res: ClientResponse, taps: BodyTap[]): Writable {
+  const out = res as unknown as Writable;
+  let ended = false;
+  const finish = (complete: boolean) => {
+    if (ended) return;
+    ended = true;
+    for (const tap of taps) tap.end(complete);
+  };
+  return new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      for (const tap of taps) tap.chunk(chunk);
+      if (out.write(chunk)) callback();
+      else out.once('drain', () => callback());
+    },
+    final(callback) {
+      out.end(() => {
+        finish(true);
+        callback();
+      });
+    },
+    destroy(err, callback) {
+      finish(false);
+      if (!res.destroyed) res.destroy();
+      callback(err);
+    },
+  });
+}
+
 type Attempt =
   | { kind: 'answered'; upstreamStatus: number; replay: boolean }
   | { kind: 'cut'; upstreamStatus: number; result: 'client_closed' | 'upstream_failed' }
@@ -99,22 +138,20 @@ function errorCode(err: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
-const CLIENT_GONE: ForwardOutcome = {
-  status: 499,
-  upstreamStatus: undefined,
-  replayed: false,
-  result: 'client_closed',
-};
+function isHttp2Response(res: ClientResponse): boolean {
+  return 'stream' in res;
+}
 
-/** False when the client left while waiting for a rate-limit slot. */
-async function waitedForSlot(slot: Promise<void>): Promise<boolean> {
-  try {
-    await slot;
-    return true;
-  } catch (err) {
-    if (err instanceof ClientGoneError) return false;
-    throw err;
+/**
+ * True once the client reset its stream or closed its connection. Checked after every wait: a
+ * `close` that fired while the forwarder awaited the token or a stage has no listener to see it.
+ */
+export function clientGone(req: ClientRequest, res: ClientResponse): boolean {
+  if (isHttp2Response(res)) {
+    const stream = (res as { stream: { destroyed: boolean } }).stream;
+    return stream.destroyed;
   }
+  return req.socket.destroyed || res.destroyed;
 }
 
 export function createForwarder(options: ForwarderOptions): Forwarder {
@@ -123,45 +160,54 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   const basePath = upstream.pathname.replace(/\/+$/, '');
   const { dispatcher, tokens, timeoutMs, metrics, logger, clock } = options;
   const replayLimit = options.replayBufferBytes ?? REPLAY_BUFFER_BYTES;
-  const quota = options.quota;
+  const upstreamBodyTimeoutMs = options.upstreamBodyTimeoutMs ?? 30_000;
+  const bodyTimeout: BodyTimeout = { ms: options.clientBodyTimeoutMs ?? 30_000, clock };
+  const stages = options.stages ?? [];
+  const before = stages.filter((s) => s.beforeUpstream !== undefined);
+  const answered = stages.filter((s) => s.upstreamAnswered !== undefined);
 
-  /**
-   * Quota admission before a request goes upstream (DESIGN.md "Quota guard"). Without a rate
-   * limit it is synchronous (it throws during a cooldown); with one, a waiting request gives up
-   * its place the moment its client leaves.
-   */
-  function admit(res: ClientResponse): Promise<void> | undefined {
-    if (quota === undefined) return undefined;
-    if (!quota.limited) return quota.admit();
-    const controller = new AbortController();
-    const onClose = () => controller.abort(new ClientGoneError());
-    res.once('close', onClose);
-    const wait = quota.admit(controller.signal);
-    if (wait === undefined) {
-      res.off('close', onClose);
-      return undefined;
+  function exchangeOf(req: ClientRequest, res: ClientResponse, ctx: ForwardContext): Exchange {
+    return {
+      req,
+      res,
+      requestId: ctx.requestId,
+      method: req.method ?? 'GET',
+      target: req.url ?? '/',
+      clientGone: () => clientGone(req, res),
+    };
+  }
+
+  function tapsFor(exchange: Exchange, status: number, headers: IncomingHttpHeaders): BodyTap[] {
+    const taps: BodyTap[] = [];
+    for (const stage of answered) {
+      const tap = stage.upstreamAnswered?.(exchange, status, headers);
+      if (tap !== undefined) taps.push(tap);
     }
-    return wait.finally(() => res.off('close', onClose));
+    return taps;
   }
 
   async function attempt(
     req: ClientRequest,
     res: ClientResponse,
     ctx: ForwardContext,
+    exchange: Exchange | undefined,
     token: string,
     body: PreparedBody,
     mayReplay: boolean,
   ): Promise<Attempt> {
+    if (clientGone(req, res)) return { kind: 'client_gone' };
     const method = req.method ?? 'GET';
     const label = methodLabel(method);
     const controller = new AbortController();
-    let abortedBy: 'timeout' | 'client' | undefined;
+    let abortedBy: 'timeout' | 'client' | 'client_body' | undefined;
     let headersSeen = false;
     let upstreamStatus = 0;
     let wrote = false;
     let replay = false;
     const started = clock.now();
 
+    // undici's headersTimeout starts once the request is written; this one also covers the wait
+    // for a free connection under `upstream.maxConnections` (DESIGN.md: time to response headers).
     const timer = clock.setTimeout(() => {
       abortedBy ??= 'timeout';
       controller.abort(
@@ -169,7 +215,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       );
     }, timeoutMs);
     const onClientClose = () => {
-      if (res.writableFinished) return;
+      // Finished, or destroyed by undici with the upstream's error: not the client's doing.
+      if (res.writableFinished || (res as { errored?: unknown }).errored) return;
       abortedBy ??= 'client';
       controller.abort(new ClientGoneError());
     };
@@ -179,7 +226,6 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       clock.clearTimeout(timer);
       headersSeen = true;
       upstreamStatus = statusCode;
-      quota?.observe(statusCode, headers);
       metrics.upstreamRequestDuration.observe({ method: label }, (clock.now() - started) / 1000);
       metrics.upstreamRequests.inc({ method: label, code: String(statusCode) });
       if (statusCode === 401) {
@@ -189,9 +235,18 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         metrics.upstreamUnauthorized.inc({ replayed: String(replay) });
         if (replay) return discard();
       }
-      res.writeHead(statusCode, clientResponseHeaders(headers, ctx.requestId));
+      const noBody = bodiless(statusCode, method);
+      // STAGE HOOK 2: the answer head, before the client sees it.
+      const taps = exchange === undefined ? [] : tapsFor(exchange, statusCode, headers);
+      res.writeHead(statusCode, clientResponseHeaders(headers, ctx.requestId, statusCode));
       wrote = true;
-      return res;
+      if (noBody) {
+        // A body the upstream sent anyway is swallowed; the client's framing stays intact.
+        res.end();
+        for (const tap of taps) tap.end(true);
+        return discard();
+      }
+      return taps.length === 0 ? res : teeInto(res, taps);
     };
 
     try {
@@ -205,9 +260,12 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
             accessToken: token,
             requestId: ctx.requestId,
           }),
-          body: upstreamBody(req, body),
+          body: upstreamBody(req, body, bodyTimeout, () => {
+            abortedBy ??= 'client_body';
+          }),
           signal: controller.signal,
           headersTimeout: timeoutMs,
+          bodyTimeout: upstreamBodyTimeoutMs,
         },
         factory,
       );
@@ -219,6 +277,10 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         return { kind: 'answered', upstreamStatus, replay };
       }
       if (wrote) {
+        if (bodiless(upstreamStatus, method) && res.writableEnded) {
+          // The answer was complete at its head; only the upstream's extra bytes failed.
+          return { kind: 'answered', upstreamStatus, replay };
+        }
         const result = abortedBy === 'client' ? 'client_closed' : 'upstream_failed';
         if (result === 'upstream_failed') {
           logger.warn(
@@ -230,13 +292,13 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         return { kind: 'cut', upstreamStatus, result };
       }
       if (abortedBy === 'client' || err instanceof ClientGoneError) return { kind: 'client_gone' };
+      if (abortedBy === 'client_body')
+        throw err instanceof SidecarError ? err : requestTimeoutError(bodyTimeout.ms);
       if (abortedBy === 'timeout' || errorCode(err) === 'UND_ERR_HEADERS_TIMEOUT') {
         throw new SidecarError(
           'upstream_timeout',
           `no response headers from the upstream within ${timeoutMs} ms`,
-          {
-            cause: err,
-          },
+          { cause: err },
         );
       }
       throw new SidecarError('upstream_unreachable', 'the upstream could not be reached', {
@@ -261,6 +323,54 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     }
   }
 
+  async function readBody(req: ClientRequest): Promise<PreparedBody | undefined> {
+    if (hasNoBody(req)) return { kind: 'none' };
+    try {
+      return await prepareBody(req, replayLimit, bodyTimeout);
+    } catch (err) {
+      if (err instanceof ClientGoneError) return undefined;
+      throw err;
+    }
+  }
+
+  async function forwardUpstream(
+    req: ClientRequest,
+    res: ClientResponse,
+    ctx: ForwardContext,
+    exchange: Exchange | undefined,
+  ): Promise<ForwardOutcome> {
+    const token = await accessToken();
+    if (clientGone(req, res)) return CLIENT_GONE;
+    const body = await readBody(req);
+    if (body === undefined || clientGone(req, res)) return CLIENT_GONE;
+    const replayable = body.kind !== 'stream';
+    let outcome = await attempt(req, res, ctx, exchange, token, body, replayable);
+    let replayed = false;
+    if (outcome.kind === 'answered' && outcome.replay) {
+      replayed = true;
+      const fresh = await accessToken();
+      outcome = await attempt(req, res, ctx, exchange, fresh, body, false);
+    }
+    switch (outcome.kind) {
+      case 'answered':
+        return {
+          status: outcome.upstreamStatus,
+          upstreamStatus: outcome.upstreamStatus,
+          replayed,
+          result: 'complete',
+        };
+      case 'cut':
+        return {
+          status: outcome.upstreamStatus,
+          upstreamStatus: outcome.upstreamStatus,
+          replayed,
+          result: outcome.result,
+        };
+      case 'client_gone':
+        return replayed ? { ...CLIENT_GONE, replayed } : CLIENT_GONE;
+    }
+  }
+
   async function forward(
     req: ClientRequest,
     res: ClientResponse,
@@ -268,53 +378,15 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   ): Promise<ForwardOutcome> {
     metrics.requestsInFlight.inc();
     try {
-      // Waiting for a slot happens inside the in-flight count (DESIGN.md "Quota guard").
-      const slot = admit(res);
-      if (slot !== undefined && !(await waitedForSlot(slot))) return CLIENT_GONE;
-      const token = await accessToken();
-      let body: PreparedBody;
-      try {
-        body = await prepareBody(req, replayLimit);
-      } catch (err) {
-        if (err instanceof ClientGoneError) {
-          return {
-            status: 499,
-            upstreamStatus: undefined,
-            replayed: false,
-            result: 'client_closed',
-          };
-        }
-        throw err;
+      if (stages.length === 0) return await forwardUpstream(req, res, ctx, undefined);
+      const exchange = exchangeOf(req, res, ctx);
+      // STAGE HOOK 1: each stage may wait, refuse (throw) or answer the client itself.
+      for (const stage of before) {
+        const served = await stage.beforeUpstream?.(exchange);
+        if (served !== undefined) return served;
+        if (exchange.clientGone()) return CLIENT_GONE;
       }
-      const replayable = body.kind !== 'stream';
-      let outcome = await attempt(req, res, ctx, token, body, replayable);
-      let replayed = false;
-      if (outcome.kind === 'answered' && outcome.replay) {
-        replayed = true;
-        // The replay is a second upstream request: it needs its own slot under the limit.
-        const again = admit(res);
-        if (again !== undefined && !(await waitedForSlot(again))) return CLIENT_GONE;
-        const fresh = await accessToken();
-        outcome = await attempt(req, res, ctx, fresh, body, false);
-      }
-      switch (outcome.kind) {
-        case 'answered':
-          return {
-            status: outcome.upstreamStatus,
-            upstreamStatus: outcome.upstreamStatus,
-            replayed,
-            result: 'complete',
-          };
-        case 'cut':
-          return {
-            status: outcome.upstreamStatus,
-            upstreamStatus: outcome.upstreamStatus,
-            replayed,
-            result: outcome.result,
-          };
-        case 'client_gone':
-          return { status: 499, upstreamStatus: undefined, replayed, result: 'client_closed' };
-      }
+      return await forwardUpstream(req, res, ctx, exchange);
     } finally {
       metrics.requestsInFlight.dec();
     }

@@ -35,13 +35,13 @@ describe('upstreamRequestHeaders', () => {
       ),
     );
     expect(out).toEqual([
+      ['authorization', 'Bearer tok-1'],
       ['host', 'api.example:8443'],
+      ['x-request-id', 'req-1'],
       ['Accept', 'text/csv'],
       ['X-Custom', 'a'],
       ['X-Custom', 'b'],
       ['Content-Length', '5'],
-      ['x-request-id', 'req-1'],
-      ['authorization', 'Bearer tok-1'],
     ]);
   });
 
@@ -72,7 +72,27 @@ describe('upstreamRequestHeaders', () => {
       options,
     );
     const names = pairs(out).map(([name]) => name.toLowerCase());
-    expect(names).toEqual(['host', 'x-keep', 'x-request-id', 'authorization']);
+    expect(names).toEqual(['authorization', 'host', 'x-request-id', 'x-keep']);
+  });
+
+  it('puts the bearer first however many fields the client sends (issue 8: a client pushed it past the upstream header limit)', () => {
+    const many: string[] = [];
+    for (let i = 0; i < 2000; i++) many.push(`X-Filler-${i}`, 'x');
+    const out = upstreamRequestHeaders(many, options);
+    expect(out.slice(0, 2)).toEqual(['authorization', 'Bearer tok-1']);
+  });
+
+  it('drops Via and X-Real-IP (no pod topology toward the third party)', () => {
+    const out = upstreamRequestHeaders(
+      ['Via', '1.1 gateway', 'X-Real-IP', '10.0.0.7', 'x-real-ip', '10.0.0.8', 'Accept', '*/*'],
+      options,
+    );
+    expect(pairs(out).map(([name]) => name)).toEqual([
+      'authorization',
+      'host',
+      'x-request-id',
+      'Accept',
+    ]);
   });
 
   it('sends no X-Forwarded-*, Forwarded or Expect', () => {
@@ -89,7 +109,7 @@ describe('upstreamRequestHeaders', () => {
       ],
       options,
     );
-    expect(pairs(out).map(([name]) => name)).toEqual(['host', 'x-request-id', 'authorization']);
+    expect(pairs(out).map(([name]) => name)).toEqual(['authorization', 'host', 'x-request-id']);
   });
 
   it('skips HTTP/2 pseudo-headers and rejoins cookie crumbs (RFC 9113 §8.2.3)', () => {

@@ -20,7 +20,8 @@ const HOP_BY_HOP = new Set([
  * - host: RFC 9110 §7.2, a proxy sends the upstream's authority.
  * - expect: the sidecar's node server already answered `100-continue` (RFC 9110 §10.1.1), and
  *   undici refuses to send it.
- * - forwarded / x-forwarded-*: no topology of the pod leaks to the third party (DESIGN.md).
+ * - forwarded / x-forwarded-* / via / x-real-ip: no topology of the pod leaks to the third party
+ *   (DESIGN.md).
  * - x-request-id: replaced by the validated or generated id.
  */
 const REQUEST_ONLY_DROPS = new Set([
@@ -29,6 +30,8 @@ const REQUEST_ONLY_DROPS = new Set([
   'host',
   'expect',
   'forwarded',
+  'via',
+  'x-real-ip',
   'x-request-id',
 ]);
 
@@ -53,20 +56,31 @@ export interface UpstreamRequestHeaderOptions {
 
 /**
  * Headers to send upstream, from node's `rawHeaders` (every field line in order, so repeated
- * fields survive unmerged). Returns undici's flat `[name, value, name, value, ...]` form.
+ * fields survive unmerged). Returns undici's flat `[name, value, name, value, ...]` form. The
+ * bearer goes first: however many fields a client sends, an upstream that truncates or refuses
+ * long header sections sees the sidecar's credential (a client must not make it invalidate it).
  */
 export function upstreamRequestHeaders(
   rawHeaders: readonly string[],
   options: UpstreamRequestHeaderOptions,
 ): string[] {
-  const connectionValues: string[] = [];
+  let listed: Set<string> | undefined;
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
-    if (rawHeaders[i]?.toLowerCase() === 'connection')
-      connectionValues.push(rawHeaders[i + 1] ?? '');
+    const name = rawHeaders[i] as string;
+    if (name.length === 10 && name.toLowerCase() === 'connection') {
+      listed ??= new Set();
+      for (const listedName of connectionListed([rawHeaders[i + 1] ?? ''])) listed.add(listedName);
+    }
   }
-  const listed = connectionListed(connectionValues);
 
-  const out: string[] = ['host', options.host];
+  const out: string[] = [
+    'authorization',
+    `Bearer ${options.accessToken}`,
+    'host',
+    options.host,
+    'x-request-id',
+    options.requestId,
+  ];
   const cookies: string[] = [];
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
     const rawName = rawHeaders[i] ?? '';
@@ -74,7 +88,8 @@ export function upstreamRequestHeaders(
     const name = rawName.toLowerCase();
     // HTTP/2 pseudo-headers (`:path`, `:authority`, ...) are not fields (RFC 9113 §8.3).
     if (name.startsWith(':')) continue;
-    if (HOP_BY_HOP.has(name) || REQUEST_ONLY_DROPS.has(name) || listed.has(name)) continue;
+    if (HOP_BY_HOP.has(name) || REQUEST_ONLY_DROPS.has(name) || listed?.has(name) === true)
+      continue;
     if (name.startsWith('x-forwarded-')) continue;
     // RFC 9113 §8.2.3: HTTP/2 may split Cookie into crumbs; rejoin them with "; " for HTTP/1.1.
     if (name === 'cookie') {
@@ -84,7 +99,6 @@ export function upstreamRequestHeaders(
     out.push(rawName, value);
   }
   if (cookies.length > 0) out.push('cookie', cookies.join('; '));
-  out.push('x-request-id', options.requestId, 'authorization', `Bearer ${options.accessToken}`);
   return out;
 }
 
@@ -100,13 +114,18 @@ function asList(value: string | string[] | undefined): string[] {
 export function clientResponseHeaders(
   upstream: IncomingHttpHeaders | Record<string, string | string[] | undefined>,
   requestId: string,
+  /** The upstream status, when it is 204: RFC 9110 §8.6, a 204 carries no Content-Length. */
+  status = 200,
 ): OutgoingHttpHeaders {
-  const listed = connectionListed(asList(upstream.connection));
+  const listed =
+    upstream.connection === undefined ? undefined : connectionListed(asList(upstream.connection));
   const out: OutgoingHttpHeaders = {};
-  for (const [rawName, value] of Object.entries(upstream)) {
+  for (const rawName in upstream) {
+    const value = upstream[rawName];
     if (value === undefined) continue;
     const name = rawName.toLowerCase();
-    if (HOP_BY_HOP.has(name) || listed.has(name)) continue;
+    if (HOP_BY_HOP.has(name) || listed?.has(name) === true) continue;
+    if (status === 204 && name === 'content-length') continue;
     out[name] = value;
   }
   // The client correlates by the id it sent or was given, whatever the upstream echoes.

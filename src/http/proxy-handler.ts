@@ -1,0 +1,122 @@
+/**
+ * One proxied request, start to end: request id, the refusals (header count, two Hosts, path
+ * safety, method, drain), the forwarder, the error answer, the request line. A plain function of
+ * the node request and response, so the Hono route and the tests call the same thing.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Clock } from '../clock.js';
+import { SidecarError } from '../errors.js';
+import { countHeaderFields, type InFlightLimit } from '../proxy/admission.js';
+import type {
+  ClientRequest,
+  ClientResponse,
+  ForwardOutcome,
+  Forwarder,
+} from '../proxy/forwarder.js';
+import { checkRequestTarget } from '../proxy/path-safety.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { SidecarMetrics } from '../telemetry/metrics.js';
+import { answerError } from './error-handler.js';
+import { rawTargetOf } from './raw-target.js';
+import { REQUEST_ID_HEADER, resolveRequestId } from './request-id.js';
+import type { RequestLog } from './request-log.js';
+
+export interface ProxyHandlerOptions {
+  /** Allowed path prefixes (`upstream.pathPrefixes`). */
+  prefixes: readonly string[];
+  forwarder: Forwarder;
+  logger: Logger;
+  /** The request line writer; undefined when `info` is off (one line per request otherwise). */
+  requestLog: RequestLog | undefined;
+  metrics: Pick<SidecarMetrics, 'proxyRejected'>;
+  /** True once shutdown began: new requests get 503 `shutting_down`. */
+  isDraining: () => boolean;
+  /** `proxy.maxHeaders`: header field lines per request; more get 431. */
+  maxHeaders: number;
+  /** `proxy.maxInFlight`: a request that finds it full gets 503 `overloaded` at once. */
+  inFlight: InFlightLimit;
+  clock?: Pick<Clock, 'now'>;
+  /** Request id generator; crypto.randomUUID by default. */
+  generateRequestId?: () => string;
+}
+
+export type ProxyHandler = (req: ClientRequest, res: ClientResponse) => Promise<void>;
+
+/** TRACE would echo the injected bearer back to the caller; CONNECT would make this a tunnel. */
+const REFUSED_METHODS = new Set(['TRACE', 'CONNECT', 'TRACK']);
+
+/** Throws the SidecarError that refuses the request before anything is forwarded, if any. */
+function refusal(
+  req: ClientRequest,
+  rawTarget: string,
+  options: ProxyHandlerOptions,
+): SidecarError | undefined {
+  const { fields, hosts } = countHeaderFields(req.rawHeaders);
+  if (fields > options.maxHeaders) {
+    return new SidecarError(
+      'request_headers_too_large',
+      `more than ${options.maxHeaders} header fields`,
+    );
+  }
+  if (hosts > 1) return new SidecarError('bad_request', 'more than one Host header');
+  // Judged on the raw target: a parsed URL is already normalised (DESIGN.md "Proxy semantics").
+  const verdict = checkRequestTarget(rawTarget, options.prefixes);
+  if (!verdict.ok) return new SidecarError(verdict.code, verdict.reason);
+  const method = req.method ?? '';
+  if (REFUSED_METHODS.has(method.toUpperCase())) {
+    return new SidecarError('method_not_allowed', `${method} is not forwarded`);
+  }
+  if (options.isDraining()) {
+    return new SidecarError(
+      'shutting_down',
+      'the sidecar is shutting down; retry on another instance',
+    );
+  }
+  return undefined;
+}
+
+export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
+  const { forwarder, requestLog, inFlight } = options;
+  const now = options.clock ? () => options.clock!.now() : Date.now;
+  const generate = options.generateRequestId ?? randomUUID;
+  const errorOptions = { logger: options.logger, metrics: options.metrics };
+
+  return async function handleProxyRequest(req, res) {
+    const started = now();
+    const requestId = resolveRequestId(req.headers[REQUEST_ID_HEADER], generate);
+    const target = rawTargetOf(req);
+    let outcome: ForwardOutcome | undefined;
+    let status: number;
+    let code: string | undefined;
+    try {
+      const refused = refusal(req, target, options);
+      if (refused !== undefined) throw refused;
+      if (!inFlight.tryAcquire()) {
+        throw new SidecarError(
+          'overloaded',
+          `${inFlight.max} requests are already in progress; retry shortly`,
+          { retryAfterSeconds: 1 },
+        );
+      }
+      try {
+        outcome = await forwarder.forward(req, res, { requestId });
+      } finally {
+        inFlight.release();
+      }
+      status = outcome.status;
+    } catch (error) {
+      ({ status, code } = answerError(res, error, requestId, errorOptions));
+    }
+    requestLog?.write({
+      requestId,
+      method: req.method ?? '',
+      target,
+      status,
+      durationMs: now() - started,
+      upstreamStatus: outcome?.upstreamStatus,
+      replayed: outcome?.replayed ?? false,
+      result: outcome !== undefined && outcome.result !== 'complete' ? outcome.result : undefined,
+      code,
+    });
+  };
+}

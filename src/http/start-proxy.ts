@@ -1,0 +1,88 @@
+/**
+ * The proxy listener with everything it serves: forwarder, request handler, Hono app, server.
+ * One function for main.ts and the tests, so the tests run the stack that ships. Concrete
+ * instances (dispatcher, token source, metrics, logger) come in from the caller.
+ */
+import type { Dispatcher } from 'undici';
+import { systemClock, type Clock } from '../clock.js';
+import type { Config } from '../config/types.js';
+import { createInFlightLimit } from '../proxy/admission.js';
+import { createForwarder, type ForwardStage } from '../proxy/forwarder.js';
+import type { AccessTokenSource } from '../proxy/types.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { SidecarMetrics } from '../telemetry/metrics.js';
+import { createDrainState } from './drain.js';
+import { createProxyApp } from './proxy-app.js';
+import { createProxyHandler } from './proxy-handler.js';
+import { startProxyServer, type ProxyServer } from './proxy-server.js';
+import type { RequestLog } from './request-log.js';
+
+/** The configuration the proxy listener reads. */
+export interface ProxySettings {
+  upstream: Pick<Config['upstream'], 'baseUrl' | 'pathPrefixes' | 'timeoutMs' | 'bodyTimeoutMs'>;
+  proxy: Pick<
+    Config['proxy'],
+    'listen' | 'http2' | 'maxInFlight' | 'maxPipelined' | 'maxHeaders' | 'bodyTimeoutMs'
+  >;
+}
+
+export interface ProxyDeps {
+  /** The upstream pool (createUpstreamDispatcher with `upstream.maxConnections`). */
+  dispatcher: Dispatcher;
+  tokens: AccessTokenSource;
+  metrics: SidecarMetrics;
+  logger: Logger;
+  /** One line per request; undefined when the log level is above `info`. */
+  requestLog: RequestLog | undefined;
+  clock?: Clock;
+  /** Features on the request path (quota guard, response cache); see proxy/stages.ts. */
+  stages?: readonly ForwardStage[];
+}
+
+export interface RunningProxy extends ProxyServer {
+  isDraining(): boolean;
+}
+
+export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Promise<RunningProxy> {
+  const clock = deps.clock ?? systemClock;
+  const { logger, metrics, requestLog } = deps;
+  const forwarder = createForwarder({
+    upstream: settings.upstream.baseUrl,
+    dispatcher: deps.dispatcher,
+    tokens: deps.tokens,
+    timeoutMs: settings.upstream.timeoutMs,
+    upstreamBodyTimeoutMs: settings.upstream.bodyTimeoutMs,
+    clientBodyTimeoutMs: settings.proxy.bodyTimeoutMs,
+    metrics,
+    logger,
+    clock,
+    stages: deps.stages,
+  });
+  const inFlight = createInFlightLimit(settings.proxy.maxInFlight);
+  const drainState = createDrainState();
+  const handler = createProxyHandler({
+    prefixes: settings.upstream.pathPrefixes,
+    forwarder,
+    logger,
+    requestLog,
+    metrics,
+    isDraining: drainState.isDraining,
+    maxHeaders: settings.proxy.maxHeaders,
+    inFlight,
+    clock,
+  });
+  const server = await startProxyServer({
+    app: createProxyApp({ handler, logger, metrics }),
+    listen: settings.proxy.listen,
+    http2: settings.proxy.http2,
+    maxPipelined: settings.proxy.maxPipelined,
+    maxHeaders: settings.proxy.maxHeaders,
+    inFlight,
+    drainState,
+    logger,
+    requestLog,
+    metrics,
+    clock,
+  });
+  return { ...server, isDraining: drainState.isDraining };
+}

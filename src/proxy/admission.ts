@@ -1,0 +1,143 @@
+/**
+ * Admission limits (DESIGN.md "Bounded work"): how many proxied requests are in progress at once,
+ * across the listener (`proxy.maxInFlight`) and per HTTP/1.1 connection (`proxy.maxPipelined`),
+ * plus the header-field count (`proxy.maxHeaders`). Counting only: the server decides the answers.
+ */
+import type { EventEmitter } from 'node:events';
+
+/** `proxy.maxInFlight`: one counter for HTTP/1.1 and h2 together; also what a drain waits on. */
+export interface InFlightLimit {
+  readonly count: number;
+  readonly max: number;
+  /** Take a slot; false when `max` are already taken (the caller answers 503 `overloaded`). */
+  tryAcquire(): boolean;
+  release(): void;
+  /** Resolves once no request is in progress. */
+  whenIdle(): Promise<void>;
+}
+
+export function createInFlightLimit(max: number): InFlightLimit {
+  let count = 0;
+  let idleWaiters: (() => void)[] = [];
+  return {
+    get count() {
+      return count;
+    },
+    max,
+    tryAcquire() {
+      if (count >= max) return false;
+      count += 1;
+      return true;
+    },
+    release() {
+      count -= 1;
+      if (count === 0 && idleWaiters.length > 0) {
+        const waiters = idleWaiters;
+        idleWaiters = [];
+        for (const resolve of waiters) resolve();
+      }
+    },
+    whenIdle() {
+      if (count === 0) return Promise.resolve();
+      return new Promise((resolve) => idleWaiters.push(resolve));
+    },
+  };
+}
+
+/** The socket side the gate needs: stop and restart reading. */
+export interface PausableSocket extends EventEmitter {
+  pause(): unknown;
+  resume(): unknown;
+}
+
+interface ConnectionState {
+  active: number;
+  /** Requests node already parsed from the same read while `active` was at the limit. */
+  waiting: (() => void)[];
+  paused: boolean;
+  watching: boolean;
+}
+
+/**
+ * `proxy.maxPipelined`: at most `max` requests of one HTTP/1.1 connection in progress. Beyond it
+ * the socket stops being read, so further pipelined requests stay in the kernel's buffer (and the
+ * client's) instead of becoming objects here. node parses a whole read (up to 64 KiB) at once, so
+ * the requests of the read that crossed the limit wait in a queue bounded by that read.
+ */
+export interface PipelineGate {
+  /**
+   * Run `start` now, or once an earlier request of the same connection ended. `start` must call
+   * `done` exactly once when its request ended (response closed).
+   */
+  admit(socket: PausableSocket, start: (done: () => void) => void): void;
+}
+
+export function createPipelineGate(max: number): PipelineGate {
+  const states = new WeakMap<object, ConnectionState>();
+
+  // node resumes a socket itself once its output drained; a gate at its limit pauses it again.
+  function keepPaused(this: PausableSocket): void {
+    if (states.get(this)?.paused) this.pause();
+  }
+
+  function run(socket: PausableSocket, state: ConnectionState, start: (done: () => void) => void) {
+    state.active += 1;
+    let finished = false;
+    start(() => {
+      if (finished) return;
+      finished = true;
+      state.active -= 1;
+      const next = state.waiting.shift();
+      if (next !== undefined) {
+        next();
+      } else if (state.paused && state.active < max) {
+        state.paused = false;
+        socket.resume();
+      }
+    });
+  }
+
+  return {
+    admit(socket, start) {
+      let state = states.get(socket);
+      if (state === undefined) {
+        state = { active: 0, waiting: [], paused: false, watching: false };
+        states.set(socket, state);
+      }
+      if (state.active < max && state.waiting.length === 0) {
+        run(socket, state, start);
+        return;
+      }
+      const s = state;
+      s.waiting.push(() => run(socket, s, start));
+      if (!s.paused) {
+        s.paused = true;
+        socket.pause();
+        if (!s.watching) {
+          s.watching = true;
+          socket.on('resume', keepPaused);
+        }
+      }
+    },
+  };
+}
+
+/**
+ * `proxy.maxHeaders` counts every header field line, repeated names included; h2 pseudo-headers
+ * (`:path`, ...) are not fields (RFC 9113 §8.3). Also reports how many `Host` fields came: two
+ * are refused (RFC 9112 §3.2: a request with more than one Host is a 400).
+ */
+export function countHeaderFields(rawHeaders: readonly string[]): {
+  fields: number;
+  hosts: number;
+} {
+  let fields = 0;
+  let hosts = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i] as string;
+    if (name.charCodeAt(0) === 58 /* ':' */) continue;
+    fields += 1;
+    if (name.length === 4 && name.toLowerCase() === 'host') hosts += 1;
+  }
+  return { fields, hosts };
+}

@@ -1,0 +1,24 @@
+import type { ServerResponse } from 'node:http';
+import type { Http2ServerResponse } from 'node:http2';
+
+export type ClientResponse = ServerResponse | Http2ServerResponse;
+
+/** How one proxied exchange ended, for the request log. */
+export interface ForwardOutcome {
+  /** Status written to the client; 499 when the client left before any answer (nothing sent). */
+  status: number;
+  /** Status of the upstream answer the client got (or last saw), if any arrived. */
+  upstreamStatus: number | undefined;
+  /** True when a 401 was answered by replaying the request with a renewed token. */
+  replayed: boolean;
+  /** `upstream_failed`/`client_closed`: the response was cut short after its headers. */
+  result: 'complete' | 'client_closed' | 'upstream_failed';
+}
+
+/** The client left before anything was answered. */
+export const CLIENT_GONE: ForwardOutcome = Object.freeze({
+  status: 499,
+  upstreamStatus: undefined,
+  replayed: false,
+  result: 'client_closed',
+});

@@ -1,0 +1,50 @@
+/**
+ * Hooks other features hang on the request path (the quota guard, the response cache), so they
+ * add work only where they are configured. The forwarder calls them at two places, marked
+ * "STAGE HOOK" in forwarder.ts; with no stage configured both places cost one length check.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { ClientRequest } from './request-body.js';
+import type { ClientResponse, ForwardOutcome } from './outcome.js';
+
+/** One proxied exchange as the stages see it. */
+export interface Exchange {
+  readonly req: ClientRequest;
+  readonly res: ClientResponse;
+  readonly requestId: string;
+  /** The client's method, as sent. */
+  readonly method: string;
+  /** The client's path and raw query, as sent (already judged safe and allowed). */
+  readonly target: string;
+  /** True once the client reset the stream or closed the connection: stop waiting for it. */
+  clientGone(): boolean;
+}
+
+/** Sees every chunk of the upstream's answer body as it is written to the client. */
+export interface BodyTap {
+  chunk(data: Buffer): void;
+  /** `complete`: the whole body arrived and was written; false when it was cut short. */
+  end(complete: boolean): void;
+}
+
+export interface ForwardStage {
+  /**
+   * Before the token is fetched and anything is sent upstream, in the order the stages are given.
+   * Resolve `undefined` to go on; resolve an outcome after answering `exchange.res` yourself (a
+   * cache hit: no token, nothing upstream); throw a SidecarError to refuse (429 `rate_limited`,
+   * 503 `upstream_unavailable`): the one error handler answers it. May wait (a rate-limit slot);
+   * the forwarder checks `clientGone()` after every stage.
+   */
+  beforeUpstream?(
+    exchange: Exchange,
+  ): ForwardOutcome | undefined | Promise<ForwardOutcome | undefined>;
+  /**
+   * The upstream's answer head, before it is written to the client (not called for a 401 that is
+   * replayed). Return a tap to see the body (a cache capturing a 200), or undefined.
+   */
+  upstreamAnswered?(
+    exchange: Exchange,
+    status: number,
+    headers: IncomingHttpHeaders,
+  ): BodyTap | undefined;
+}

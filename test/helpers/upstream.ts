@@ -1,0 +1,100 @@
+/** A bare HTTPS upstream for the limit tests: counts its connections and lets a test answer. */
+import { createServer, type Server } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
+import type { TestPki } from '../../src/standin/index.js';
+
+export interface CountingUpstream {
+  url: string;
+  /** TLS connections accepted so far. */
+  connections: number;
+  /** Connections open now. */
+  open: number;
+  /** Requests received so far, and the most that were in progress at once. */
+  requests: number;
+  inProgress: number;
+  maxInProgress: number;
+  close(): Promise<void>;
+}
+
+export async function startCountingUpstream(
+  pki: TestPki,
+  answer: (req: IncomingMessage, res: ServerResponse, done: () => void) => void,
+): Promise<CountingUpstream> {
+  const sockets = new Set<Socket>();
+  const state = {
+    url: '',
+    connections: 0,
+    open: 0,
+    requests: 0,
+    inProgress: 0,
+    maxInProgress: 0,
+    close: (): Promise<void> => Promise.resolve(),
+  };
+  const server: Server = createServer(
+    { cert: pki.serverCert, key: pki.serverKey, keepAlive: true },
+    (req, res) => {
+      state.requests += 1;
+      state.inProgress += 1;
+      state.maxInProgress = Math.max(state.maxInProgress, state.inProgress);
+      let done = false;
+      answer(req, res, () => {
+        if (done) return;
+        done = true;
+        state.inProgress -= 1;
+      });
+    },
+  );
+  server.on('secureConnection', (socket: Socket) => {
+    state.connections += 1;
+    state.open += 1;
+    sockets.add(socket);
+    socket.once('close', () => {
+      state.open -= 1;
+      sockets.delete(socket);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : 0;
+  state.url = `https://127.0.0.1:${port}`;
+  state.close = () =>
+    new Promise<void>((resolve) => {
+      for (const socket of sockets) socket.destroy();
+      server.close(() => resolve());
+    });
+  return state;
+}
+
+/** A TLS server that answers every request with the same raw bytes (framing a client must survive). */
+export async function startRawUpstream(
+  pki: TestPki,
+  rawAnswer: string,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const sockets = new Set<TLSSocket>();
+  const server = createTlsServer({ cert: pki.serverCert, key: pki.serverKey }, (socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    socket.on('error', () => socket.destroy());
+    let buffered = '';
+    socket.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString('latin1');
+      while (buffered.includes('\r\n\r\n')) {
+        buffered = buffered.slice(buffered.indexOf('\r\n\r\n') + 4);
+        socket.write(rawAnswer);
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : 0;
+  return {
+    url: `https://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
