@@ -29,8 +29,11 @@ afterAll(async () => {
   await client.close();
 });
 
-async function open(quota: StackOptions['quota'] = {}): Promise<Stack> {
-  stack = await startStack(standin, { quota });
+async function open(
+  quota: StackOptions['quota'] = {},
+  limits?: StackOptions['limits'],
+): Promise<Stack> {
+  stack = await startStack(standin, { quota, limits });
   return stack;
 }
 
@@ -189,6 +192,23 @@ describe('rate limit', () => {
     expect(seen('order=').map((r) => r.url)).toEqual(
       Array.from({ length: 11 }, (_, i) => `/v1.0/contracts/?order=${i}`),
     );
+  });
+
+  it('waiting requests count against proxy.maxInFlight', async () => {
+    const s = await open(
+      { rateLimit: { count: 1, periodMs: 1_000 }, queueMs: 10_000 },
+      { maxInFlight: 3 },
+    );
+    expect((await get('/v1.0/contracts/?inflight=a')).status).toBe(200);
+    const waiting = [get('/v1.0/contracts/?inflight=b'), get('/v1.0/contracts/?inflight=c')];
+    await waitFor(() => s.quota.status().rateLimit?.queued === 2, 5_000, 'two queued');
+    waiting.push(get('/v1.0/contracts/?inflight=d'));
+    await waitFor(() => s.quota.status().rateLimit?.queued === 3, 5_000, 'three queued');
+    const over = await get('/v1.0/contracts/?inflight=e');
+    expect(over.status).toBe(503);
+    expect(code(over)).toBe('overloaded');
+    expect((await Promise.all(waiting)).map((a) => a.status)).toEqual([200, 200, 200]);
+    expect(seen('inflight=e')).toHaveLength(0);
   });
 
   it('a client that leaves while queued frees its place at once and is never sent', async () => {

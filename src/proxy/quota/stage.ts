@@ -20,7 +20,7 @@ export function quotaStage(guard: Guard): ForwardStage {
     beforeUpstream(exchange: Exchange): Promise<ForwardOutcome | undefined> | undefined {
       if (!guard.limited) {
         // No limit: nothing waits, only a cooldown refuses (it throws).
-        guard.admit();
+        void guard.admit();
         return undefined;
       }
       return waitForSlot(guard, exchange);
