@@ -22,6 +22,7 @@ import { createRequestLog } from './http/request-log.js';
 import { startProxy } from './http/start-proxy.js';
 import { createUpstreamDispatcher, trustContext } from './proxy/dispatcher.js';
 import { QuotaGuard, type SharedQuota } from './proxy/quota/guard.js';
+import type { StoreConnection } from './store/connection.js';
 import { quotaStage } from './proxy/quota/stage.js';
 import { createLogDestination, createLogger, type Logger } from './telemetry/logger.js';
 import { createMetrics } from './telemetry/metrics.js';
@@ -73,27 +74,35 @@ function tokenEndpointFor(config: Config, dispatcher: Dispatcher): TokenEndpoint
 /**
  * The fleet-wide half of the quota guard, when `token.store.url` is set (DESIGN.md "Quota guard").
  * The Redis client is loaded only then; until the store answers, each process limits alone.
+ * `connection`: the process's one store connection when the token store already opened it (then
+ * closing stays with its owner); without it one is opened here.
  */
 async function openQuotaStore(
   config: Config,
-  deps: { logger: Logger; clock: Clock },
+  deps: { logger: Logger; clock: Clock; connection?: StoreConnection },
 ): Promise<{ quota: SharedQuota; close(): Promise<void> } | undefined> {
   const { url, keyPrefix } = config.token.store;
   if (url === undefined) return undefined;
-  const { createStoreConnection } = await import('./store/connection.js');
   const { createStoreQuota } = await import('./store/quota.js');
-  const connection = createStoreConnection({
-    url,
-    logger: deps.logger.child({ component: 'store' }),
-    clock: deps.clock,
-  });
+  let connection = deps.connection;
+  let owned = false;
+  if (connection === undefined) {
+    const { createStoreConnection } = await import('./store/connection.js');
+    connection = createStoreConnection({
+      url,
+      logger: deps.logger.child({ component: 'store' }),
+      clock: deps.clock,
+    });
+    owned = true;
+  }
   const quota = createStoreQuota({
     connection,
     keyPrefix,
     upstream: config.upstream.baseUrl,
     rateLimit: config.upstream.rateLimit,
   });
-  return { quota, close: () => connection.close() };
+  const opened = connection;
+  return { quota, close: () => (owned ? opened.close() : Promise.resolve()) };
 }
 
 /** Wire and start the token keeper, the proxy listener and the admin listener. */
