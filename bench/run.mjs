@@ -4,7 +4,10 @@
 //
 //   npm run build && node bench/run.mjs [--rounds 4] [--duration 5] [--rate 1000]
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."]
-//     [--targets direct,nginx,sidecar,http-proxy,hono] [--keep]
+//     [--targets direct,nginx,sidecar,sidecar-limit,http-proxy,hono] [--keep]
+//
+// `sidecar-limit`: the same sidecar with UPSTREAM_RATE_LIMIT set far above the load, so every
+// request takes the quota guard's slot path (bucket, client-leave listener) without waiting.
 //
 // Env equivalents: BENCH_ROUNDS, BENCH_DURATION, BENCH_RATE, BENCH_NODE. Needs nginx and wrk
 // (apt-get install -y nginx-light wrk). Writes bench/results/<timestamp>.json, latest.json and
@@ -50,7 +53,7 @@ const { values: args } = parseArgs({
     connections: { type: 'string', default: '50' },
     node: { type: 'string', default: process.env.BENCH_NODE ?? process.execPath },
     'sidecar-flags': { type: 'string', default: process.env.BENCH_SIDECAR_FLAGS ?? '' },
-    targets: { type: 'string', default: 'direct,nginx,sidecar,http-proxy,hono' },
+    targets: { type: 'string', default: 'direct,nginx,sidecar,sidecar-limit,http-proxy,hono' },
     keep: { type: 'boolean', default: false },
   },
 });
@@ -165,9 +168,10 @@ async function main() {
   }
   const wanted = new Set(args.targets.split(','));
   const sidecarBuilt = existsSync(join(ROOT, 'dist', 'main.js'));
-  if (wanted.has('sidecar') && !sidecarBuilt) {
+  if ((wanted.has('sidecar') || wanted.has('sidecar-limit')) && !sidecarBuilt) {
     say('dist/main.js is missing (npm run build): the sidecar is not measured');
     wanted.delete('sidecar');
+    wanted.delete('sidecar-limit');
   }
 
   const pki = makePki(work);
@@ -232,6 +236,40 @@ async function main() {
     sidecarAdmin = `http://127.0.0.1:${adminPort}`;
     await waitForStatus(`${sidecarAdmin}/readyz`, { isAlive: () => !proc.exited });
     add('sidecar', 'oauth-sidecar', `http://127.0.0.1:${port}`, () => [proc.pid]);
+  }
+  if (wanted.has('sidecar-limit')) {
+    standin ??= await (async () => {
+      const { startStandin } = await import(join(ROOT, 'dist', 'standin', 'index.js'));
+      const started = await startStandin({
+        clientId: 'bench-client',
+        clientSecret: 'bench-secret',
+        tokenLifetimeSeconds: 3600,
+        pki: { caCert: pki.caCert, serverCert: pki.serverCert, serverKey: pki.serverKey },
+      });
+      cleanups.push(() => started.close());
+      return started;
+    })();
+    const [port, adminPort] = [await freePort(), await freePort()];
+    const proc = startChild(NODE, [...SIDECAR_FLAGS, join(ROOT, 'dist', 'main.js')], {
+      env: sidecarEnv({
+        upstream,
+        tokenUrl: `${standin.url}/oauth/token/`,
+        caFile: pki.caFile,
+        proxyPort: port,
+        adminPort,
+        // Far above any load here: the guard's cost with a limit, never its waiting.
+        extra: { UPSTREAM_RATE_LIMIT: '1000000/s' },
+      }),
+      logFile: log('sidecar-limit'),
+    });
+    cleanups.push(() => proc.stop());
+    await waitForStatus(`http://127.0.0.1:${adminPort}/readyz`, { isAlive: () => !proc.exited });
+    add(
+      'sidecar-limit',
+      'oauth-sidecar, UPSTREAM_RATE_LIMIT set (never reached)',
+      `http://127.0.0.1:${port}`,
+      () => [proc.pid],
+    );
   }
   for (const [name, label, script, extraEnv] of [
     ['http-proxy', 'node:http + http-proxy 1.18 (keep-alive agent)', 'http-proxy.mjs', {}],
@@ -366,6 +404,8 @@ async function main() {
     sidecarOverNginx: ratio('sidecar', 'nginx', 'rps'),
     sidecarOverHttpProxy: ratio('sidecar', 'http-proxy', 'rps'),
     sidecarOverHono: ratio('sidecar', 'hono', 'rps'),
+    limitOverSidecar: ratio('sidecar-limit', 'sidecar', 'rps'),
+    cpuLimitOverSidecar: ratio('sidecar-limit', 'sidecar', 'cpuUsPerRequest'),
     cpuSidecarOverNginx: ratio('sidecar', 'nginx', 'cpuUsPerRequest'),
     mb1SidecarOverNginx: ratio('sidecar', 'nginx', 'mbPerSecond', 'mb1'),
     rateP99SidecarMinusDirectMs:
@@ -485,6 +525,8 @@ function markdown({ meta, summary, ratios, tokenCalls, checks }, targets) {
     `| sidecar / nginx (CPU per request) | ${fmt.x(ratios.cpuSidecarOverNginx)} |`,
     `| sidecar / nginx (1 MB MB/s) | ${fmt.x(ratios.mb1SidecarOverNginx)} |`,
     `| sidecar p99 − direct p99 at ${meta.rate} req/s | ${fmt.ms(ratios.rateP99SidecarMinusDirectMs)} |`,
+    `| sidecar with a rate limit / without (2 KB req/s) | ${fmt.x(ratios.limitOverSidecar)} |`,
+    `| sidecar with a rate limit / without (CPU per request) | ${fmt.x(ratios.cpuLimitOverSidecar)} |`,
     '',
     `Token endpoint calls during the measurements: ${tokenCalls ? `${tokenCalls.metric} (sidecar metric), ${tokenCalls.standin} (token endpoint's log)` : 'n/a'}.`,
     '',
