@@ -27,10 +27,16 @@ LABEL org.opencontainers.image.title="oauth-sidecar" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.base.name="${NODE_IMAGE}"
-# Heap caps sized for the 256Mi limit in deploy/: Node 24 otherwise grows to about twice the RSS of
-# Node 20 under load (perf/ENGINE.md); small semi-spaces keep the young generation from ballooning.
+# Heap caps sized for the 256Mi limit in deploy/. Chosen by measurement (node bench/run.mjs
+# --targets direct --rounds 0 --duration 8 --footprint-node-options=..., Node 24.21, 2 shared
+# cores under load from other jobs; docs/benchmarks.md "Footprint"):
+#   --max-semi-space-size  idle RSS  peak 2 KB (wrk -c50)  peak 50 x 1 MiB  2 KB req/s
+#   8 (before)             104 MiB   135 MiB               186 MiB          2,386
+#   2 (shipped)             96 MiB   121 MiB               139 MiB          2,117
+#   1                       95 MiB   114 MiB               124 MiB            369 (scavenges)
+# The old-space cap keeps a flood from growing the heap past the pod limit (test/bounded-work).
 ENV NODE_ENV=production \
-    NODE_OPTIONS="--max-old-space-size=160 --max-semi-space-size=8"
+    NODE_OPTIONS="--max-old-space-size=160 --max-semi-space-size=2"
 WORKDIR /app
 # Owned by root and read-only to uid 1000: the process cannot rewrite its own code.
 COPY --from=deps /app/node_modules ./node_modules

@@ -5,57 +5,44 @@
  * and a few thousand generated path variants. Each request must be rejected with a 4xx and never
  * reach the upstream, or be forwarded only under the allowed prefix to the configured upstream.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandin, type RecordedApiRequest, type Standin } from '../src/standin/index.js';
+import {
+  startSidecarProcess,
+  waitFor,
+  waitReady,
+  type SidecarProcess,
+} from './helpers/sidecar-process.js';
 
-const MAIN = fileURLToPath(new URL('../dist/main.js', import.meta.url));
 const ALLOWED_PREFIX = '/v1.0/';
 
 let standin: Standin;
-let sidecar: ChildProcess;
-let sidecarOutput = '';
+let sidecar: SidecarProcess;
 let proxyPort: number;
 let workDir: string;
 /** A plain HTTP server that must never see a request: absolute-form targets and Host headers point at it. */
 let canary: Server;
 let canaryPort: number;
 let canaryHits = 0;
+let barriers = 0;
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitReady(adminPort: number): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline) {
-    if (sidecar.exitCode !== null) throw new Error(`sidecar exited: ${sidecarOutput}`);
-    try {
-      const res = await fetch(`http://127.0.0.1:${adminPort}/readyz`);
-      await res.arrayBuffer();
-      if (res.status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    await sleep(100);
-  }
-  throw new Error(`sidecar not ready within 20 s: ${sidecarOutput}`);
+/**
+ * Wait until a request sent after `answer` has reached the upstream: anything the sidecar might
+ * still forward from an earlier exchange would have arrived by then (a condition, not a sleep).
+ */
+async function barrier(): Promise<void> {
+  const id = `abuse-barrier-${++barriers}`;
+  const answer = await exchange(
+    `GET /v1.0/contracts/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Request-Id: ${id}\r\nConnection: close\r\n\r\n`,
+  );
+  expect(answer.status).toBe(200);
+  await waitFor(() => forwardedWithId(id).length === 1, 5_000, 'the barrier request upstream');
 }
 
 interface RawAnswer {
@@ -123,7 +110,7 @@ function forwardedWithId(id: string): RecordedApiRequest[] {
 async function expectRejected(raw: string | Buffer, statuses?: number[]): Promise<RawAnswer> {
   const before = standin.apiRequests.length;
   const answer = await exchange(raw);
-  await sleep(50);
+  await barrier();
   expect(
     answer.status,
     `answer: ${answer.head || '(connection closed without an answer)'}`,
@@ -131,7 +118,12 @@ async function expectRejected(raw: string | Buffer, statuses?: number[]): Promis
   if (statuses) expect(statuses).toContain(answer.status);
   expect(answer.status).toBeGreaterThanOrEqual(400);
   expect(answer.status).toBeLessThan(500);
-  expect(standin.apiRequests.slice(before).map((r) => `${r.method} ${r.url}`)).toEqual([]);
+  expect(
+    standin.apiRequests
+      .slice(before)
+      .filter((r) => !String(r.headers['x-request-id']).startsWith('abuse-barrier-'))
+      .map((r) => `${r.method} ${r.url}`),
+  ).toEqual([]);
   expect(canaryHits).toBe(0);
   return answer;
 }
@@ -158,36 +150,20 @@ beforeAll(async () => {
   const address = canary.address();
   canaryPort = typeof address === 'object' && address !== null ? address.port : 0;
 
-  proxyPort = await freePort();
-  const adminPort = await freePort();
-  sidecar = spawn(process.execPath, [MAIN], {
-    env: {
-      PATH: process.env.PATH,
-      UPSTREAM_BASE_URL: standin.url,
-      UPSTREAM_CA_FILE: caFile,
-      CLIENT_ID: 'abuse-client',
-      CLIENT_SECRET: 'abuse-secret',
-      PROXY_LISTEN: `127.0.0.1:${proxyPort}`,
-      ADMIN_LISTEN: `127.0.0.1:${adminPort}`,
-      LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  sidecar = await startSidecarProcess({
+    UPSTREAM_BASE_URL: standin.url,
+    UPSTREAM_CA_FILE: caFile,
+    CLIENT_ID: 'abuse-client',
+    CLIENT_SECRET: 'abuse-secret',
+    // info: the helper waits for the "listening" line.
+    LOG_LEVEL: 'info',
   });
-  const keep = (chunk: Buffer): void => {
-    sidecarOutput = (sidecarOutput + chunk.toString()).slice(-4000);
-  };
-  sidecar.stdout?.on('data', keep);
-  sidecar.stderr?.on('data', keep);
-  await waitReady(adminPort);
+  proxyPort = Number(new URL(sidecar.proxyUrl).port);
+  await waitReady(sidecar, 20_000);
 });
 
 afterAll(async () => {
-  if (sidecar && sidecar.exitCode === null) {
-    const exited = new Promise((resolve) => sidecar.once('exit', resolve));
-    sidecar.kill('SIGTERM');
-    await Promise.race([exited, sleep(12_000)]);
-    if (sidecar.exitCode === null) sidecar.kill('SIGKILL');
-  }
+  await sidecar?.stop();
   await standin?.close();
   await new Promise((resolve) => canary?.close(resolve));
   rmSync(workDir, { recursive: true, force: true });

@@ -14,6 +14,7 @@ import {
   startStack,
   type Stack,
 } from './proxy-stack.js';
+import { waitFor } from './helpers/sidecar-process.js';
 
 let pki: TestPki;
 let standin: Standin;
@@ -393,7 +394,12 @@ describe('client abort', () => {
       headers: { 'x-request-id': 'abort-1' },
     });
     for await (const _chunk of res.body) break;
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The line is written once the forwarder has finished (and left the in-flight gauge).
+    await waitFor(
+      () => stack.logs.some((line) => line.requestId === 'abort-1'),
+      5_000,
+      'the request line of the aborted request',
+    );
     const gauge = await stack.metrics.requestsInFlight.get();
     expect(gauge.values[0]?.value ?? 0).toBe(0);
     expect(stack.logs.find((line) => line.requestId === 'abort-1')).toMatchObject({
@@ -411,10 +417,19 @@ describe('drain', () => {
       const slow = request(`${own.url}/v1.0/slow/800`, { dispatcher: ownClient });
       // A connection that is mid-request when the drain starts is not idle, so it stays open.
       const { connect } = await import('node:net');
+      const serverSockets: { bytesRead: number; remotePort?: number }[] = [];
+      own.proxy.server.on('connection', (socket: { bytesRead: number; remotePort?: number }) =>
+        serverSockets.push(socket),
+      );
       const late = connect(own.port, '127.0.0.1');
       await new Promise<void>((resolve) => late.once('connect', () => resolve()));
       late.write('GET /v1.0/contracts/ HTTP/1.1\r\nHost: x\r\n');
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // The server has read the partial request: the connection is active, not idle.
+      await waitFor(
+        () => serverSockets.some((s) => s.remotePort === late.localPort && s.bytesRead > 0),
+        5_000,
+        'the server to read the partial request',
+      );
       const drained = own.proxy.drain(5_000);
       const lateAnswer = new Promise<string>((resolve) => {
         const chunks: Buffer[] = [];

@@ -4,7 +4,6 @@
  * one line per problem naming the environment variable and the YAML key (STYLE.md 7).
  */
 import { inspect } from 'node:util';
-import { LineCounter, parseDocument } from 'yaml';
 import { ConfigError } from '../errors.js';
 import {
   CredentialsFileError,
@@ -224,6 +223,9 @@ async function readYamlLayer(
     problems.push(`--config ${file}: cannot read configuration file (${readFailure(error)})`);
     return values;
   }
+  // Loaded only when a --config file is given: the parser is ~10 MiB of RSS a sidecar without
+  // one never needs (docs/benchmarks.md, footprint).
+  const { LineCounter, parseDocument } = await import('yaml');
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter });
   const [firstError] = doc.errors;
