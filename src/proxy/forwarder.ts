@@ -163,6 +163,27 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   const upstreamBodyTimeoutMs = options.upstreamBodyTimeoutMs ?? 30_000;
   const bodyTimeout: BodyTimeout = { ms: options.clientBodyTimeoutMs ?? 30_000, clock };
   const stages = options.stages ?? [];
+  // prom-client hashes the label object on every call; the children are looked up once per
+  // (method, status) instead (bounded: 8 method labels × the status codes seen).
+  const durationOf = new Map<string, { observe(value: number): void }>();
+  const countOf = new Map<string, { inc(): void }>();
+  const observeDuration = (method: string, seconds: number) => {
+    let child = durationOf.get(method);
+    if (child === undefined) {
+      child = metrics.upstreamRequestDuration.labels({ method });
+      durationOf.set(method, child);
+    }
+    child.observe(seconds);
+  };
+  const countRequest = (method: string, code: number | 'error') => {
+    const key = `${method} ${code}`;
+    let child = countOf.get(key);
+    if (child === undefined) {
+      child = metrics.upstreamRequests.labels({ method, code: String(code) });
+      countOf.set(key, child);
+    }
+    child.inc();
+  };
   const before = stages.filter((s) => s.beforeUpstream !== undefined);
   const answered = stages.filter((s) => s.upstreamAnswered !== undefined);
 
@@ -226,8 +247,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       clock.clearTimeout(timer);
       headersSeen = true;
       upstreamStatus = statusCode;
-      metrics.upstreamRequestDuration.observe({ method: label }, (clock.now() - started) / 1000);
-      metrics.upstreamRequests.inc({ method: label, code: String(statusCode) });
+      observeDuration(label, (clock.now() - started) / 1000);
+      countRequest(label, statusCode);
       if (statusCode === 401) {
         // Always report the token: the keeper decides whether it is still current (DESIGN.md).
         const worthReplaying = tokens.invalidate(token);
@@ -271,7 +292,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       );
       return { kind: 'answered', upstreamStatus, replay };
     } catch (err) {
-      if (!headersSeen) metrics.upstreamRequests.inc({ method: label, code: 'error' });
+      if (!headersSeen) countRequest(label, 'error');
       if (replay && !wrote) {
         // The discarded 401 body failed to arrive in full; the replay does not need it.
         return { kind: 'answered', upstreamStatus, replay };
@@ -342,7 +363,11 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     const token = await accessToken();
     if (clientGone(req, res)) return CLIENT_GONE;
     const body = await readBody(req);
-    if (body === undefined || clientGone(req, res)) return CLIENT_GONE;
+    if (body === undefined) return CLIENT_GONE;
+    // h2: a RST_STREAM that came in the same read as the HEADERS is processed after this
+    // request's microtasks; one macrotask later it has been, and the reset stream is not sent.
+    if (isHttp2Response(res)) await new Promise<void>((resolve) => setImmediate(resolve));
+    if (clientGone(req, res)) return CLIENT_GONE;
     const replayable = body.kind !== 'stream';
     let outcome = await attempt(req, res, ctx, exchange, token, body, replayable);
     let replayed = false;

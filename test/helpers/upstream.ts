@@ -9,8 +9,9 @@ export interface CountingUpstream {
   url: string;
   /** TLS connections accepted so far. */
   connections: number;
-  /** Connections open now. */
+  /** Connections open now, and the most that were open at once. */
   open: number;
+  maxOpen: number;
   /** Requests received so far, and the most that were in progress at once. */
   requests: number;
   inProgress: number;
@@ -27,6 +28,7 @@ export async function startCountingUpstream(
     url: '',
     connections: 0,
     open: 0,
+    maxOpen: 0,
     requests: 0,
     inProgress: 0,
     maxInProgress: 0,
@@ -49,6 +51,7 @@ export async function startCountingUpstream(
   server.on('secureConnection', (socket: Socket) => {
     state.connections += 1;
     state.open += 1;
+    state.maxOpen = Math.max(state.maxOpen, state.open);
     sockets.add(socket);
     socket.once('close', () => {
       state.open -= 1;

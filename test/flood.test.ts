@@ -1,0 +1,177 @@
+/**
+ * The "Abuse" floods of issue 8 against the real sidecar process under the container's heap cap
+ * (the Dockerfile's NODE_OPTIONS): one connection pipelining 20,000 GETs, and 20,000 h2 streams
+ * opened and reset at once. The process must stay alive, the upstream see at most
+ * `upstream.maxConnections` connections, RSS stay under 250 MiB, and /metrics and other clients
+ * be answered within 2 s; a stream reset before it was sent upstream is not forwarded (at most
+ * one session's 100 concurrent streams can be on their way when their reset arrives).
+ */
+import { readFileSync } from 'node:fs';
+import { connect as connectH2, constants as h2 } from 'node:http2';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestPki, startStandin, type Standin, type TestPki } from '../src/standin/index.js';
+import {
+  startSidecarProcess,
+  waitFor,
+  waitReady,
+  writeTemp,
+  type SidecarProcess,
+} from './helpers/sidecar-process.js';
+import { startCountingUpstream, type CountingUpstream } from './helpers/upstream.js';
+
+const MIB = 1024 * 1024;
+const MAX_CONNECTIONS = 16;
+const NODE_OPTIONS =
+  /NODE_OPTIONS="([^"]*)"/.exec(
+    readFileSync(join(import.meta.dirname, '..', 'Dockerfile'), 'utf8'),
+  )?.[1] ?? '';
+
+let pki: TestPki;
+let standin: Standin;
+let upstream: CountingUpstream;
+
+beforeAll(async () => {
+  pki = await createTestPki();
+  standin = await startStandin({ pki, clientId: 'flood', clientSecret: 'flood-secret' });
+  upstream = await startCountingUpstream(pki, (req, res, done) => {
+    setTimeout(() => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ path: req.url }));
+      done();
+    }, 5);
+  });
+});
+
+afterAll(async () => {
+  await upstream.close();
+  await standin.close();
+});
+
+function rssOf(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) * 1024;
+}
+
+async function sidecar(extra: Record<string, string> = {}): Promise<SidecarProcess> {
+  const process = await startSidecarProcess({
+    NODE_OPTIONS,
+    UPSTREAM_BASE_URL: upstream.url,
+    TOKEN_URL: `${standin.url}/oauth/token/`,
+    UPSTREAM_CA_FILE: writeTemp('ca.pem', pki.caCert),
+    UPSTREAM_MAX_CONNECTIONS: String(MAX_CONNECTIONS),
+    CLIENT_ID: 'flood',
+    CLIENT_SECRET: 'flood-secret',
+    LOG_LEVEL: 'warn',
+    ...extra,
+  });
+  await waitReady(process);
+  return process;
+}
+
+/** /metrics and a client's GET, each timed; both must answer within 2 s. */
+async function probe(
+  s: SidecarProcess,
+  other: () => Promise<number> = async () => {
+    const res = await request(`${s.proxyUrl}/v1.0/other`, { headersTimeout: 5_000 });
+    await res.body.text();
+    return res.statusCode;
+  },
+): Promise<{ metricsMs: number; otherMs: number }> {
+  let started = Date.now();
+  const metrics = await request(`${s.adminUrl}/metrics`, { headersTimeout: 5_000 });
+  await metrics.body.text();
+  const metricsMs = Date.now() - started;
+  expect(metrics.statusCode).toBe(200);
+  started = Date.now();
+  expect(await other()).toBe(200);
+  return { metricsMs, otherMs: Date.now() - started };
+}
+
+describe('floods under the container heap cap', () => {
+  it('one connection pipelining 20,000 GETs', async () => {
+    const s = await sidecar({ LOG_LEVEL: 'info' });
+    // LOG_LEVEL info: the helper waits for the listening line; it is the shipped default too.
+    const pid = s.child.pid!;
+    const connectionsBefore = upstream.connections;
+    const port = Number(new URL(s.proxyUrl).port);
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    let answers = 0;
+    let tail = '';
+    socket.on('data', (chunk: Buffer) => {
+      const text = tail + chunk.toString('latin1');
+      answers += text.split('HTTP/1.1 200 ').length - 1;
+      tail = text.slice(-16);
+    });
+    socket.write('GET /v1.0/flood HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(20_000));
+    let peak = 0;
+    const probes: { metricsMs: number; otherMs: number }[] = [];
+    while (answers < 20_000) {
+      expect(s.child.exitCode).toBeNull();
+      peak = Math.max(peak, rssOf(pid));
+      probes.push(await probe(s));
+      await waitFor(() => true, 10, 'a tick');
+    }
+    socket.destroy();
+    expect(s.child.exitCode).toBeNull();
+    expect(upstream.connections - connectionsBefore).toBeLessThanOrEqual(MAX_CONNECTIONS);
+    expect(peak).toBeLessThan(250 * MIB);
+    for (const p of probes) {
+      expect(p.metricsMs).toBeLessThan(2_000);
+      expect(p.otherMs).toBeLessThan(2_000);
+    }
+    expect(await s.stop()).toBe(0);
+  }, 120_000);
+
+  it('20,000 h2 streams opened and reset at once are not forwarded', async () => {
+    const s = await sidecar({ LOG_LEVEL: 'info', PROXY_HTTP2: 'true' });
+    const pid = s.child.pid!;
+    const requestsBefore = upstream.requests;
+    await waitFor(() => upstream.open === 0, 10_000, 'the previous test’s connections to close');
+    upstream.maxOpen = 0;
+    const session = connectH2(s.proxyUrl);
+    session.on('error', () => undefined);
+    await new Promise<void>((resolve) => session.once('remoteSettings', () => resolve()));
+    for (let i = 0; i < 20_000; i++) {
+      const stream = session.request({ ':path': `/v1.0/reset/${i}` });
+      stream.on('error', () => undefined);
+      stream.close(h2.NGHTTP2_CANCEL);
+    }
+    // Every stream is closed on the client; a normal request on the same session comes after them.
+    const ok = session.request({ ':path': '/v1.0/after-the-storm' });
+    ok.resume();
+    const status = await new Promise<number>((resolve) =>
+      ok.once('response', (headers) => resolve(Number(headers[':status']))),
+    );
+    expect(status).toBe(200);
+    const peak = rssOf(pid);
+    const p = await probe(s, async () => {
+      const other = connectH2(s.proxyUrl);
+      try {
+        const stream = other.request({ ':path': '/v1.0/other' });
+        stream.resume();
+        return await new Promise<number>((resolve) =>
+          stream.once('response', (headers) => resolve(Number(headers[':status']))),
+        );
+      } finally {
+        other.close();
+      }
+    });
+    session.destroy();
+    expect(s.child.exitCode).toBeNull();
+    // A stream whose RST_STREAM arrived after it was sent upstream was forwarded (and aborted);
+    // every other one was not. Those in flight are bounded by one session's 100 streams (before
+    // issue 8: all 20,000 were forwarded, 5,001 upstream connections).
+    const forwarded = upstream.requests - requestsBefore - 2; // minus the one after the storm and the probe
+    expect(forwarded).toBeLessThanOrEqual(100);
+    // Aborting an HTTP/1.1 request in flight costs its connection; open at once: at most the cap.
+    expect(upstream.maxOpen).toBeLessThanOrEqual(MAX_CONNECTIONS);
+    expect(peak).toBeLessThan(250 * MIB);
+    expect(p.metricsMs).toBeLessThan(2_000);
+    expect(p.otherMs).toBeLessThan(2_000);
+    expect(await s.stop()).toBe(0);
+  }, 120_000);
+});
