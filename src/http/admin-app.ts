@@ -13,6 +13,8 @@ export interface AdminState {
   storeStatus?(): Record<string, unknown>;
   /** Response cache entries and bytes for /status; absent: not shown. */
   cacheStatus?(): Record<string, unknown>;
+  /** JSON-safe quota guard state (cooldown, bucket, fleet/local) for /status. */
+  quotaStatus?(): unknown;
 }
 
 export interface AdminAppOptions {
@@ -58,6 +60,7 @@ export function createAdminApp(options: AdminAppOptions): Hono {
       token: state.tokenStatus(),
       ...(state.storeStatus !== undefined && { store: state.storeStatus() }),
       ...(state.cacheStatus ? { cache: state.cacheStatus() } : {}),
+      quota: state.quotaStatus?.(),
     }),
   );
 
