@@ -4,11 +4,12 @@
 //
 //   npm run build && node bench/run.mjs [--rounds 4] [--duration 10] [--rate 1000]
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."]
-//     [--targets direct,nginx,sidecar,sidecar-warn,http-proxy,hono] [--no-pin]
+//     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,http-proxy,hono] [--no-pin]
 //     [--footprint-node /path/to/node24] [--no-footprint] [--keep]
 //
 // What ships is measured: the sidecar at the default log level (`sidecar`, LOG_LEVEL unset) with
-// a `sidecar-warn` row beside it. Pinning (taskset, 2+ cores): every proxy under test on CPU 1,
+// a `sidecar-warn` row beside it, and `sidecar-limit`: UPSTREAM_RATE_LIMIT set far above the load,
+// so every request takes the quota guard's slot path without ever waiting. Pinning (taskset, 2+ cores): every proxy under test on CPU 1,
 // wrk, the upstream nginx and this process (token endpoint) on CPU 0, so the proxy's CPU per
 // request is its own. The footprint section runs the sidecar on the footprint node (Node 24) with
 // the Dockerfile's NODE_OPTIONS: idle RSS, peak RSS under 2 KB load and under 50 × 1 MiB.
@@ -59,7 +60,7 @@ const { values: args } = parseArgs({
     'sidecar-flags': { type: 'string', default: process.env.BENCH_SIDECAR_FLAGS ?? '' },
     targets: {
       type: 'string',
-      default: 'direct,nginx,sidecar,sidecar-warn,http-proxy,hono',
+      default: 'direct,nginx,sidecar,sidecar-warn,sidecar-limit,http-proxy,hono',
     },
     'no-pin': { type: 'boolean', default: false },
     'footprint-node': {
@@ -324,7 +325,12 @@ async function main() {
     await waitForStatus(`${admin}/readyz`, { isAlive: () => !proc.exited });
     return { proc, admin, base: `http://127.0.0.1:${port}` };
   };
-  if (wanted.has('sidecar') || wanted.has('sidecar-warn') || !args['no-footprint']) {
+  if (
+    wanted.has('sidecar') ||
+    wanted.has('sidecar-warn') ||
+    wanted.has('sidecar-limit') ||
+    !args['no-footprint']
+  ) {
     const { startStandin } = await import(join(ROOT, 'dist', 'standin', 'index.js'));
     standin = await startStandin({
       clientId: 'bench-client',
@@ -343,6 +349,16 @@ async function main() {
   if (wanted.has('sidecar-warn')) {
     const s = await startSidecar('sidecar-warn', { LOG_LEVEL: 'warn' });
     add('sidecar-warn', 'oauth-sidecar (LOG_LEVEL=warn)', s.base, () => [s.proc.pid]);
+  }
+  if (wanted.has('sidecar-limit')) {
+    // The quota guard's cost with a limit set: far above any load here, so no request waits.
+    const s = await startSidecar('sidecar-limit', {
+      LOG_LEVEL: undefined,
+      UPSTREAM_RATE_LIMIT: '1000000/s',
+    });
+    add('sidecar-limit', 'oauth-sidecar (UPSTREAM_RATE_LIMIT set, never reached)', s.base, () => [
+      s.proc.pid,
+    ]);
   }
   for (const [name, label, script, extraEnv] of [
     ['http-proxy', 'node:http + http-proxy 1.18 (keep-alive agent)', 'http-proxy.mjs', {}],
@@ -485,6 +501,8 @@ async function main() {
     cpuSidecarOverNginx: ratio('sidecar', 'nginx', 'cpuUsPerRequest'),
     sidecarWarnOverNginx: ratio('sidecar-warn', 'nginx', 'rps'),
     cpuSidecarWarnOverNginx: ratio('sidecar-warn', 'nginx', 'cpuUsPerRequest'),
+    limitOverSidecar: ratio('sidecar-limit', 'sidecar', 'rps'),
+    cpuLimitOverSidecar: ratio('sidecar-limit', 'sidecar', 'cpuUsPerRequest'),
     mb1SidecarOverNginx: ratio('sidecar', 'nginx', 'mbPerSecond', 'mb1'),
     rateP99SidecarMinusDirectMs:
       summary.sidecar && summary.direct
@@ -621,6 +639,8 @@ function markdown({ meta, summary, ratios, tokenCalls, checks, footprint }, targ
     `| sidecar / nginx (CPU per request) | ${fmt.x(ratios.cpuSidecarOverNginx)} |`,
     `| sidecar / nginx (1 MB MB/s) | ${fmt.x(ratios.mb1SidecarOverNginx)} |`,
     `| sidecar p99 − direct p99 at ${meta.rate} req/s | ${fmt.ms(ratios.rateP99SidecarMinusDirectMs)} |`,
+    `| sidecar with a rate limit / without (2 KB req/s) | ${fmt.x(ratios.limitOverSidecar)} |`,
+    `| sidecar with a rate limit / without (CPU per request) | ${fmt.x(ratios.cpuLimitOverSidecar)} |`,
     '',
     ...(footprint
       ? [

@@ -19,6 +19,8 @@ const OWN = [
   'upstream_unauthorized_total',
   'proxy_rejected_total',
   'requests_in_flight',
+  'upstream_cooldown_seconds',
+  'rate_limit_wait_seconds',
 ].map((n) => `oauth_sidecar_${n}`);
 
 const standin = await startStandin();

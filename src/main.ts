@@ -20,7 +20,11 @@ import { createAdminApp } from './http/admin-app.js';
 import { startAdminServer } from './http/admin-server.js';
 import { createRequestLog } from './http/request-log.js';
 import { startProxy } from './http/start-proxy.js';
+import { createResponseCache } from './proxy/cache/response-cache.js';
 import { createUpstreamDispatcher, trustContext } from './proxy/dispatcher.js';
+import { QuotaGuard, type SharedQuota } from './proxy/quota/guard.js';
+import type { StoreConnection } from './store/connection.js';
+import { quotaStage } from './proxy/quota/stage.js';
 import { createLogDestination, createLogger, type Logger } from './telemetry/logger.js';
 import { createMetrics } from './telemetry/metrics.js';
 import { createTokenEndpointClient } from './token/client.js';
@@ -77,7 +81,9 @@ function tokenEndpointFor(config: Config, dispatcher: Dispatcher): TokenEndpoint
 async function openTokenStore(
   config: Config,
   deps: { readCredentials: CredentialsReader; logger: Logger; clock: Clock },
-): Promise<{ coordinator: TokenCoordinator; close(): Promise<void> } | undefined> {
+): Promise<
+  { coordinator: TokenCoordinator; connection: StoreConnection; close(): Promise<void> } | undefined
+> {
   const { url, keyPrefix } = config.token.store;
   if (url === undefined) return undefined;
   const { createStoreConnection, createTokenSetStore } = await import('./store/index.js');
@@ -102,7 +108,41 @@ async function openTokenStore(
       }),
     logger,
   });
-  return { coordinator, close: () => connection.close() };
+  return { coordinator, connection, close: () => connection.close() };
+}
+
+/**
+ * The fleet-wide half of the quota guard, when `token.store.url` is set (DESIGN.md "Quota guard").
+ * The Redis client is loaded only then; until the store answers, each process limits alone.
+ * `connection`: the process's one store connection when the token store already opened it (then
+ * closing stays with its owner); without it one is opened here.
+ */
+async function openQuotaStore(
+  config: Config,
+  deps: { logger: Logger; clock: Clock; connection?: StoreConnection },
+): Promise<{ quota: SharedQuota; close(): Promise<void> } | undefined> {
+  const { url, keyPrefix } = config.token.store;
+  if (url === undefined) return undefined;
+  const { createStoreQuota } = await import('./store/quota.js');
+  let connection = deps.connection;
+  let owned = false;
+  if (connection === undefined) {
+    const { createStoreConnection } = await import('./store/connection.js');
+    connection = createStoreConnection({
+      url,
+      logger: deps.logger.child({ component: 'store' }),
+      clock: deps.clock,
+    });
+    owned = true;
+  }
+  const quota = createStoreQuota({
+    connection,
+    keyPrefix,
+    upstream: config.upstream.baseUrl,
+    rateLimit: config.upstream.rateLimit,
+  });
+  const opened = connection;
+  return { quota, close: () => (owned ? opened.close() : Promise.resolve()) };
 }
 
 /** Wire and start the token keeper, the proxy listener and the admin listener. */
@@ -145,6 +185,31 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   metrics.bindTokenState(keeper);
   if (store !== undefined) metrics.bindStoreState(store.coordinator);
 
+  // Off unless a rule names a prefix: then no stage is installed and the request path is unchanged.
+  // First among the stages: a hit must not take a rate-limit slot (DESIGN.md "Quota guard").
+  const cache =
+    config.cache.rules.length > 0
+      ? createResponseCache({ settings: config.cache, clock, metrics })
+      : undefined;
+
+  const quotaStore = await openQuotaStore(config, {
+    logger,
+    clock,
+    ...(store !== undefined && { connection: store.connection }),
+  });
+  const quota = new QuotaGuard({
+    shared: quotaStore?.quota,
+    rateLimit: config.upstream.rateLimit,
+    queueMs: config.upstream.queueMs,
+    maxCooldownSeconds: config.upstream.maxCooldownSeconds,
+    maxQueued: config.proxy.maxInFlight,
+    clock,
+    metrics,
+    logger: logger.child({ component: 'quota' }),
+  });
+  metrics.bindQuotaState(quota);
+  quota.start();
+
   const adminApp = createAdminApp({
     registry,
     version: VERSION,
@@ -155,6 +220,9 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
       isDraining: () => proxy?.isDraining() ?? false,
       tokenStatus: () => ({ ...keeper.status() }),
       ...(store !== undefined && { storeStatus: () => ({ ...store.coordinator.status() }) }),
+      cacheStatus: () =>
+        cache ? { enabled: true, ...cache.stats() } : { enabled: false, entries: 0, bytes: 0 },
+      quotaStatus: () => quota.status(),
     },
   });
 
@@ -173,12 +241,19 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
           ? undefined
           : createRequestLog({ level: config.log.level, sink: deps.logSink }),
       clock,
+      stages: cache ? [cache, quotaStage(quota)] : [quotaStage(quota)],
     });
     admin = await startAdminServer({ app: adminApp, listen: config.admin.listen });
   } catch (error) {
     keeper.stop();
+    quota.close();
     await proxy?.drain(0);
-    await Promise.allSettled([tokenDispatcher.close(), upstreamDispatcher.close(), store?.close()]);
+    await Promise.allSettled([
+      tokenDispatcher.close(),
+      upstreamDispatcher.close(),
+      quotaStore?.close(),
+      store?.close(),
+    ]);
     throw error;
   }
   const proxyServer = proxy;
@@ -205,11 +280,13 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
       );
       await proxyServer.drain(DRAIN_TIMEOUT_MS);
       keeper.stop();
+      quota.close();
       await adminServer.close();
       await Promise.allSettled([
         tokenDispatcher.close(),
         upstreamDispatcher.close(),
         store?.close(),
+        quotaStore?.close(),
       ]);
       logger.info('shut down');
     })();

@@ -2,11 +2,14 @@
 import { connect } from 'node:net';
 import { Registry } from 'prom-client';
 import { Agent, fetch, type Dispatcher } from 'undici';
+import { systemClock } from '../src/clock.js';
 import type { SidecarError } from '../src/errors.js';
 import { createRequestLog } from '../src/http/request-log.js';
 import { startProxy, type ProxySettings, type RunningProxy } from '../src/http/start-proxy.js';
 import { createUpstreamDispatcher } from '../src/proxy/dispatcher.js';
 import type { ForwardStage } from '../src/proxy/forwarder.js';
+import { QuotaGuard, type QuotaGuardOptions } from '../src/proxy/quota/guard.js';
+import { quotaStage } from '../src/proxy/quota/stage.js';
 import type { AccessTokenSource } from '../src/proxy/types.js';
 import type { Standin } from '../src/standin/index.js';
 import { createLogger } from '../src/telemetry/logger.js';
@@ -91,6 +94,8 @@ export interface Stack {
   metrics: SidecarMetrics;
   logs: Record<string, unknown>[];
   dispatcher: Dispatcher;
+  /** The quota guard; on the request path only when `quota` options were given. */
+  quota: QuotaGuard;
   close(): Promise<void>;
 }
 
@@ -106,6 +111,10 @@ export interface StackOptions {
   };
   stages?: ForwardStage[];
   logLevel?: string;
+  /** Put the quota guard on the request path with these settings (default: not installed). */
+  quota?: Partial<
+    Pick<QuotaGuardOptions, 'rateLimit' | 'queueMs' | 'maxCooldownSeconds' | 'maxQueued' | 'shared'>
+  >;
 }
 
 /** The shipped defaults of the proxy limits (docs/configuration.md). */
@@ -133,6 +142,17 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
     http2: options.upstreamHttp2 ?? false,
     connections: limits.maxConnections ?? DEFAULT_LIMITS.maxConnections,
   });
+  const quota = new QuotaGuard({
+    rateLimit: undefined,
+    queueMs: 2_000,
+    maxCooldownSeconds: 300,
+    ...options.quota,
+    clock: systemClock,
+    metrics,
+    logger,
+  });
+  metrics.bindQuotaState(quota);
+  quota.start();
   const proxy = await startProxy(
     {
       upstream: {
@@ -156,7 +176,10 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
       metrics,
       logger,
       requestLog: createRequestLog({ level, sink }),
-      stages: options.stages,
+      stages:
+        options.quota === undefined
+          ? options.stages
+          : [quotaStage(quota), ...(options.stages ?? [])],
     },
   );
   return {
@@ -167,7 +190,9 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
     metrics,
     logs,
     dispatcher,
+    quota,
     async close() {
+      quota.close();
       await proxy.drain(1_000);
       await dispatcher.close();
       await tokens.close();

@@ -102,6 +102,14 @@ describe('admin app', () => {
     });
   });
 
+  it('/status shows the response cache entries and bytes when given', async () => {
+    const { app } = setup({
+      cacheStatus: () => ({ enabled: true, entries: 3, bytes: 2048, maxBytes: 4096 }),
+    });
+    const body = (await (await app.request('/status')).json()) as { cache: unknown };
+    expect(body.cache).toEqual({ enabled: true, entries: 3, bytes: 2048, maxBytes: 4096 });
+  });
+
   it('answers unknown admin paths with 404 in the envelope', async () => {
     const { app } = setup();
     const res = await app.request('/v1.0/contracts/');

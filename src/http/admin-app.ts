@@ -11,6 +11,10 @@ export interface AdminState {
   tokenStatus(): Record<string, unknown>;
   /** The shared token store (URL without password, up, lastError, generation); absent without one. */
   storeStatus?(): Record<string, unknown>;
+  /** Response cache entries and bytes for /status; absent: not shown. */
+  cacheStatus?(): Record<string, unknown>;
+  /** JSON-safe quota guard state (cooldown, bucket, fleet/local) for /status. */
+  quotaStatus?(): unknown;
 }
 
 export interface AdminAppOptions {
@@ -55,6 +59,8 @@ export function createAdminApp(options: AdminAppOptions): Hono {
       draining: state.isDraining(),
       token: state.tokenStatus(),
       ...(state.storeStatus !== undefined && { store: state.storeStatus() }),
+      ...(state.cacheStatus ? { cache: state.cacheStatus() } : {}),
+      quota: state.quotaStatus?.(),
     }),
   );
 

@@ -170,7 +170,9 @@ export async function handleApiRequest(req: Req, res: Res, state: StandinState):
         out(res).end();
         return;
       }
-      json(code, { status: code });
+      // `?retry-after=` adds that header (seconds or an HTTP date), as the API's 429/503 may.
+      const retryAfter = new URLSearchParams(url.split('?')[1] ?? '').get('retry-after');
+      json(code, { status: code }, retryAfter === null ? {} : { 'retry-after': retryAfter });
       return;
     }
     case 'reset':

@@ -17,6 +17,12 @@ export interface TokenGaugeSource {
   };
 }
 
+/** What the cooldown gauge reads at scrape time (the quota guard). */
+export interface QuotaGaugeSource {
+  /** Seconds left of the upstream cooldown, 0 if none. */
+  cooldownSecondsLeft(): number;
+}
+
 export type TokenGrantLabel = 'client_credentials' | 'refresh_token';
 export type TokenOutcomeLabel = 'success' | 'rejected' | 'error';
 
@@ -32,6 +38,10 @@ export interface SidecarMetrics {
   requestsInFlight: Gauge;
   /** Token sets taken from the shared store that another process obtained. */
   tokenAdopted: Counter;
+  /** Response cache lookups under a rule (DESIGN.md "Response cache"). */
+  cacheRequests: Counter<'result'>;
+  /** Bytes the response cache holds (bodies plus headers). */
+  cacheBytes: Gauge;
   /** Point the token gauges at their source (the keeper is built after the metrics). */
   bindTokenState(source: TokenGaugeSource): void;
   /**
@@ -39,6 +49,10 @@ export interface SidecarMetrics {
    * never looks like one whose store is down).
    */
   bindStoreState(source: StoreGaugeSource): void;
+  /** Seconds each request admitted under `upstream.rateLimit` waited for its slot (0 if none). */
+  rateLimitWait: Histogram;
+  /** Point the cooldown gauge at the quota guard. */
+  bindQuotaState(source: QuotaGaugeSource): void;
 }
 
 /** What the store gauge reads at scrape time. */
@@ -54,6 +68,7 @@ export interface MetricsOptions {
 
 export function createMetrics({ registry, defaultMetrics = true }: MetricsOptions): SidecarMetrics {
   let tokenState: TokenGaugeSource | undefined;
+  let quotaState: QuotaGaugeSource | undefined;
   const registers = [registry];
 
   new Gauge({
@@ -80,6 +95,15 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
     registers,
     collect() {
       this.set(tokenState?.status().ready === true ? 1 : 0);
+    },
+  });
+
+  new Gauge({
+    name: `${METRIC_PREFIX}upstream_cooldown_seconds`,
+    help: 'Seconds left of the cooldown the API asked for with a 429/503 Retry-After (0 if none).',
+    registers,
+    collect() {
+      this.set(quotaState?.cooldownSecondsLeft() ?? 0);
     },
   });
 
@@ -133,6 +157,23 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
       help: 'Token sets taken from the shared token store that another process obtained.',
       registers,
     }),
+    cacheRequests: new Counter({
+      name: `${METRIC_PREFIX}cache_requests_total`,
+      help: 'Requests under a response cache rule, by result (hit, miss, bypass, coalesced).',
+      labelNames: ['result'] as const,
+      registers,
+    }),
+    cacheBytes: new Gauge({
+      name: `${METRIC_PREFIX}cache_bytes`,
+      help: 'Bytes held by the response cache (stored bodies plus headers).',
+      registers,
+    }),
+    rateLimitWait: new Histogram({
+      name: `${METRIC_PREFIX}rate_limit_wait_seconds`,
+      help: 'Time a request admitted under upstream.rateLimit waited for its slot (0 when it did not wait).',
+      buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
+      registers,
+    }),
     bindTokenState(source) {
       tokenState = source;
     },
@@ -146,6 +187,9 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
           this.set(source.status().up ? 1 : 0);
         },
       });
+    },
+    bindQuotaState(source) {
+      quotaState = source;
     },
   };
 

@@ -1,0 +1,275 @@
+// The response cache benchmark (issue 12): a 2 KB answer served from the sidecar's cache, the
+// same request forwarded (the miss path: `Cache-Control: no-store` bypasses the cache, so every
+// request goes upstream), and nginx serving the same body from disk. Alternating order over
+// several rounds; medians of per-round ratios. Checks that cache hits sent nothing upstream.
+//
+//   npm run build && node bench/cache.mjs [--rounds 3] [--duration 5] [--connections 50]
+//     [--node /path/to/node] [--no-pin] [--keep]
+//
+// Pinning as in bench/run.mjs (taskset, 2+ cores): the servers compared (sidecar, nginx serving
+// the file) on CPU 1; wrk, the upstream nginx and this process (token endpoint) on CPU 0.
+//
+// Needs nginx and wrk. Writes bench/results/cache-latest.json and cache-latest.md; exits 1 when
+// a hit reached the upstream.
+import { Buffer } from 'node:buffer';
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { join } from 'node:path';
+import process from 'node:process';
+import { promisify, parseArgs } from 'node:util';
+import { request } from 'undici';
+import {
+  ROOT,
+  caAgent,
+  fmt,
+  freePort,
+  makePki,
+  makeWorkDir,
+  median,
+  metricSum,
+  runScript,
+  say,
+  scrape,
+  sidecarEnv,
+  startChild,
+  waitForStatus,
+} from './lib.mjs';
+
+const run = promisify(execFile);
+const { values: args } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: process.env.BENCH_ROUNDS ?? '3' },
+    duration: { type: 'string', default: process.env.BENCH_DURATION ?? '5' },
+    connections: { type: 'string', default: '50' },
+    node: { type: 'string', default: process.env.BENCH_NODE ?? process.execPath },
+    keep: { type: 'boolean', default: false },
+    'no-pin': { type: 'boolean', default: false },
+  },
+});
+const PIN = !args['no-pin'] && cpus().length >= 2 && hasTool('taskset');
+const onCpu = (cpu, command, argv) =>
+  PIN ? ['taskset', ['-c', String(cpu), command, ...argv]] : [command, argv];
+
+function hasTool(tool) {
+  try {
+    execFileSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+const ROUNDS = Number(args.rounds);
+const DURATION = Number(args.duration);
+const CONNECTIONS = Number(args.connections);
+const PATH = '/v1.0/contracts/';
+
+const work = makeWorkDir('oauth-sidecar-bench-cache-');
+const cleanups = [];
+
+/** The same 2 KB JSON body as bench/run.mjs. */
+function contractsJson() {
+  const data = [];
+  let text = '';
+  for (let i = 0; ; i++) {
+    data.push({ shortName: `spark${i}`, fullName: `Spark contract ${i}`, type: 'freight' });
+    const next = JSON.stringify({ data });
+    if (next.length > 2048) break;
+    text = next;
+  }
+  return text.padEnd(2048, ' ');
+}
+
+function startNginx(name, template, values, cpu) {
+  for (const sub of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) {
+    mkdirSync(join(work, `${name}-tmp`, sub), { recursive: true });
+  }
+  let text = readFileSync(join(ROOT, 'bench', 'nginx', template), 'utf8');
+  for (const [key, value] of Object.entries({ DIR: work, ...values })) {
+    text = text.replaceAll(`{{${key}}}`, value);
+  }
+  const conf = join(work, `${name}.conf`);
+  writeFileSync(conf, text);
+  const [command, argv] = onCpu(cpu, 'nginx', ['-c', conf, '-e', join(work, `${name}-error.log`)]);
+  const proc = startChild(command, argv, { logFile: join(work, `${name}.log`) });
+  cleanups.push(() => proc.stop('SIGQUIT'));
+  return proc;
+}
+
+async function wrk(url, headers = []) {
+  const argv = ['-t1', `-c${CONNECTIONS}`, `-d${DURATION}s`, '--latency', '--timeout', '10s'];
+  for (const h of headers) argv.push('-H', h);
+  const [command, full] = onCpu(0, 'wrk', [...argv, url]);
+  const { stdout } = await run(command, full, { timeout: (DURATION + 30) * 1000 });
+  const unit = (value, u) => Number(value) * { us: 0.001, ms: 1, s: 1000, m: 60000 }[u];
+  const pct = (p) => {
+    const m = new RegExp(`^\\s+${p}%\\s+([\\d.]+)(us|ms|s|m)\\s*$`, 'm').exec(stdout);
+    return m ? unit(m[1], m[2]) : NaN;
+  };
+  return {
+    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1] ?? NaN),
+    p50: pct(50),
+    p99: pct(99),
+    requests: Number(/(\d+) requests in/.exec(stdout)?.[1] ?? NaN),
+    non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(stdout)?.[1] ?? 0),
+  };
+}
+
+async function main() {
+  if (PIN) execFileSync('taskset', ['-pc', '0', String(process.pid)], { stdio: 'ignore' });
+  const pki = makePki(work);
+  mkdirSync(join(work, 'www'));
+  writeFileSync(join(work, 'www', 'contracts.json'), contractsJson());
+  writeFileSync(join(work, 'www', 'big.bin'), Buffer.alloc(16));
+  const agent = caAgent(pki.caCert);
+
+  const upstreamPort = await freePort();
+  const upstream = `https://127.0.0.1:${upstreamPort}`;
+  startNginx(
+    'upstream',
+    'upstream.conf',
+    { PORT: upstreamPort, CERT: pki.certFile, KEY: pki.keyFile },
+    0,
+  );
+  await waitForStatus(`${upstream}${PATH}`, { dispatcher: agent });
+  const staticPort = await freePort();
+  startNginx('static', 'static.conf', { PORT: staticPort }, 1);
+  const nginxUrl = `http://127.0.0.1:${staticPort}${PATH}`;
+  await waitForStatus(nginxUrl);
+
+  const { startStandin } = await import(join(ROOT, 'dist', 'standin', 'index.js'));
+  const standin = await startStandin({
+    clientId: 'bench-client',
+    clientSecret: 'bench-secret',
+    tokenLifetimeSeconds: 3600,
+    pki: { caCert: pki.caCert, serverCert: pki.serverCert, serverKey: pki.serverKey },
+  });
+  cleanups.push(() => standin.close());
+  const [port, adminPort] = [await freePort(), await freePort()];
+  const [sidecarCommand, sidecarArgv] = onCpu(1, args.node, [join(ROOT, 'dist', 'main.js')]);
+  const proc = startChild(sidecarCommand, sidecarArgv, {
+    env: sidecarEnv({
+      upstream,
+      tokenUrl: `${standin.url}/oauth/token/`,
+      caFile: pki.caFile,
+      proxyPort: port,
+      adminPort,
+      extra: { CACHE_RULES: `${PATH}=3600` },
+    }),
+    logFile: join(work, 'sidecar.log'),
+  });
+  cleanups.push(() => proc.stop());
+  const admin = `http://127.0.0.1:${adminPort}`;
+  await waitForStatus(`${admin}/readyz`, { isAlive: () => !proc.exited });
+  const sidecarUrl = `http://127.0.0.1:${port}${PATH}`;
+
+  // Same body everywhere; the second sidecar answer must be a hit.
+  const bodies = [];
+  for (const url of [sidecarUrl, sidecarUrl, nginxUrl]) {
+    const res = await request(url);
+    bodies.push({ text: await res.body.text(), status: res.headers['cache-status'] });
+  }
+  if (bodies[1].status !== 'oauth-sidecar; hit' || new Set(bodies.map((b) => b.text)).size !== 1) {
+    throw new Error(`warm-up: ${JSON.stringify(bodies.map((b) => b.status))}, bodies differ?`);
+  }
+
+  const targets = [
+    { name: 'hit', label: 'oauth-sidecar, cache hit', url: sidecarUrl, headers: [] },
+    {
+      name: 'miss',
+      label: 'oauth-sidecar, forwarded (`Cache-Control: no-store`: the miss path)',
+      url: sidecarUrl,
+      headers: ['Cache-Control: no-store'],
+    },
+    { name: 'nginx', label: 'nginx serving the same file (HTTP)', url: nginxUrl, headers: [] },
+  ];
+  for (const t of targets) await wrk(t.url, t.headers); // warm-up (JIT, keep-alive pools)
+
+  const upstreamCount = async () =>
+    metricSum(await scrape(admin), 'oauth_sidecar_upstream_requests_total');
+  const rounds = [];
+  let upstreamDuringHits = 0;
+  for (let r = 0; r < ROUNDS; r++) {
+    let order = targets.map((_, i) => targets[(i + r) % targets.length]);
+    if (r % 2 === 1) order = order.reverse();
+    const round = {};
+    for (const t of order) {
+      const before = t.name === 'hit' ? await upstreamCount() : 0;
+      round[t.name] = await wrk(t.url, t.headers);
+      if (t.name === 'hit') upstreamDuringHits += (await upstreamCount()) - before;
+    }
+    rounds.push(round);
+    say(
+      `round ${r + 1}/${ROUNDS}: ` +
+        order.map((t) => `${t.name} ${fmt.int(round[t.name].rps)} req/s`).join(', '),
+    );
+  }
+
+  const pick = (name, key) => median(rounds.map((r) => r[name][key]));
+  const ratio = (a, b) => median(rounds.map((r) => r[a].rps / r[b].rps));
+  const summary = Object.fromEntries(
+    targets.map((t) => [
+      t.name,
+      {
+        label: t.label,
+        rps: pick(t.name, 'rps'),
+        p50: pick(t.name, 'p50'),
+        p99: pick(t.name, 'p99'),
+        non2xx: rounds.reduce((s, r) => s + r[t.name].non2xx, 0),
+      },
+    ]),
+  );
+  const ratios = { hitOverMiss: ratio('hit', 'miss'), hitOverNginx: ratio('hit', 'nginx') };
+  const meta = {
+    date: new Date().toISOString(),
+    cpu: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    proxyNode: execFileSync(args.node, ['--version'], { encoding: 'utf8' }).trim(),
+    loadavgAtEnd: loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' '),
+    wrk: `wrk -t1 -c${CONNECTIONS} -d${DURATION}s --latency`,
+    rounds: ROUNDS,
+    command: `node bench/cache.mjs ${process.argv.slice(2).join(' ')}`.trim(),
+    pinned: PIN
+      ? 'taskset: sidecar and nginx (static) on CPU 1; wrk, upstream nginx, token endpoint on CPU 0'
+      : 'not pinned',
+  };
+  const lines = [
+    '# oauth-sidecar response cache benchmark',
+    '',
+    `${meta.date} · ${meta.cpu} · ${meta.cores} cores · sidecar on ${meta.proxyNode} · load average at end ${meta.loadavgAtEnd}`,
+    '',
+    `Load: \`${meta.wrk}\` for one 2 KB answer (\`${PATH}\`, \`CACHE_RULES=${PATH}=3600\`); ` +
+      `${meta.rounds} rounds in alternating order, medians over rounds. Pinning: ${meta.pinned}.`,
+    '',
+    '| target | 2 KB req/s | p50 | p99 | non-2xx |',
+    '|---|---:|---:|---:|---:|',
+    ...targets.map((t) => {
+      const s = summary[t.name];
+      return `| ${s.label} | ${fmt.int(s.rps)} | ${fmt.ms(s.p50)} | ${fmt.ms(s.p99)} | ${s.non2xx} |`;
+    }),
+    '',
+    '| ratio (median of per-round ratios) | value |',
+    '|---|---:|',
+    `| cache hit / miss path (req/s) | ${fmt.x(ratios.hitOverMiss)} |`,
+    `| cache hit / nginx static (req/s) | ${fmt.x(ratios.hitOverNginx)} |`,
+    '',
+    `Upstream requests while hits were measured: ${upstreamDuringHits} (must be 0).`,
+    '',
+    `Reproduce: \`npm run build && ${meta.command}\``,
+    '',
+  ];
+  const md = lines.join('\n');
+  const dir = join(ROOT, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  const results = { meta, summary, ratios, upstreamDuringHits, rounds };
+  writeFileSync(join(dir, 'cache-latest.json'), `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(join(dir, 'cache-latest.md'), md);
+  say();
+  say(md);
+  const failed = upstreamDuringHits !== 0 || Object.values(summary).some((s) => s.non2xx !== 0);
+  return failed ? 1 : 0;
+}
+
+await runScript('bench-cache', main, { cleanups, work, keep: args.keep });

@@ -1,0 +1,415 @@
+/**
+ * The cache stage's rules against a scripted forwarder that calls the hooks as the real one does,
+ * with hand-made requests and responses and fake timers.
+ * test/response-cache.test.ts runs the same rules through the real proxy stack.
+ */
+import { EventEmitter } from 'node:events';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { Registry } from 'prom-client';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { systemClock } from '../../clock.js';
+import { SidecarError } from '../../errors.js';
+import { createMetrics, type SidecarMetrics } from '../../telemetry/metrics.js';
+import type { ClientResponse, ForwardOutcome } from '../outcome.js';
+import type { ClientRequest } from '../request-body.js';
+import type { Exchange } from '../stages.js';
+import { createResponseCache, type CacheSettings, type ResponseCache } from './response-cache.js';
+
+class FakeResponse extends EventEmitter {
+  status = 0;
+  headers: OutgoingHttpHeaders = {};
+  chunks: Buffer[] = [];
+  destroyed = false;
+  writableFinished = false;
+  headersSent = false;
+  setHeader(name: string, value: string): this {
+    this.headers[name.toLowerCase()] = value;
+    return this;
+  }
+  writeHead(status: number, headers: OutgoingHttpHeaders = {}): this {
+    this.status = status;
+    this.headers = { ...this.headers, ...headers };
+    this.headersSent = true;
+    return this;
+  }
+  write(chunk: Buffer): boolean {
+    this.chunks.push(chunk);
+    return true;
+  }
+  /** Like node's response: 'close' follows the end of the answer. */
+  end(chunk?: Buffer): this {
+    if (chunk) this.chunks.push(chunk);
+    this.writableFinished = true;
+    queueMicrotask(() => this.emit('close'));
+    return this;
+  }
+  /** The client goes away. */
+  leave(): void {
+    this.destroyed = true;
+    this.emit('close');
+  }
+  get body(): string {
+    return Buffer.concat(this.chunks).toString();
+  }
+}
+
+interface Answer {
+  status?: number;
+  headers?: Record<string, string>;
+  /** Body chunks; the whole body is their concatenation. */
+  chunks?: string[];
+  /** Resolve to let the answer go (for coalescing tests). */
+  gate?: Promise<void>;
+  /** Reject before any header: the forwarder's SidecarError (the error handler answers 502). */
+  fail?: SidecarError;
+  /** The response's 'close' comes before the tap's end (an order the cache must not depend on). */
+  closeFirst?: boolean;
+}
+
+/**
+ * The forwarder's side of the stage contract (proxy/stages.ts, forwarder.ts): beforeUpstream,
+ * then the next scripted upstream answer through upstreamAnswered, its tap and the response.
+ */
+function harness(cache: ResponseCache, answers: Answer[]) {
+  const calls: string[] = [];
+  let n = 0;
+  async function forward(
+    url: string,
+    headers: Record<string, string>,
+    method: string,
+    res: FakeResponse,
+  ): Promise<ForwardOutcome> {
+    const req = { url, method, headers } as unknown as ClientRequest;
+    const exchange: Exchange = {
+      req,
+      res: res as unknown as ClientResponse,
+      requestId: `r${++n}`,
+      method,
+      target: url,
+      clientGone: () => res.destroyed,
+    };
+    const served = await cache.beforeUpstream!(exchange);
+    if (served) return served;
+    calls.push(url);
+    const answer = answers.shift() ?? { chunks: ['default'] };
+    await answer.gate;
+    if (answer.fail) {
+      res.writeHead(502);
+      res.end();
+      throw answer.fail;
+    }
+    const status = answer.status ?? 200;
+    const upstream: IncomingHttpHeaders = { ...answer.headers };
+    const tap = cache.upstreamAnswered!(exchange, status, upstream);
+    res.writeHead(status, { ...upstream, 'x-request-id': exchange.requestId });
+    for (const chunk of answer.chunks ?? []) {
+      tap?.chunk(Buffer.from(chunk));
+      res.write(Buffer.from(chunk));
+    }
+    res.end();
+    if (answer.closeFirst) {
+      res.emit('close');
+      // Let everything woken by 'close' run before the capture ends.
+      for (let i = 0; i < 20; i++) await Promise.resolve();
+    }
+    tap?.end(true);
+    return { status, upstreamStatus: status, replayed: false, result: 'complete' };
+  }
+  return { calls, forward };
+}
+
+const SETTINGS: CacheSettings = {
+  rules: [{ prefix: '/v1.0/contracts/', ttlSeconds: 60 }],
+  maxBytes: 64 * 1024,
+  maxEntryBytes: 1024,
+};
+
+let metrics: SidecarMetrics;
+
+function cacheWith(answers: Answer[], settings: Partial<CacheSettings> = {}, maxWaiters?: number) {
+  const cache = createResponseCache({
+    settings: { ...SETTINGS, ...settings },
+    clock: systemClock,
+    metrics,
+    maxWaiters,
+  });
+  const { calls, forward } = harness(cache, answers);
+  const get = async (url: string, headers: Record<string, string> = {}, method = 'GET') => {
+    const res = new FakeResponse();
+    const outcome = await forward(url, headers, method, res);
+    return { res, outcome };
+  };
+  /** A request whose response the test holds, to close it mid-way. */
+  const start = (url: string, res: FakeResponse) => forward(url, {}, 'GET', res);
+  return { cache, calls, get, start };
+}
+
+async function count(result: string): Promise<number> {
+  const metric = await metrics.registry
+    .getSingleMetric('oauth_sidecar_cache_requests_total')
+    ?.get();
+  return metric?.values.find((v) => v.labels.result === result)?.value ?? 0;
+}
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: new Date('2026-01-01T00:00:00Z') });
+  metrics = createMetrics({ registry: new Registry(), defaultMetrics: false });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('response cache', () => {
+  it('leaves paths outside every rule alone: no Cache-Status, nothing stored', async () => {
+    const { calls, get } = cacheWith([{ chunks: ['a'] }, { chunks: ['b'] }]);
+    const first = await get('/v1.0/other/');
+    const second = await get('/v1.0/other/');
+    expect(second.res.body).toBe('b');
+    expect(first.res.headers['cache-status']).toBeUndefined();
+    expect(calls).toEqual(['/v1.0/other/', '/v1.0/other/']);
+    expect(await count('miss')).toBe(0);
+  });
+
+  it('stores a 200 GET and serves it with Age and Cache-Status; HEAD is served from it', async () => {
+    const { calls, get, cache } = cacheWith([
+      { headers: { 'content-type': 'application/json' }, chunks: ['{"a":', '1}'] },
+    ]);
+    const miss = await get('/v1.0/contracts/?x=1');
+    expect(miss.res.headers['cache-status']).toBe('oauth-sidecar; fwd=uri-miss; stored');
+    expect(miss.res.headers.age).toBeUndefined();
+    vi.advanceTimersByTime(2_500);
+    const hit = await get('/v1.0/contracts/?x=1');
+    expect(hit.res.status).toBe(200);
+    expect(hit.res.body).toBe('{"a":1}');
+    expect(hit.res.headers).toMatchObject({
+      age: '2',
+      'cache-status': 'oauth-sidecar; hit',
+      'content-length': '7',
+      'content-type': 'application/json',
+      'x-request-id': 'r2',
+    });
+    const head = await get('/v1.0/contracts/?x=1', {}, 'HEAD');
+    expect(head.res.headers['content-length']).toBe('7');
+    expect(head.res.body).toBe('');
+    expect(calls).toHaveLength(1);
+    expect(cache.stats()).toMatchObject({ entries: 1, rules: 1 });
+    expect(await count('hit')).toBe(2);
+    expect(await count('miss')).toBe(1);
+  });
+
+  it('keys on the raw query, Accept and Accept-Encoding', async () => {
+    const { calls, get } = cacheWith([]);
+    await get('/v1.0/contracts/?a=1');
+    await get('/v1.0/contracts/?a=%31');
+    const csv = await get('/v1.0/contracts/?a=1', { accept: 'text/csv' });
+    await get('/v1.0/contracts/?a=1', { 'accept-encoding': 'gzip' });
+    expect(calls).toHaveLength(4);
+    expect(csv.res.headers['cache-status']).toBe('oauth-sidecar; fwd=miss; stored');
+    expect((await get('/v1.0/contracts/?a=1', { accept: 'text/csv' })).res.headers).toMatchObject({
+      'cache-status': 'oauth-sidecar; hit',
+    });
+    expect(calls).toHaveLength(4);
+  });
+
+  it("adds the answer's Vary fields to the key and never stores Vary: *", async () => {
+    const { calls, get } = cacheWith([
+      { headers: { vary: 'Accept-Language' }, chunks: ['en'] },
+      { headers: { vary: 'Accept-Language' }, chunks: ['de'] },
+      { headers: { vary: '*' }, chunks: ['star'] },
+    ]);
+    await get('/v1.0/contracts/', { 'accept-language': 'en' });
+    await get('/v1.0/contracts/', { 'accept-language': 'de' });
+    expect((await get('/v1.0/contracts/', { 'accept-language': 'en' })).res.body).toBe('en');
+    expect((await get('/v1.0/contracts/', { 'accept-language': 'de' })).res.body).toBe('de');
+    expect(calls).toHaveLength(2);
+    const star = await get('/v1.0/contracts/', { 'accept-language': 'fr' });
+    expect(star.res.headers['cache-status']).toBe('oauth-sidecar; fwd=vary-miss');
+    await get('/v1.0/contracts/', { 'accept-language': 'fr' });
+    expect(calls).toHaveLength(4);
+  });
+
+  it('honours no-store both ways and no-cache as a refresh', async () => {
+    const { calls, get } = cacheWith([
+      { headers: { 'cache-control': 'no-store' }, chunks: ['1'] },
+      { chunks: ['2'] },
+      { chunks: ['3'] },
+      { chunks: ['4'] },
+    ]);
+    await get('/v1.0/contracts/');
+    const second = await get('/v1.0/contracts/');
+    expect(second.res.body).toBe('2');
+    const bypass = await get('/v1.0/contracts/', { 'cache-control': 'no-store' });
+    expect(bypass.res.body).toBe('3');
+    expect(bypass.res.headers['cache-status']).toBe('oauth-sidecar; fwd=bypass');
+    expect((await get('/v1.0/contracts/')).res.body).toBe('2');
+    const refresh = await get('/v1.0/contracts/', { pragma: 'no-cache' });
+    expect(refresh.res.headers['cache-status']).toBe('oauth-sidecar; fwd=request; stored');
+    expect((await get('/v1.0/contracts/')).res.body).toBe('4');
+    expect(calls).toHaveLength(4);
+    expect(await count('bypass')).toBe(1);
+  });
+
+  it("lives for the smaller of the rule's TTL and max-age; a stale entry is fetched again", async () => {
+    const { calls, get } = cacheWith([
+      { headers: { 'cache-control': 'max-age=5' }, chunks: ['1'] },
+      { chunks: ['2'] },
+    ]);
+    await get('/v1.0/contracts/');
+    vi.advanceTimersByTime(4_999);
+    expect((await get('/v1.0/contracts/')).res.body).toBe('1');
+    vi.advanceTimersByTime(1);
+    const stale = await get('/v1.0/contracts/');
+    expect(stale.res.headers['cache-status']).toBe('oauth-sidecar; fwd=stale; stored');
+    vi.advanceTimersByTime(59_999);
+    expect((await get('/v1.0/contracts/')).res.body).toBe('2');
+    vi.advanceTimersByTime(1);
+    await get('/v1.0/contracts/');
+    expect(calls).toHaveLength(3);
+  });
+
+  it('stores nothing but 200 answers to GET, and invalidates a path after a 2xx unsafe method', async () => {
+    const { calls, get } = cacheWith([
+      { status: 404, chunks: ['nf'] },
+      { status: 201, chunks: ['created'] },
+      { chunks: ['list'] },
+      { chunks: ['page2'] },
+      { status: 204 },
+      { chunks: ['list2'] },
+    ]);
+    const notFound = await get('/v1.0/contracts/');
+    expect(notFound.res.headers['cache-status']).toBe('oauth-sidecar; fwd=uri-miss');
+    const post = await get('/v1.0/contracts/', {}, 'POST');
+    expect(post.res.headers['cache-status']).toBe('oauth-sidecar; fwd=method');
+    await get('/v1.0/contracts/');
+    expect((await get('/v1.0/contracts/?page=2')).res.body).toBe('page2');
+    expect((await get('/v1.0/contracts/')).res.body).toBe('list');
+    await get('/v1.0/contracts/', {}, 'DELETE');
+    expect((await get('/v1.0/contracts/')).res.body).toBe('list2');
+    expect((await get('/v1.0/contracts/?page=2')).res.headers['cache-status']).toMatch(
+      /fwd=uri-miss/,
+    );
+    expect(calls).toHaveLength(7);
+  });
+
+  it('does not store an answer over maxEntryBytes, declared or streamed, and passes it whole', async () => {
+    const big = 'x'.repeat(600);
+    const { calls, get, cache } = cacheWith([
+      { headers: { 'content-length': '2000' }, chunks: [big, big, 'y'.repeat(800)] },
+      { chunks: [big, big] },
+      { chunks: [big, big] },
+    ]);
+    const declared = await get('/v1.0/contracts/');
+    expect(declared.res.headers['cache-status']).toBe('oauth-sidecar; fwd=uri-miss');
+    const streamed = await get('/v1.0/contracts/');
+    expect(streamed.res.body).toBe(big + big);
+    await get('/v1.0/contracts/');
+    expect(calls).toHaveLength(3);
+    expect(cache.stats()).toMatchObject({ entries: 0, bytes: 0 });
+  });
+
+  it('evicts the least recently used entries beyond maxBytes and reports the bytes', async () => {
+    const body = 'b'.repeat(700);
+    const answers = Array.from({ length: 10 }, () => ({ chunks: [body] }));
+    const inner = cacheWith(answers, { maxBytes: 3_000 });
+    await inner.get('/v1.0/contracts/1');
+    await inner.get('/v1.0/contracts/2');
+    await inner.get('/v1.0/contracts/3');
+    expect(inner.cache.stats().entries).toBe(3);
+    await inner.get('/v1.0/contracts/1'); // 1 is now the most recent: 2 goes first
+    await inner.get('/v1.0/contracts/4');
+    expect(inner.cache.stats().entries).toBe(3);
+    expect(inner.cache.stats().bytes).toBeLessThanOrEqual(3_000);
+    expect((await inner.get('/v1.0/contracts/1')).res.headers['cache-status']).toBe(
+      'oauth-sidecar; hit',
+    );
+    expect((await inner.get('/v1.0/contracts/2')).res.headers['cache-status']).toMatch(/fwd=/);
+    expect(inner.calls).toHaveLength(5);
+    const gauge = await metrics.registry.getSingleMetric('oauth_sidecar_cache_bytes')?.get();
+    expect(gauge?.values[0]?.value).toBe(inner.cache.stats().bytes);
+  });
+});
+
+describe('coalescing', () => {
+  function gate() {
+    let open!: () => void;
+    const promise = new Promise<void>((resolve) => (open = resolve));
+    return { promise, open };
+  }
+
+  it('identical GETs in flight share one upstream answer', async () => {
+    const g = gate();
+    const { calls, get } = cacheWith([{ gate: g.promise, chunks: ['shared'] }]);
+    const all = Array.from({ length: 20 }, () => get('/v1.0/contracts/'));
+    await vi.waitFor(() => expect(calls).toHaveLength(1));
+    g.open();
+    const answers = await Promise.all(all);
+    expect(answers.map((a) => a.res.body)).toEqual(Array(20).fill('shared'));
+    expect(calls).toHaveLength(1);
+    expect(await count('coalesced')).toBe(19);
+    expect(await count('miss')).toBe(1);
+  });
+
+  it("waiters are served from the leader's answer whatever the order of close and capture end", async () => {
+    const g = gate();
+    const { calls, get } = cacheWith([{ gate: g.promise, chunks: ['shared'], closeFirst: true }]);
+    const all = Array.from({ length: 4 }, () => get('/v1.0/contracts/'));
+    await vi.waitFor(() => expect(calls).toHaveLength(1));
+    g.open();
+    const answers = await Promise.all(all);
+    expect(answers.map((a) => a.res.body)).toEqual(Array(4).fill('shared'));
+    expect(calls).toHaveLength(1);
+  });
+
+  it('when the leader fails, each waiter goes upstream on its own', async () => {
+    const g = gate();
+    const { calls, get } = cacheWith([
+      { gate: g.promise, fail: new SidecarError('upstream_unreachable', 'down') },
+      { status: 500, chunks: ['e1'] },
+      { status: 500, chunks: ['e2'] },
+    ]);
+    const leader = get('/v1.0/contracts/');
+    const waiters = [get('/v1.0/contracts/'), get('/v1.0/contracts/')];
+    g.open();
+    await expect(leader).rejects.toThrow('down');
+    const answers = await Promise.all(waiters);
+    expect(answers.map((a) => a.res.status)).toEqual([500, 500]);
+    expect(calls).toHaveLength(3);
+  });
+
+  it('a waiter whose client leaves is dropped at once', async () => {
+    const g = gate();
+    const { calls, get, start } = cacheWith([{ gate: g.promise, chunks: ['late'] }]);
+    const leader = get('/v1.0/contracts/');
+    const leaving = new FakeResponse();
+    const pending = start('/v1.0/contracts/', leaving);
+    leaving.leave();
+    await expect(pending).resolves.toMatchObject({ status: 499, result: 'client_closed' });
+    expect(leaving.status).toBe(0);
+    g.open();
+    expect((await leader).res.body).toBe('late');
+    expect(calls).toHaveLength(1);
+  });
+
+  it('when the leader fails before any header, or its client leaves, waiters wake at once', async () => {
+    const never = new Promise<void>(() => {});
+    const { calls, get, start } = cacheWith([{ gate: never }, { chunks: ['own'] }]);
+    const leaderRes = new FakeResponse();
+    void start('/v1.0/contracts/', leaderRes);
+    await vi.waitFor(() => expect(calls).toHaveLength(1));
+    const waiter = get('/v1.0/contracts/');
+    await Promise.resolve();
+    leaderRes.leave();
+    expect((await waiter).res.body).toBe('own');
+    expect(calls).toHaveLength(2);
+  });
+
+  it('at most maxWaiters wait; the next one goes upstream on its own', async () => {
+    const g = gate();
+    const { calls, get } = cacheWith([{ gate: g.promise, chunks: ['one'] }], {}, 2);
+    const all = [1, 2, 3, 4].map(() => get('/v1.0/contracts/'));
+    await vi.waitFor(() => expect(calls).toHaveLength(2));
+    g.open();
+    await Promise.all(all);
+    expect(calls).toHaveLength(2);
+  });
+});

@@ -1,0 +1,337 @@
+/**
+ * The opt-in response cache (DESIGN.md "Response cache"), as a stage of the request path
+ * (proxy/stages.ts). `beforeUpstream` runs before the token is fetched: a hit is answered there
+ * and costs no token, no rate-limit slot (the quota guard's stage comes after it) and no upstream
+ * request. `upstreamAnswered` adds `Cache-Status` and captures a storable answer while it streams.
+ * Paths outside every rule leave both hooks at once; without rules main.ts installs no stage.
+ *
+ * Safe only because one identity (the organisation's client) serves every caller: an answer the
+ * API gave the sidecar is the answer it would give any caller of the sidecar.
+ */
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import type { Clock } from '../../clock.js';
+import type { CacheRule, Config } from '../../config/types.js';
+import type { SidecarMetrics } from '../../telemetry/metrics.js';
+import { clientResponseHeaders } from '../headers.js';
+import { CLIENT_GONE, type ClientResponse, type ForwardOutcome } from '../outcome.js';
+import type { BodyTap, Exchange, ForwardStage } from '../stages.js';
+import { requestDirective, storableSeconds, varyFields } from './directives.js';
+import {
+  answerSize,
+  createResponseStore,
+  varyValuesOf,
+  type RequestHeaders,
+  type StoredAnswer,
+} from './store.js';
+
+export type CacheSettings = Config['cache'];
+export type CacheMetrics = Pick<SidecarMetrics, 'cacheRequests' | 'cacheBytes'>;
+
+/** Requests waiting for one upstream answer at most; further ones go upstream on their own. */
+export const DEFAULT_MAX_WAITERS = 256;
+
+export interface ResponseCacheOptions {
+  settings: CacheSettings;
+  clock: Pick<Clock, 'now'>;
+  metrics: CacheMetrics;
+  maxWaiters?: number;
+}
+
+export interface CacheStats {
+  entries: number;
+  bytes: number;
+  maxBytes: number;
+  rules: number;
+  /** Requests waiting for an identical one on its way upstream. */
+  waiting: number;
+}
+
+export interface ResponseCache extends ForwardStage {
+  /** For /status. */
+  stats(): CacheStats;
+}
+
+/** RFC 9211 cache identifier. */
+const CACHE_NAME = 'oauth-sidecar';
+const INVALIDATING_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+/** Fields the sidecar sets per answer; never stored. */
+const PER_ANSWER_FIELDS = ['x-request-id', 'age', 'cache-status'];
+
+/** RFC 9211 §2: each cache appends its member, so the one nearest the client comes last. */
+function withCacheStatus(upstream: string | string[] | number | undefined, member: string): string {
+  if (upstream === undefined) return member;
+  const previous = Array.isArray(upstream) ? upstream.join(', ') : String(upstream);
+  return previous ? `${previous}, ${member}` : member;
+}
+
+function headerText(value: string | string[] | undefined): string {
+  if (value === undefined) return '';
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+/** An upstream GET in progress that identical requests wait for. */
+interface Flight {
+  waiters: number;
+  settled: boolean;
+  /** A capture took over: only its end settles the flight (after the answer is stored). */
+  captured: boolean;
+  done: Promise<void>;
+  /** Wake the waiters (they look the key up again) and stop accepting new ones. */
+  settle(): void;
+}
+
+/** Wait for `flight`, unless the client leaves first: then the waiter is dropped at once. */
+function waitFor(flight: Flight, exchange: Exchange): Promise<'done' | 'gone'> {
+  const { res } = exchange;
+  if (exchange.clientGone()) return Promise.resolve('gone');
+  flight.waiters += 1;
+  return new Promise((resolve) => {
+    let over = false;
+    const finish = (how: 'done' | 'gone') => {
+      if (over) return;
+      over = true;
+      res.off('close', onClose);
+      flight.waiters -= 1;
+      resolve(how);
+    };
+    const onClose = () => finish('gone');
+    res.once('close', onClose);
+    void flight.done.then(() => finish('done'));
+  });
+}
+
+/** What `beforeUpstream` decided for an exchange that goes upstream, for `upstreamAnswered`. */
+type Plan =
+  /** Only `Cache-Status` is added: nothing is stored. */
+  | { kind: 'pass'; member: string }
+  /** POST, PUT, PATCH, DELETE: a 2xx answer invalidates the path (RFC 9111 §4.4). */
+  | { kind: 'unsafe'; member: string; path: string }
+  /** A GET whose 200 answer may be stored. */
+  | {
+      kind: 'fill';
+      member: string;
+      key: string;
+      path: string;
+      rule: CacheRule;
+      headers: RequestHeaders;
+      flight: Flight | undefined;
+      generation: number;
+    };
+
+export function createResponseCache(options: ResponseCacheOptions): ResponseCache {
+  const { settings, clock, metrics } = options;
+  const maxWaiters = options.maxWaiters ?? DEFAULT_MAX_WAITERS;
+  // Longest prefix first: the most specific rule wins.
+  const rules = [...settings.rules].sort((a, b) => b.prefix.length - a.prefix.length);
+  const store = createResponseStore({ maxBytes: settings.maxBytes }, (bytes) =>
+    metrics.cacheBytes.set(bytes),
+  );
+  const flights = new Map<string, Flight>();
+  const plans = new WeakMap<Exchange, Plan>();
+  // Bumped by every invalidation: an answer whose request began before it is not stored.
+  let generation = 0;
+
+  function ruleFor(path: string): CacheRule | undefined {
+    for (const rule of rules) if (path.startsWith(rule.prefix)) return rule;
+    return undefined;
+  }
+
+  function startFlight(key: string): Flight {
+    let resolve!: () => void;
+    const flight: Flight = {
+      waiters: 0,
+      settled: false,
+      captured: false,
+      done: new Promise<void>((r) => (resolve = r)),
+      settle() {
+        if (flight.settled) return;
+        flight.settled = true;
+        if (flights.get(key) === flight) flights.delete(key);
+        resolve();
+      },
+    };
+    flights.set(key, flight);
+    return flight;
+  }
+
+  function serve(answer: StoredAnswer, exchange: Exchange): ForwardOutcome {
+    const { res } = exchange;
+    if (exchange.clientGone()) return CLIENT_GONE;
+    const age = Math.max(0, Math.floor((clock.now() - answer.storedAt) / 1000));
+    res.writeHead(200, {
+      ...answer.headers,
+      age: String(age),
+      'cache-status': withCacheStatus(answer.headers['cache-status'], `${CACHE_NAME}; hit`),
+      'x-request-id': exchange.requestId,
+    });
+    if (exchange.method === 'HEAD') res.end();
+    else res.end(answer.body);
+    return { status: 200, upstreamStatus: undefined, replayed: false, result: 'complete' };
+  }
+
+  /** The plan's Cache-Status also on answers the sidecar makes itself (errors before headers). */
+  function plan(exchange: Exchange, p: Plan): undefined {
+    (exchange.res as Pick<ClientResponse, 'setHeader'>).setHeader('cache-status', p.member);
+    plans.set(exchange, p);
+    return undefined;
+  }
+
+  async function beforeUpstream(exchange: Exchange): Promise<ForwardOutcome | undefined> {
+    const { req, method, target } = exchange;
+    const query = target.indexOf('?');
+    const path = query === -1 ? target : target.slice(0, query);
+    const rule = ruleFor(path);
+    if (!rule) return undefined;
+
+    if (method !== 'GET' && method !== 'HEAD') {
+      metrics.cacheRequests.inc({ result: 'bypass' });
+      const member = `${CACHE_NAME}; fwd=method`;
+      return plan(
+        exchange,
+        INVALIDATING_METHODS.has(method)
+          ? { kind: 'unsafe', member, path }
+          : { kind: 'pass', member },
+      );
+    }
+    const directive = requestDirective(req.headers['cache-control'], req.headers.pragma);
+    if (directive === 'no-store') {
+      metrics.cacheRequests.inc({ result: 'bypass' });
+      return plan(exchange, { kind: 'pass', member: `${CACHE_NAME}; fwd=bypass` });
+    }
+
+    const key = `${target}\n${headerText(req.headers.accept)}\n${headerText(req.headers['accept-encoding'])}`;
+    let fwd = 'request';
+    let waited = false;
+    if (directive === 'none') {
+      for (;;) {
+        const found = store.lookup(key, path, req.headers, clock.now());
+        if (found.kind === 'hit') {
+          metrics.cacheRequests.inc({ result: waited ? 'coalesced' : 'hit' });
+          return serve(found.answer, exchange);
+        }
+        fwd = found.kind;
+        // Waited once already: the leader stored nothing usable, so go upstream alone.
+        const flight = method === 'GET' && !waited ? flights.get(key) : undefined;
+        if (!flight || flight.waiters >= maxWaiters) break;
+        if ((await waitFor(flight, exchange)) === 'gone') return CLIENT_GONE;
+        waited = true;
+      }
+    }
+
+    metrics.cacheRequests.inc({ result: 'miss' });
+    const member = `${CACHE_NAME}; fwd=${fwd}`;
+    if (method === 'HEAD') return plan(exchange, { kind: 'pass', member });
+    let flight: Flight | undefined;
+    if (!waited && !flights.has(key)) {
+      const lead = startFlight(key);
+      // However the exchange ends before a capture starts (an error before any header, the client
+      // leaving), waiters wake. Once capturing, the capture's end settles it, after the store.
+      exchange.res.once('close', () => {
+        if (!lead.captured) lead.settle();
+      });
+      flight = lead;
+    }
+    return plan(exchange, {
+      kind: 'fill',
+      member,
+      key,
+      path,
+      rule,
+      headers: req.headers,
+      flight,
+      generation,
+    });
+  }
+
+  /** Capture a storable answer while it streams; the copy is dropped once it outgrows the limit. */
+  function capture(
+    p: Extract<Plan, { kind: 'fill' }>,
+    seconds: number,
+    vary: string[],
+    stored: OutgoingHttpHeaders,
+  ): BodyTap {
+    const varyValues = varyValuesOf(vary, p.headers);
+    let chunks: Buffer[] = [];
+    let size = 0;
+    let active = true;
+    const stop = () => {
+      if (!active) return;
+      active = false;
+      store.release(size);
+      chunks = [];
+      p.flight?.settle();
+    };
+    return {
+      chunk(data) {
+        if (!active) return;
+        if (size + data.length > settings.maxEntryBytes || !store.reserve(data.length)) {
+          stop();
+          return;
+        }
+        chunks.push(data);
+        size += data.length;
+      },
+      end(complete) {
+        if (!active) return;
+        const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+        if (complete && generation === p.generation) {
+          const now = clock.now();
+          const headers = { ...stored, 'content-length': String(body.length) };
+          store.put(p.key, p.path, {
+            headers,
+            body,
+            storedAt: now,
+            expiresAt: now + seconds * 1000,
+            vary,
+            varyValues,
+            size: answerSize(p.key, headers, body.length, vary),
+          });
+        }
+        stop();
+      },
+    };
+  }
+
+  function upstreamAnswered(
+    exchange: Exchange,
+    status: number,
+    headers: IncomingHttpHeaders,
+  ): BodyTap | undefined {
+    const p = plans.get(exchange);
+    if (!p) return undefined;
+    const upstreamCacheStatus = headers['cache-status'];
+    // The forwarder writes these headers to the client after this hook.
+    headers['cache-status'] = withCacheStatus(upstreamCacheStatus, p.member);
+    if (p.kind === 'unsafe' && status >= 200 && status < 300) {
+      generation += 1;
+      store.invalidatePath(p.path);
+    }
+    if (p.kind !== 'fill') return undefined;
+
+    const seconds =
+      status === 200 ? storableSeconds(p.rule.ttlSeconds, headers['cache-control']) : 0;
+    const vary = seconds > 0 ? varyFields(headers.vary) : undefined;
+    const declared = Number(headers['content-length'] ?? 0);
+    if (!vary || declared > settings.maxEntryBytes) {
+      p.flight?.settle();
+      return undefined;
+    }
+    const stored = clientResponseHeaders(headers, '');
+    for (const name of PER_ANSWER_FIELDS) delete stored[name];
+    if (upstreamCacheStatus !== undefined) stored['cache-status'] = upstreamCacheStatus;
+    // "stored" is said when the answer is being captured; one that then outgrows the limit is not.
+    headers['cache-status'] = withCacheStatus(upstreamCacheStatus, `${p.member}; stored`);
+    if (p.flight) p.flight.captured = true;
+    return capture(p, seconds, vary, stored);
+  }
+
+  return {
+    beforeUpstream,
+    upstreamAnswered,
+    stats() {
+      let waiting = 0;
+      for (const flight of flights.values()) waiting += flight.waiters;
+      return { ...store.stats(), rules: rules.length, waiting };
+    },
+  };
+}

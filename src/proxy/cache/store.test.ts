@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import { MAX_VARIANTS, answerSize, createResponseStore, type StoredAnswer } from './store.js';
+
+function answer(
+  key: string,
+  body: string,
+  vary: string[] = [],
+  values: string[] = [],
+): StoredAnswer {
+  const headers = { 'content-length': String(body.length) };
+  return {
+    headers,
+    body: Buffer.from(body),
+    storedAt: 0,
+    expiresAt: 1_000,
+    vary,
+    varyValues: values,
+    size: answerSize(key, headers, body.length, vary),
+  };
+}
+
+describe('response store', () => {
+  it('keeps its bytes exact through replace, evict and invalidate', () => {
+    const reported: number[] = [];
+    const store = createResponseStore({ maxBytes: 2_000 }, (b) => reported.push(b));
+    const a = answer('/a\n\n', 'x'.repeat(600));
+    store.put('/a\n\n', '/a', a);
+    store.put('/a\n\n', '/a', a);
+    expect(store.stats()).toEqual({ entries: 1, bytes: a.size, maxBytes: 2_000 });
+    store.put('/b\n\n', '/b', answer('/b\n\n', 'y'.repeat(600)));
+    store.put('/c\n\n', '/c', answer('/c\n\n', 'z'.repeat(600)));
+    // Three do not fit in 2000 bytes with their headers and bookkeeping: /a goes.
+    expect(store.stats().entries).toBe(2);
+    expect(store.lookup('/a\n\n', '/a', {}, 0).kind).toBe('uri-miss');
+    store.invalidatePath('/b');
+    expect(store.lookup('/b\n\n', '/b', {}, 0).kind).toBe('uri-miss');
+    expect(store.stats().entries).toBe(1);
+    expect(reported.at(-1)).toBe(store.stats().bytes);
+  });
+
+  it('tells a URI with nothing stored from one stored for another Accept, after evictions too', () => {
+    const store = createResponseStore({ maxBytes: 1_500 });
+    store.put('/a?q\ntext/csv\n', '/a', answer('/a?q\ntext/csv\n', 'x'.repeat(600)));
+    expect(store.lookup('/a?q\n\n', '/a', {}, 0).kind).toBe('miss');
+    expect(store.lookup('/a?r\n\n', '/a', {}, 0).kind).toBe('uri-miss');
+    store.put('/b\n\n', '/b', answer('/b\n\n', 'y'.repeat(600)));
+    store.put('/c\n\n', '/c', answer('/c\n\n', 'z'.repeat(600)));
+    expect(store.lookup('/a?q\n\n', '/a', {}, 0).kind).toBe('uri-miss');
+  });
+
+  it('refuses an answer larger than the whole cache without keeping an index for it', () => {
+    const store = createResponseStore({ maxBytes: 500 });
+    store.put('/a\n\n', '/a', answer('/a\n\n', 'x'.repeat(600)));
+    expect(store.stats()).toMatchObject({ entries: 0, bytes: 0 });
+    expect(store.lookup('/a?q\n\n', '/a', {}, 0).kind).toBe('uri-miss');
+  });
+
+  it('keeps at most MAX_VARIANTS selections per key, newest first', () => {
+    const store = createResponseStore({ maxBytes: 1 << 20 });
+    for (let i = 0; i <= MAX_VARIANTS; i++) {
+      store.put('/v\n\n', '/v', answer('/v\n\n', `v${i}`, ['accept-language'], [`l${i}`]));
+    }
+    expect(store.stats().entries).toBe(MAX_VARIANTS);
+    expect(store.lookup('/v\n\n', '/v', { 'accept-language': 'l0' }, 0).kind).toBe('vary-miss');
+    const last = store.lookup('/v\n\n', '/v', { 'accept-language': `l${MAX_VARIANTS}` }, 0);
+    expect(last.kind).toBe('hit');
+  });
+
+  it('bounds captures in progress by maxBytes', () => {
+    const store = createResponseStore({ maxBytes: 1_000 });
+    expect(store.reserve(600)).toBe(true);
+    expect(store.reserve(600)).toBe(false);
+    store.release(600);
+    expect(store.reserve(1_000)).toBe(true);
+  });
+});

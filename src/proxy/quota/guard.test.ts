@@ -1,0 +1,408 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { systemClock } from '../../clock.js';
+import { SidecarError } from '../../errors.js';
+import { createLogger } from '../../telemetry/logger.js';
+import {
+  QuotaGuard,
+  type QuotaGuardOptions,
+  type SharedCooldown,
+  type SharedDecision,
+  type SharedQuota,
+} from './guard.js';
+
+const logger = createLogger({ level: 'silent' });
+
+function makeGuard(options: Partial<QuotaGuardOptions> = {}) {
+  const waits: number[] = [];
+  const guard = new QuotaGuard({
+    rateLimit: undefined,
+    queueMs: 2_000,
+    maxCooldownSeconds: 300,
+    clock: systemClock,
+    metrics: { rateLimitWait: { observe: (s) => waits.push(s) } },
+    logger,
+    ...options,
+  });
+  return { guard, waits };
+}
+
+function refusal(fn: () => unknown): SidecarError {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof SidecarError) return err;
+    throw err;
+  }
+  throw new Error('expected a refusal');
+}
+
+/** Settle state of a promise without awaiting it forever. */
+function track(promise: Promise<void>) {
+  const state: { value: 'pending' | 'granted' | 'rejected'; reason?: unknown } = {
+    value: 'pending',
+  };
+  promise.then(
+    () => (state.value = 'granted'),
+    (reason: unknown) => {
+      state.value = 'rejected';
+      state.reason = reason;
+    },
+  );
+  return state;
+}
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: Date.parse('2026-11-23T01:00:00Z') });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('cooldown', () => {
+  it('a 429 with Retry-After seconds refuses every request until then, with seconds left', () => {
+    const { guard } = makeGuard();
+    guard.observe(429, { 'retry-after': '30' });
+    const err = refusal(() => guard.admit());
+    expect(err.code).toBe('upstream_rate_limited');
+    expect(err.status).toBe(429);
+    expect(err.retryAfterSeconds).toBe(30);
+    vi.advanceTimersByTime(10_500);
+    expect(refusal(() => guard.admit()).retryAfterSeconds).toBe(20);
+    vi.advanceTimersByTime(19_000);
+    expect(refusal(() => guard.admit()).retryAfterSeconds).toBe(1);
+    vi.advanceTimersByTime(500);
+    expect(guard.admit()).toBeUndefined();
+    expect(guard.cooldownSecondsLeft()).toBe(0);
+  });
+
+  it('a 429 with an HTTP date', () => {
+    const { guard } = makeGuard();
+    guard.observe(429, {
+      'retry-after': 'Mon, 23 Nov 2026 01:01:00 GMT',
+      date: 'Mon, 23 Nov 2026 01:00:00 GMT',
+    });
+    expect(refusal(() => guard.admit()).retryAfterSeconds).toBe(60);
+    expect(guard.cooldownSecondsLeft()).toBe(60);
+  });
+
+  it('is capped at maxCooldownSeconds', () => {
+    const { guard } = makeGuard({ maxCooldownSeconds: 5 });
+    guard.observe(429, { 'retry-after': '86400' });
+    expect(refusal(() => guard.admit()).retryAfterSeconds).toBe(5);
+    vi.advanceTimersByTime(5_000);
+    expect(guard.admit()).toBeUndefined();
+  });
+
+  it('a 503 with Retry-After refuses with 503 upstream_unavailable', () => {
+    const { guard } = makeGuard();
+    guard.observe(503, { 'retry-after': '3' });
+    const err = refusal(() => guard.admit());
+    expect(err.code).toBe('upstream_unavailable');
+    expect(err.status).toBe(503);
+    expect(err.retryAfterSeconds).toBe(3);
+  });
+
+  it('a 429 or 503 without a usable Retry-After, or any other status, starts none', () => {
+    const { guard } = makeGuard();
+    guard.observe(429, {});
+    guard.observe(503, {});
+    guard.observe(429, { 'retry-after': 'soon' });
+    guard.observe(429, { 'retry-after': '0' });
+    guard.observe(500, { 'retry-after': '30' });
+    guard.observe(200, { 'retry-after': '30' });
+    expect(guard.admit()).toBeUndefined();
+    expect(guard.status().cooldown).toBeNull();
+  });
+
+  it('a later answer extends the cooldown, never shortens it', () => {
+    const { guard } = makeGuard();
+    guard.observe(429, { 'retry-after': '30' });
+    guard.observe(503, { 'retry-after': '5' });
+    expect(refusal(() => guard.admit()).code).toBe('upstream_rate_limited');
+    guard.observe(503, { 'retry-after': '60' });
+    const err = refusal(() => guard.admit());
+    expect(err.code).toBe('upstream_unavailable');
+    expect(err.retryAfterSeconds).toBe(60);
+  });
+
+  it('refuses requests already waiting for a slot when a cooldown starts', () => {
+    const { guard } = makeGuard({ rateLimit: { count: 1, periodMs: 1_000 } });
+    expect(guard.admit()).toBeUndefined();
+    const waiting = track(guard.admit()!);
+    guard.observe(429, { 'retry-after': '10' });
+    return vi.waitFor(() => {
+      expect(waiting.value).toBe('rejected');
+      expect((waiting.reason as SidecarError).code).toBe('upstream_rate_limited');
+    });
+  });
+
+  it('status shows it', () => {
+    const { guard } = makeGuard();
+    guard.observe(503, { 'retry-after': '2' });
+    expect(guard.status().cooldown).toEqual({
+      status: 503,
+      secondsLeft: 2,
+      until: '2026-11-23T01:00:02.000Z',
+    });
+  });
+});
+
+describe('rate limit', () => {
+  it('without a limit admission is synchronous and allocation-free: undefined', () => {
+    const { guard, waits } = makeGuard();
+    for (let i = 0; i < 1000; i++) expect(guard.admit()).toBeUndefined();
+    expect(waits).toEqual([]);
+    expect(guard.status().rateLimit).toBeNull();
+  });
+
+  it('admits N at once, then one every period / N, in arrival order', async () => {
+    const { guard, waits } = makeGuard({ rateLimit: { count: 2, periodMs: 1_000 } });
+    expect(guard.admit()).toBeUndefined();
+    expect(guard.admit()).toBeUndefined();
+    const order: number[] = [];
+    const pending = [1, 2, 3].map((i) => guard.admit()!.then(() => order.push(i)));
+    await vi.advanceTimersByTimeAsync(499);
+    expect(order).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(order).toEqual([1]);
+    await vi.advanceTimersByTimeAsync(500);
+    expect(order).toEqual([1, 2]);
+    await vi.advanceTimersByTimeAsync(500);
+    expect(order).toEqual([1, 2, 3]);
+    await Promise.all(pending);
+    expect(waits).toEqual([0, 0, 0.5, 1, 1.5]);
+  });
+
+  it('a newcomer waits behind the queue even when a slot has just refilled', async () => {
+    const { guard } = makeGuard({ rateLimit: { count: 1, periodMs: 100 } });
+    expect(guard.admit()).toBeUndefined();
+    const first = track(guard.admit()!);
+    vi.setSystemTime(Date.now() + 100); // the slot is due, but the pump has not run yet
+    const second = guard.admit();
+    expect(second).toBeInstanceOf(Promise);
+    const late = track(second!);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(first.value).toBe('granted');
+    expect(late.value).toBe('pending');
+    await vi.advanceTimersByTimeAsync(100);
+    expect(late.value).toBe('granted');
+  });
+
+  it('refuses at once with 429 rate_limited when the wait would pass queueMs', () => {
+    const { guard } = makeGuard({ rateLimit: { count: 1, periodMs: 1_000 }, queueMs: 2_000 });
+    expect(guard.admit()).toBeUndefined();
+    void guard.admit(); // slot at +1 s
+    void guard.admit(); // slot at +2 s
+    const err = refusal(() => guard.admit()); // +3 s > 2 s
+    expect(err.code).toBe('rate_limited');
+    expect(err.status).toBe(429);
+    expect(err.retryAfterSeconds).toBe(3);
+    expect(guard.status().rateLimit).toMatchObject({ queued: 2, tokens: 0 });
+  });
+
+  it('no request waits longer than queueMs', async () => {
+    // The store estimate is optimistic: only the deadline bounds the wait then.
+    const take = vi.fn((): Promise<SharedDecision> =>
+      Promise.resolve({ granted: 0, waitMs: 100, tokens: 0, cooldown: undefined }),
+    );
+    const shared: SharedQuota = {
+      take,
+      startCooldown: () => Promise.resolve(),
+      readCooldown: () => Promise.resolve(undefined),
+    };
+    const { guard } = makeGuard({
+      rateLimit: { count: 10, periodMs: 1_000 },
+      queueMs: 300,
+      shared,
+    });
+    const waiting = track(guard.admit()!);
+    await vi.advanceTimersByTimeAsync(299);
+    expect(waiting.value).toBe('pending');
+    await vi.advanceTimersByTimeAsync(1);
+    expect(waiting.value).toBe('rejected');
+    expect((waiting.reason as SidecarError).code).toBe('rate_limited');
+    expect(guard.status().rateLimit?.queued).toBe(0);
+  });
+
+  it('a client that leaves gives up its place at once; the one behind moves up', async () => {
+    const { guard } = makeGuard({ rateLimit: { count: 1, periodMs: 1_000 }, queueMs: 2_000 });
+    expect(guard.admit()).toBeUndefined();
+    const leaving = new AbortController();
+    const a = track(guard.admit(leaving.signal)!);
+    const b = track(guard.admit()!);
+    expect(() => guard.admit()).toThrow(SidecarError); // full: +3 s
+    const gone = new Error('client gone');
+    leaving.abort(gone);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(a.value).toBe('rejected');
+    expect(a.reason).toBe(gone);
+    expect(guard.status().rateLimit?.queued).toBe(1);
+    const c = track(guard.admit()!); // now fits: +2 s
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(b.value).toBe('granted');
+    expect(c.value).toBe('pending');
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(c.value).toBe('granted');
+  });
+
+  it('an already aborted signal is refused without queueing', async () => {
+    const { guard } = makeGuard({ rateLimit: { count: 1, periodMs: 1_000 } });
+    expect(guard.admit()).toBeUndefined();
+    const controller = new AbortController();
+    controller.abort(new Error('gone'));
+    await expect(guard.admit(controller.signal)).rejects.toThrow('gone');
+    expect(guard.status().rateLimit?.queued).toBe(0);
+  });
+
+  it('the queue is bounded by maxQueued', () => {
+    const { guard } = makeGuard({
+      rateLimit: { count: 100, periodMs: 100 },
+      queueMs: 60_000,
+      maxQueued: 3,
+    });
+    for (let i = 0; i < 100; i++) expect(guard.admit()).toBeUndefined();
+    for (let i = 0; i < 3; i++) void guard.admit();
+    const err = refusal(() => guard.admit());
+    expect(err.code).toBe('rate_limited');
+    expect(err.message).toContain('queue is full');
+  });
+
+  it('holds N per period for a long run of arrivals (never more than the bucket allows)', async () => {
+    const { guard } = makeGuard({ rateLimit: { count: 5, periodMs: 1_000 }, queueMs: 1_000 });
+    const sent: number[] = [];
+    const start = Date.now();
+    for (let tick = 0; tick < 100; tick++) {
+      for (let i = 0; i < 3; i++) {
+        try {
+          const wait = guard.admit();
+          if (wait === undefined) sent.push(Date.now() - start);
+          else
+            wait.then(
+              () => sent.push(Date.now() - start),
+              () => undefined,
+            );
+        } catch {
+          // refused: fine
+        }
+      }
+      await vi.advanceTimersByTimeAsync(100);
+    }
+    // Any 1 s window holds at most the bucket (5) plus its refill (5); once the first burst is
+    // spent (after 2 s), the refill alone plus the slot at the window's edge.
+    for (const t of sent) {
+      const inWindow = sent.filter((s) => s >= t && s < t + 1_000).length;
+      expect(inWindow).toBeLessThanOrEqual(t >= 2_000 ? 6 : 10);
+    }
+    expect(sent.length).toBeLessThanOrEqual(5 + 10 * 5 + 1);
+    expect(sent.length).toBeGreaterThanOrEqual(5 + 10 * 5 - 1);
+  });
+});
+
+describe('fleet-wide (shared store)', () => {
+  function fakeStore() {
+    const state = {
+      failing: false,
+      tokens: 2,
+      cooldown: undefined as SharedCooldown | undefined,
+      calls: 0,
+    };
+    const shared: SharedQuota = {
+      take: (want) => {
+        state.calls += 1;
+        if (state.failing) return Promise.reject(new Error('ECONNREFUSED'));
+        if (state.cooldown)
+          return Promise.resolve({
+            granted: 0,
+            waitMs: 0,
+            tokens: state.tokens,
+            cooldown: state.cooldown,
+          });
+        const granted = Math.min(want, state.tokens);
+        state.tokens -= granted;
+        return Promise.resolve({
+          granted,
+          waitMs: state.tokens > 0 ? 0 : 1_000,
+          tokens: state.tokens,
+          cooldown: undefined,
+        });
+      },
+      startCooldown: (status, ms) => {
+        if (state.failing) return Promise.reject(new Error('ECONNREFUSED'));
+        state.cooldown = { status, msLeft: ms };
+        return Promise.resolve();
+      },
+      readCooldown: () =>
+        state.failing ? Promise.reject(new Error('ECONNREFUSED')) : Promise.resolve(state.cooldown),
+    };
+    return { state, shared };
+  }
+
+  it('slots come from the store', async () => {
+    const { state, shared } = fakeStore();
+    const { guard, waits } = makeGuard({ rateLimit: { count: 10, periodMs: 1_000 }, shared });
+    const a = track(guard.admit()!);
+    const b = track(guard.admit()!);
+    const c = track(guard.admit()!);
+    await vi.advanceTimersByTimeAsync(0);
+    expect([a.value, b.value, c.value]).toEqual(['granted', 'granted', 'pending']);
+    expect(state.calls).toBeGreaterThanOrEqual(1);
+    expect(guard.status()).toMatchObject({ fleet: 'store', rateLimit: { tokens: 0, queued: 1 } });
+    state.tokens = 1;
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(c.value).toBe('granted');
+    expect(waits.length).toBe(3);
+  });
+
+  it('a cooldown another process took applies here within one poll (250 ms)', async () => {
+    const { state, shared } = fakeStore();
+    const { guard } = makeGuard({ shared });
+    guard.start();
+    state.cooldown = { status: 503, msLeft: 10_000 };
+    await vi.advanceTimersByTimeAsync(250);
+    const err = refusal(() => guard.admit());
+    expect(err.code).toBe('upstream_unavailable');
+    expect(err.retryAfterSeconds).toBe(10);
+    guard.close();
+  });
+
+  it('a cooldown taken here is published to the store', async () => {
+    const { state, shared } = fakeStore();
+    const { guard } = makeGuard({ shared, maxCooldownSeconds: 20 });
+    guard.observe(429, { 'retry-after': '60' });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(state.cooldown).toEqual({ status: 429, msLeft: 20_000 });
+  });
+
+  it('with the store down, the process limits alone and says so; back when the store is', async () => {
+    const { state, shared } = fakeStore();
+    state.failing = true;
+    const { guard } = makeGuard({ rateLimit: { count: 2, periodMs: 1_000 }, shared });
+    guard.start();
+    const a = track(guard.admit()!); // tries the store, fails over to the local bucket
+    await vi.advanceTimersByTimeAsync(0);
+    expect(a.value).toBe('granted');
+    expect(guard.status()).toMatchObject({ fleet: 'local', storeError: 'ECONNREFUSED' });
+    expect(guard.admit()).toBeUndefined(); // local bucket, synchronous
+    expect(guard.admit()).toBeInstanceOf(Promise); // local bucket empty: waits
+    state.failing = false;
+    await vi.advanceTimersByTimeAsync(300); // the next poll finds the store
+    expect(guard.status()).toMatchObject({ fleet: 'store', storeError: null });
+    guard.close();
+  });
+
+  it('a store that hangs counts as down after 500 ms; the request is admitted locally', async () => {
+    const shared: SharedQuota = {
+      take: () => new Promise(() => undefined),
+      startCooldown: () => new Promise(() => undefined),
+      readCooldown: () => new Promise(() => undefined),
+    };
+    // queueMs shorter than the store's bound: the deadline must not refuse what the store delayed.
+    const { guard } = makeGuard({ rateLimit: { count: 2, periodMs: 1_000 }, queueMs: 200, shared });
+    const a = track(guard.admit()!);
+    await vi.advanceTimersByTimeAsync(499);
+    expect(a.value).toBe('pending');
+    await vi.advanceTimersByTimeAsync(1);
+    expect(a.value).toBe('granted');
+    expect(guard.status().fleet).toBe('local');
+  });
+});

@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { retryAfterMs, wholeSecondsLeft } from './retry-after.js';
+
+const NOW = Date.parse('2026-11-23T01:00:00Z');
+
+describe('retryAfterMs', () => {
+  it('reads delta seconds', () => {
+    expect(retryAfterMs('120', NOW)).toBe(120_000);
+    expect(retryAfterMs(' 7 ', NOW)).toBe(7_000);
+    expect(retryAfterMs('0', NOW)).toBe(0);
+  });
+
+  it('reads an HTTP date against the answer Date, so a skewed sidecar clock does not matter', () => {
+    const date = 'Mon, 23 Nov 2026 00:00:00 GMT';
+    const retryAt = 'Mon, 23 Nov 2026 00:00:30 GMT';
+    // The sidecar's clock is an hour ahead of the API's: the wait is still 30 s.
+    expect(retryAfterMs(retryAt, NOW, date)).toBe(30_000);
+  });
+
+  it('reads an HTTP date against the local clock without a Date header', () => {
+    expect(retryAfterMs('Mon, 23 Nov 2026 01:00:45 GMT', NOW)).toBe(45_000);
+    expect(retryAfterMs('Mon, 23 Nov 2026 01:00:45 GMT', NOW, 'garbage')).toBe(45_000);
+  });
+
+  it('accepts the obsolete date forms of RFC 9110', () => {
+    expect(retryAfterMs('Monday, 23-Nov-26 01:00:10 GMT', NOW)).toBe(10_000);
+  });
+
+  it('a date already past is 0', () => {
+    expect(retryAfterMs('Sun, 22 Nov 2026 00:00:00 GMT', NOW)).toBe(0);
+  });
+
+  it('absent or invalid is undefined', () => {
+    expect(retryAfterMs(undefined, NOW)).toBeUndefined();
+    expect(retryAfterMs('', NOW)).toBeUndefined();
+    expect(retryAfterMs('-5', NOW)).toBeUndefined();
+    expect(retryAfterMs('1.5', NOW)).toBeUndefined();
+    expect(retryAfterMs('soon', NOW)).toBeUndefined();
+    expect(retryAfterMs('12 seconds', NOW)).toBeUndefined();
+  });
+
+  it('takes the first of repeated fields', () => {
+    expect(retryAfterMs(['3', '9'], NOW)).toBe(3_000);
+  });
+});
+
+describe('wholeSecondsLeft', () => {
+  it('rounds up and is at least 1', () => {
+    expect(wholeSecondsLeft(0)).toBe(1);
+    expect(wholeSecondsLeft(1)).toBe(1);
+    expect(wholeSecondsLeft(1000)).toBe(1);
+    expect(wholeSecondsLeft(1001)).toBe(2);
+    expect(wholeSecondsLeft(299_500)).toBe(300);
+  });
+});

@@ -1,0 +1,60 @@
+/**
+ * The quota guard on the request path (proxy/stages.ts): admission before the token is fetched and
+ * anything is sent upstream, and a look at every answer head for a 429/503 `Retry-After`.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import { CLIENT_GONE, type ForwardOutcome } from '../outcome.js';
+import { ClientGoneError } from '../request-body.js';
+import type { Exchange, ForwardStage } from '../stages.js';
+import type { QuotaGuard } from './guard.js';
+
+type Guard = Pick<QuotaGuard, 'admit' | 'observe' | 'limited'>;
+
+/**
+ * Without a rate limit `beforeUpstream` is synchronous: it returns undefined, or throws the
+ * cooldown refusal for the one error handler. With one, a waiting request listens for its client
+ * leaving (socket closed, h2 stream reset) and gives its place up at once.
+ */
+export function quotaStage(guard: Guard): ForwardStage {
+  return {
+    beforeUpstream(exchange: Exchange): Promise<ForwardOutcome | undefined> | undefined {
+      if (!guard.limited) {
+        // No limit: nothing waits, only a cooldown refuses (it throws).
+        void guard.admit();
+        return undefined;
+      }
+      return waitForSlot(guard, exchange);
+    },
+    upstreamAnswered(_exchange: Exchange, status: number, headers: IncomingHttpHeaders) {
+      guard.observe(status, headers);
+      return undefined;
+    },
+  };
+}
+
+function waitForSlot(
+  guard: Guard,
+  exchange: Exchange,
+): Promise<ForwardOutcome | undefined> | undefined {
+  const controller = new AbortController();
+  const onClose = () => controller.abort(new ClientGoneError());
+  exchange.res.once('close', onClose);
+  let wait: Promise<void> | undefined;
+  try {
+    wait = guard.admit(controller.signal);
+  } finally {
+    if (wait === undefined) exchange.res.off('close', onClose);
+  }
+  if (wait === undefined) return undefined;
+  return wait.then(
+    () => {
+      exchange.res.off('close', onClose);
+      return undefined;
+    },
+    (err: unknown) => {
+      exchange.res.off('close', onClose);
+      if (err instanceof ClientGoneError) return CLIENT_GONE;
+      throw err;
+    },
+  );
+}

@@ -1,0 +1,99 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../clock.js';
+import { createLogger } from '../telemetry/logger.js';
+import { startRedisServer, type RedisServer } from '../../test/helpers/redis-server.js';
+import { createStoreConnection, type StoreConnection } from './connection.js';
+import { createStoreQuota } from './quota.js';
+
+const logger = createLogger({ level: 'silent' });
+let redis: RedisServer;
+const connections: StoreConnection[] = [];
+
+function connect(): StoreConnection {
+  const connection = createStoreConnection({ url: redis.url, logger, clock: systemClock });
+  connections.push(connection);
+  return connection;
+}
+
+beforeAll(async () => {
+  redis = await startRedisServer();
+});
+
+afterAll(async () => {
+  await Promise.all(connections.map((c) => c.close()));
+  await redis.close();
+});
+
+describe('store quota (real redis-server)', () => {
+  it('two processes share one bucket: their grants sum to the bucket', async () => {
+    const options = {
+      keyPrefix: 'test-a:',
+      upstream: 'https://api.example',
+      rateLimit: { count: 5, periodMs: 60_000 },
+    };
+    const one = createStoreQuota({ connection: connect(), ...options });
+    const two = createStoreQuota({ connection: connect(), ...options });
+    const a = await one.take(3);
+    const b = await two.take(3);
+    expect(a).toMatchObject({ granted: 3, waitMs: 0, cooldown: undefined });
+    expect(a.tokens).toBeGreaterThanOrEqual(2);
+    expect(a.tokens).toBeLessThan(2.1);
+    expect(b.granted).toBe(2);
+    expect(b.tokens).toBeLessThan(0.1);
+    // one slot every 12 s, on the store's clock
+    expect(b.waitMs).toBeGreaterThan(11_000);
+    expect(b.waitMs).toBeLessThanOrEqual(12_000);
+    expect((await one.take(1)).granted).toBe(0);
+  });
+
+  it('refills evenly on the store clock', async () => {
+    const quota = createStoreQuota({
+      connection: connect(),
+      keyPrefix: 'test-b:',
+      upstream: 'https://api.example',
+      rateLimit: { count: 10, periodMs: 1_000 },
+    });
+    expect((await quota.take(10)).granted).toBe(10);
+    const empty = await quota.take(1);
+    expect(empty.granted).toBe(0);
+    expect(empty.waitMs).toBeGreaterThan(0);
+    expect(empty.waitMs).toBeLessThanOrEqual(100);
+    await new Promise((r) => setTimeout(r, empty.waitMs + 5));
+    expect((await quota.take(1)).granted).toBe(1);
+  });
+
+  it('a cooldown started by one is seen by the other, is never shortened, and blocks the bucket', async () => {
+    const options = {
+      keyPrefix: 'test-c:',
+      upstream: 'https://api.example',
+      rateLimit: { count: 5, periodMs: 1_000 },
+    };
+    const one = createStoreQuota({ connection: connect(), ...options });
+    const two = createStoreQuota({ connection: connect(), ...options });
+    expect(await two.readCooldown()).toBeUndefined();
+    await one.startCooldown(429, 30_000);
+    await one.startCooldown(503, 5_000);
+    const seen = await two.readCooldown();
+    expect(seen?.status).toBe(429);
+    expect(seen?.msLeft).toBeGreaterThan(29_000);
+    const during = await two.take(1);
+    expect(during.granted).toBe(0);
+    expect(during.cooldown?.status).toBe(429);
+    await one.startCooldown(503, 60_000);
+    expect((await two.readCooldown())?.status).toBe(503);
+  });
+
+  it('keys hold the prefix and a hash, never the upstream URL', async () => {
+    const quota = createStoreQuota({
+      connection: connect(),
+      keyPrefix: 'test-d:',
+      upstream: 'https://secret-host.example',
+      rateLimit: { count: 1, periodMs: 1_000 },
+    });
+    await quota.take(1);
+    await quota.startCooldown(503, 1_000);
+    const keys = [...(await redis.dump()).keys()].filter((k) => k.startsWith('test-d:'));
+    expect(keys.sort()).toEqual([quota.keys.bucket, quota.keys.cooldown].sort());
+    expect(keys.join()).not.toContain('secret-host');
+  });
+});
