@@ -112,7 +112,7 @@ async function openTokenStore(
 }
 
 /**
- * The fleet-wide half of the quota guard, when `token.store.url` is set (DESIGN.md "Quota guard").
+ * The fleet-wide half of the quota guard, when `token.store.url` is set (docs/quota-guard.md).
  * The Redis client is loaded only then; until the store answers, each process limits alone.
  * `connection`: the process's one store connection when the token store already opened it (then
  * closing stays with its owner); without it one is opened here.
@@ -186,7 +186,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   if (store !== undefined) metrics.bindStoreState(store.coordinator);
 
   // Off unless a rule names a prefix: then no stage is installed and the request path is unchanged.
-  // First among the stages: a hit must not take a rate-limit slot (DESIGN.md "Quota guard").
+  // First among the stages: a hit must not take a rate-limit slot (docs/quota-guard.md).
   const cache =
     config.cache.rules.length > 0
       ? createResponseCache({ settings: config.cache, clock, metrics })

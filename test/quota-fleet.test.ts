@@ -1,5 +1,5 @@
 /**
- * The quota guard fleet-wide (DESIGN.md "Quota guard"): two real sidecar processes, one real
+ * The quota guard fleet-wide (docs/quota-guard.md): two real sidecar processes, one real
  * redis-server, the HTTPS stand-in as the upstream. They share one bucket and one cooldown; with
  * the store stopped each limits alone and no request fails because of the store.
  */

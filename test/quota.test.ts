@@ -1,6 +1,6 @@
 /**
  * The quota guard against a real upstream (the HTTPS stand-in on 127.0.0.1:0) through the real
- * proxy server (DESIGN.md "Quota guard"): cooldowns from the API's 429/503 Retry-After, and the
+ * proxy server (docs/quota-guard.md): cooldowns from the API's 429/503 Retry-After, and the
  * rate limit under concurrency, its order, its wait bound and clients that leave while queued.
  */
 import { connect as connectH2, constants as h2 } from 'node:http2';

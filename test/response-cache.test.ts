@@ -1,6 +1,6 @@
 /**
  * The response cache through the real proxy stack (node server, Hono app, forwarder, undici)
- * against a real HTTPS origin on 127.0.0.1:0 (DESIGN.md "Response cache"). The origin's answer
+ * against a real HTTPS origin on 127.0.0.1:0 (docs/response-cache.md). The origin's answer
  * is steered by the query string, so each test owns its URLs (the query is part of the key).
  */
 import { createHash } from 'node:crypto';

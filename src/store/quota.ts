@@ -1,5 +1,5 @@
 /**
- * The fleet-wide half of the quota guard (DESIGN.md "Quota guard"): the rate-limit bucket and the
+ * The fleet-wide half of the quota guard (docs/quota-guard.md): the rate-limit bucket and the
  * cooldown of one upstream, kept in the store so every sidecar of the fleet shares them. Each
  * decision is one atomic script on the store's clock (`TIME`), so process clocks do not matter.
  * The proxy sees this only through its `SharedQuota` interface (proxy/quota/guard.ts), which these

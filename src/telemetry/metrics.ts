@@ -38,7 +38,7 @@ export interface SidecarMetrics {
   requestsInFlight: Gauge;
   /** Token sets taken from the shared store that another process obtained. */
   tokenAdopted: Counter;
-  /** Response cache lookups under a rule (DESIGN.md "Response cache"). */
+  /** Response cache lookups under a rule (docs/response-cache.md). */
   cacheRequests: Counter<'result'>;
   /** Bytes the response cache holds (bodies plus headers). */
   cacheBytes: Gauge;

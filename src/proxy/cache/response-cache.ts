@@ -1,5 +1,5 @@
 /**
- * The opt-in response cache (DESIGN.md "Response cache"), as a stage of the request path
+ * The opt-in response cache (docs/response-cache.md), as a stage of the request path
  * (proxy/stages.ts). `beforeUpstream` runs before the token is fetched: a hit is answered there
  * and costs no token, no rate-limit slot (the quota guard's stage comes after it) and no upstream
  * request. `upstreamAnswered` adds `Cache-Status` and captures a storable answer while it streams.

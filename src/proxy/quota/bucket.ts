@@ -1,5 +1,5 @@
 /**
- * A token bucket of `count` slots refilled evenly over `periodMs` (DESIGN.md "Quota guard"):
+ * A token bucket of `count` slots refilled evenly over `periodMs` (docs/quota-guard.md):
  * one slot every `periodMs / count`, never more than `count` banked. Pure: the caller passes the
  * time, so the arithmetic is tested without timers.
  */

@@ -1,5 +1,5 @@
 /**
- * The quota guard (DESIGN.md "Quota guard"): spends the API's per-organisation quota on behalf of
+ * The quota guard (docs/quota-guard.md): spends the API's per-organisation quota on behalf of
  * every caller. Two parts:
  * - a cooldown taken from a 429/503 `Retry-After`, during which the sidecar answers itself;
  * - an optional rate limit: a token bucket with a bounded FIFO wait queue.
@@ -65,9 +65,9 @@ export interface QuotaGuardOptions {
   logger: Logger;
   /** The fleet-wide store half; absent: this process alone. */
   shared?: SharedQuota;
-  /** How often the fleet cooldown is read from the store (DESIGN.md: applies within 0.5 s). */
+  /** How often the fleet cooldown is read from the store (docs/quota-guard.md: applies within 0.5 s). */
   sharedPollMs?: number;
-  /** A store call slower than this counts as a failure (DESIGN.md: slow > 500 ms). */
+  /** A store call slower than this counts as a failure (docs/quota-guard.md: slow > 500 ms). */
   sharedTimeoutMs?: number;
 }
 
@@ -220,7 +220,7 @@ export class QuotaGuard {
     if (status !== 429 && status !== 503) return;
     const now = this.clock.now();
     const ms = retryAfterMs(headers['retry-after'], now, headers.date);
-    // A 429 without Retry-After starts none (DESIGN.md); neither does a time already past.
+    // A 429 without Retry-After starts none (docs/quota-guard.md); neither does a time already past.
     if (ms === undefined || ms <= 0) return;
     const capped = Math.min(ms, this.maxCooldownMs);
     this.logger.warn(
@@ -376,7 +376,7 @@ export class QuotaGuard {
     if (!this.queue.has(waiter)) return;
     if (this.pumping) {
       // A store decision is pending: if the store fails, the local bucket must still get its say,
-      // or a store outage would refuse requests (DESIGN.md: none fails because of the store).
+      // or a store outage would refuse requests (docs/quota-guard.md: none fails because of the store).
       waiter.expired = true;
       return;
     }
