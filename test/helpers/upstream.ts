@@ -1,6 +1,7 @@
 /** A bare HTTPS upstream for the limit tests: counts its connections and lets a test answer. */
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { readFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import type { TestPki } from '../../src/standin/index.js';
@@ -16,7 +17,24 @@ export interface CountingUpstream {
   requests: number;
   inProgress: number;
   maxInProgress: number;
+  /**
+   * Client-side TCP connections to this upstream in ESTABLISHED state, as the kernel sees them
+   * now. Unlike `open`, it does not lag behind while this process is too busy to handle a close:
+   * a connection the client dropped leaves ESTABLISHED at once.
+   */
+  establishedClients(): number;
   close(): Promise<void>;
+}
+
+/** ESTABLISHED IPv4 sockets whose remote port is `port` (`/proc/net/tcp`, state 01). */
+function establishedTo(port: number): number {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  let count = 0;
+  for (const line of readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
+    const fields = line.trim().split(/\s+/);
+    if (fields[2]?.endsWith(`:${hexPort}`) === true && fields[3] === '01') count += 1;
+  }
+  return count;
 }
 
 export async function startCountingUpstream(
@@ -32,6 +50,7 @@ export async function startCountingUpstream(
     requests: 0,
     inProgress: 0,
     maxInProgress: 0,
+    establishedClients: (): number => 0,
     close: (): Promise<void> => Promise.resolve(),
   };
   const server: Server = createServer(
@@ -62,6 +81,7 @@ export async function startCountingUpstream(
   const address = server.address();
   const port = typeof address === 'object' && address !== null ? address.port : 0;
   state.url = `https://127.0.0.1:${port}`;
+  state.establishedClients = () => establishedTo(port);
   state.close = () =>
     new Promise<void>((resolve) => {
       for (const socket of sockets) socket.destroy();
