@@ -3,10 +3,9 @@
  * stand-in API over HTTPS. Exit codes, printed lines, drain on SIGTERM, and logs without secrets.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +14,7 @@ import {
   MAIN,
   runCli,
   startSidecarProcess,
+  tempDir,
   waitFor,
   waitReady,
   writeTemp,
@@ -211,7 +211,7 @@ describe('oauth-sidecar serve', () => {
 
   it('follows a Kubernetes Secret rotation (..data symlink swap) on the next client-credentials grant', async () => {
     // The layout the kubelet writes for a Secret volume.
-    const dir = mkdtempSync(join(tmpdir(), 'oauth-sidecar-secret-'));
+    const dir = tempDir('oauth-sidecar-secret-');
     const writeVersion = (name: string, secret: string): void => {
       mkdirSync(join(dir, name));
       writeFileSync(join(dir, name, 'client-id'), 'demo-client\n');

@@ -5,14 +5,14 @@
  * FIFO. Whatever it answers, at most 10 token requests in any 10 s, and serving again once fixed.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, unlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startStandin, type Standin } from '../src/standin/index.js';
 import {
   startSidecarProcess,
+  tempDir,
   waitFor,
   waitReady,
   writeTemp,
@@ -149,7 +149,7 @@ describe('token keeper limits, end to end', () => {
   });
 
   it('a client-secret file replaced by a FIFO: a clear error, no hung request, serving again once the file is back', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'oauth-sidecar-fifo-'));
+    const dir = tempDir('oauth-sidecar-fifo-');
     const idFile = join(dir, 'client-id');
     const secretFile = join(dir, 'client-secret');
     writeFileSync(idFile, 'limits-client\n');

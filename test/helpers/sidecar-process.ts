@@ -1,8 +1,9 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
+import { afterAll } from 'vitest';
 
 export const MAIN = join(import.meta.dirname, '..', '..', 'dist', 'main.js');
 
@@ -18,9 +19,23 @@ export interface SidecarProcess {
   stop(signal?: NodeJS.Signals): Promise<number | string>;
 }
 
+const tempDirs: string[] = [];
+// Temp files may hold test credentials: removed after the importing test file (vitest loads this
+// module once per file, so the hook joins that file's root suite).
+afterAll(() => {
+  for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A fresh temp directory, removed after the test file that made it. */
+export function tempDir(prefix = 'oauth-sidecar-test-'): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  tempDirs.push(dir);
+  return dir;
+}
+
 /** Write a PEM to a temp file and return its path (for UPSTREAM_CA_FILE). */
 export function writeTemp(name: string, content: string): string {
-  const dir = mkdtempSync(join(tmpdir(), 'oauth-sidecar-test-'));
+  const dir = tempDir();
   const file = join(dir, name);
   writeFileSync(file, content);
   return file;
