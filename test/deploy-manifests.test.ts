@@ -20,20 +20,12 @@ import {
 import {
   SECRET_EXAMPLES,
   readManifests,
-  renderKustomization,
+  renderAll,
   type Manifest,
 } from '../deploy/validate/kustomize.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const KUSTOMIZATIONS = [
-  'base',
-  'monitoring',
-  'overlays/shared-gateway',
-  'overlays/shared-gateway-redis',
-] as const;
-const rendered = new Map<string, Manifest[]>(
-  KUSTOMIZATIONS.map((name) => [name, renderKustomization(join(root, 'deploy', name))]),
-);
+const rendered = renderAll(root);
 const secretExample = SECRET_EXAMPLES.flatMap((file) => readManifests(join(root, file)));
 const everything = [...[...rendered.values()].flat(), ...secretExample];
 const find = (name: string, kind: string, objectName: string): Manifest =>

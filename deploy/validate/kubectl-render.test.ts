@@ -10,18 +10,16 @@ import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { crossReferences, typecheckFields, validateSchemas } from './checks.js';
-import { SECRET_EXAMPLES, readManifests, renderKustomization, type Manifest } from './kustomize.js';
+import {
+  KUSTOMIZATIONS,
+  SECRET_EXAMPLES,
+  readManifests,
+  renderAll,
+  type Manifest,
+} from './kustomize.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const KUSTOMIZATIONS = [
-  'base',
-  'monitoring',
-  'overlays/shared-gateway',
-  'overlays/shared-gateway-redis',
-] as const;
-const rendered = new Map<string, Manifest[]>(
-  KUSTOMIZATIONS.map((name) => [name, renderKustomization(join(root, 'deploy', name))]),
-);
+const rendered = renderAll(root);
 const everything = [
   ...[...rendered.values()].flat(),
   ...SECRET_EXAMPLES.flatMap((file) => readManifests(join(root, file))),

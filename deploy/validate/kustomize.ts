@@ -46,6 +46,21 @@ export const SECRET_EXAMPLES = [
   'deploy/overlays/shared-gateway-redis/redis-secret.example.yaml',
 ] as const;
 
+/** The kustomizations under deploy/ that are validated (deploy/ci/validate-manifests.sh renders the same). */
+export const KUSTOMIZATIONS = [
+  'base',
+  'monitoring',
+  'overlays/shared-gateway',
+  'overlays/shared-gateway-redis',
+] as const;
+
+/** Each of {@link KUSTOMIZATIONS} rendered, by name; `root` is the repository. */
+export function renderAll(root: string): Map<string, Manifest[]> {
+  return new Map(
+    KUSTOMIZATIONS.map((name) => [name, renderKustomization(join(root, 'deploy', name))]),
+  );
+}
+
 /** Every document of a YAML file that holds Kubernetes objects. */
 export function readManifests(file: string): Manifest[] {
   return parseAllDocuments(readFileSync(file, 'utf8'))
