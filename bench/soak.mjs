@@ -354,6 +354,24 @@ async function startRedis() {
   return { url: `redis://127.0.0.1:${port}`, command: redisCommand };
 }
 
+/** The environment of a soak sidecar: the stand-in upstream behind the flaky token front. */
+function soakEnv(pki, frontUrl, proxyPort, adminPort, extra = {}) {
+  return sidecarEnv({
+    upstream: standin.url,
+    tokenUrl: `${frontUrl}/oauth/token/`,
+    caFile: pki.caFile,
+    proxyPort,
+    adminPort,
+    extra: {
+      CLIENT_ID: 'soak-client',
+      CLIENT_SECRET: 'soak-secret',
+      UPSTREAM_TIMEOUT_MS: String(UPSTREAM_TIMEOUT_MS),
+      TOKEN_WAIT_MS: '1000',
+      ...extra,
+    },
+  });
+}
+
 /**
  * Phase e: a fleet of sidecars sharing one token through Redis, with a flaky token endpoint.
  * Grants are counted at the stand-in; without a store each process would make its own.
@@ -364,21 +382,10 @@ async function fleetPhase(pki, frontUrl, runFleetPhase) {
   for (let i = 0; i < PLAN.e.processes; i++) {
     const [proxyPort, adminPort] = [await freePort(), await freePort()];
     const child = startChild(args.node, [join(ROOT, 'dist', 'main.js')], {
-      env: sidecarEnv({
-        upstream: standin.url,
-        tokenUrl: `${frontUrl}/oauth/token/`,
-        caFile: pki.caFile,
-        proxyPort,
-        adminPort,
-        extra: {
-          CLIENT_ID: 'soak-client',
-          CLIENT_SECRET: 'soak-secret',
-          UPSTREAM_TIMEOUT_MS: String(UPSTREAM_TIMEOUT_MS),
-          TOKEN_WAIT_MS: '1000',
-          TOKEN_STORE_URL: redis.url,
-          // Renew about 1 s before expiry (not at half-life): one grant per 5 s token.
-          TOKEN_REFRESH_MARGIN_SECONDS: '1',
-        },
+      env: soakEnv(pki, frontUrl, proxyPort, adminPort, {
+        TOKEN_STORE_URL: redis.url,
+        // Renew about 1 s before expiry (not at half-life): one grant per 5 s token.
+        TOKEN_REFRESH_MARGIN_SECONDS: '1',
       }),
       logFile: join(work, `fleet-${i}.log`),
     });
@@ -465,19 +472,7 @@ async function main() {
     args.node,
     [...flags, '--inspect=127.0.0.1:0', join(ROOT, 'dist', 'main.js')],
     {
-      env: sidecarEnv({
-        upstream: standin.url,
-        tokenUrl: `${frontUrl}/oauth/token/`,
-        caFile: pki.caFile,
-        proxyPort,
-        adminPort,
-        extra: {
-          CLIENT_ID: 'soak-client',
-          CLIENT_SECRET: 'soak-secret',
-          UPSTREAM_TIMEOUT_MS: String(UPSTREAM_TIMEOUT_MS),
-          TOKEN_WAIT_MS: '1000',
-        },
-      }),
+      env: soakEnv(pki, frontUrl, proxyPort, adminPort),
       logFile,
     },
   );
