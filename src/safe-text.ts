@@ -70,11 +70,15 @@ export function safeLocation(location: string): string {
   }
 }
 
-/** A URL with its password (if any) replaced, for logs and `/status`. */
-export function withoutPassword(url: string): string {
-  const parsed = new URL(url);
-  if (parsed.password !== '') parsed.password = 'redacted';
-  return parsed.href;
+/** `redis://user:secret@host:6379/0` → `redis://user@host:6379/0`: the password never leaves. */
+export function redactStoreUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.password = '';
+    return parsed.toString().replace(/\/$/, '');
+  } catch {
+    return '(invalid URL)';
+  }
 }
 
 /** A wire value that cannot be a secret (a lifetime, a token type), as JSON, shortened. */

@@ -5,7 +5,7 @@
  */
 import { inspect } from 'node:util';
 import { ConfigError } from '../errors.js';
-import { withoutPassword } from '../safe-text.js';
+import { redactStoreUrl } from '../safe-text.js';
 import {
   CredentialsFileError,
   readClientCredentials,
@@ -152,7 +152,7 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
 function storeConfig(url: string | undefined, keyPrefix: string): Config['token']['store'] {
   const store = { url, keyPrefix };
   const safe = (): object => ({
-    url: url === undefined ? undefined : withoutPassword(url),
+    url: url === undefined ? undefined : redactStoreUrl(url),
     keyPrefix,
   });
   Object.defineProperty(store, 'toJSON', { value: safe, enumerable: false });

@@ -10,6 +10,7 @@ import { createClient } from '@redis/client';
 import type { Clock, TimerHandle } from '../clock.js';
 import { StoreError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
+import { redactStoreUrl } from '../safe-text.js';
 
 /** Every store call settles within this (docs/token-store.md: no answer in 500 ms counts as down). */
 export const STORE_COMMAND_TIMEOUT_MS = 500;
@@ -86,16 +87,7 @@ export interface StoreConnectionOptions {
   random?: () => number;
 }
 
-/** `redis://user:secret@host:6379/0` → `redis://user@host:6379/0`: the password never leaves. */
-export function redactStoreUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    parsed.password = '';
-    return parsed.toString().replace(/\/$/, '');
-  } catch {
-    return '(invalid URL)';
-  }
-}
+export { redactStoreUrl };
 
 /** Reconnect delay after `retries` failed attempts: full jitter over 100 ms doubling to 2 s. */
 export function reconnectDelayMs(retries: number, random: number): number {
