@@ -362,6 +362,7 @@ async function main() {
   }
   for (const [name, label, script, extraEnv] of [
     ['http-proxy', 'node:http + http-proxy 1.18 (keep-alive agent)', 'http-proxy.mjs', {}],
+    ['floor', 'node:http + undici Pool.stream() alone (the engine floor)', 'undici-floor.mjs', {}],
     [
       'hono',
       "Hono's proxy() helper (fetch)",
