@@ -82,11 +82,17 @@ function retryWaits(s: Scenario): number[] {
   });
 }
 
-/** Wait for `count` logged failures, then check that none of them waited longer than 8 s. */
+/** Wait for `count` logged failures, each of which must wait at most 8 s (checked as they come). */
 async function expectFailuresWithin8s(s: Scenario, count: number, timeoutMs: number) {
-  await waitFor(() => retryWaits(s).length >= count, timeoutMs, `${count} failed token requests`);
-  const waits = retryWaits(s);
-  expect(Math.max(...waits)).toBeLessThanOrEqual(RECOVERY_CAP_MS);
+  await waitFor(
+    () => {
+      const waits = retryWaits(s);
+      expect(Math.max(0, ...waits)).toBeLessThanOrEqual(RECOVERY_CAP_MS);
+      return waits.length >= count;
+    },
+    timeoutMs,
+    `${count} failed token requests`,
+  );
   expect((await request(`${s.sidecar.adminUrl}/readyz`)).statusCode).toBe(503);
 }
 
@@ -110,8 +116,10 @@ async function endpointOutage(fault: TokenFault, failures: number): Promise<void
   }
 }
 
+// Up to 1 + 2 + 4 + 8 × 3 s to the 7th failure, up to 15 s to serve again, and process start-up.
 describe.concurrent(
   'not serving: at most 8 s between token attempts, serving within 15 s of the fix',
+  { timeout: 60_000 },
   () => {
     it('(a) 503 with Retry-After: 3000000 (was: the next attempt an hour away)', async () => {
       await endpointOutage({ kind: 'status', status: 503, retryAfter: '3000000' }, 2);
