@@ -16,14 +16,7 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { startStandin, type Standin, type TokenFault } from '../src/standin/index.js';
-import {
-  startSidecarProcess,
-  tempDir,
-  waitFor,
-  waitReady,
-  writeTemp,
-  type SidecarProcess,
-} from './helpers/sidecar-process.js';
+import * as processes from './helpers/sidecar-process.js';
 import { busiestWindow } from './helpers/windows.js';
 
 const CLIENT_ID = 'recovery-client';
@@ -35,7 +28,7 @@ const SERVING_WITHIN_MS = 15_000;
 
 interface Scenario {
   standin: Standin;
-  sidecar: SidecarProcess;
+  sidecar: processes.SidecarProcess;
   /** Files holding the client id and secret (the sidecar reads them, not inline values). */
   idFile: string;
   secretFile: string;
@@ -43,15 +36,15 @@ interface Scenario {
 
 async function scenario(secretInFile = SECRET): Promise<Scenario> {
   const standin = await startStandin({ clientId: CLIENT_ID, clientSecret: SECRET });
-  const dir = tempDir('oauth-sidecar-recovery-');
+  const dir = processes.tempDir('oauth-sidecar-recovery-');
   const idFile = join(dir, 'client-id');
   const secretFile = join(dir, 'client-secret');
   writeFileSync(idFile, `${CLIENT_ID}\n`);
   writeFileSync(secretFile, `${secretInFile}\n`);
   try {
-    const sidecar = await startSidecarProcess({
+    const sidecar = await processes.startSidecarProcess({
       UPSTREAM_BASE_URL: standin.url,
-      UPSTREAM_CA_FILE: writeTemp('ca.pem', standin.caCert),
+      UPSTREAM_CA_FILE: processes.writeTemp('ca.pem', standin.caCert),
       CLIENT_ID_FILE: idFile,
       CLIENT_SECRET_FILE: secretFile,
       TOKEN_WAIT_MS: '300',
@@ -84,7 +77,7 @@ function retryWaits(s: Scenario): number[] {
 
 /** Wait for `count` logged failures, each of which must wait at most 8 s (checked as they come). */
 async function expectFailuresWithin8s(s: Scenario, count: number, timeoutMs: number) {
-  await waitFor(
+  await processes.waitFor(
     () => {
       const waits = retryWaits(s);
       expect(Math.max(0, ...waits)).toBeLessThanOrEqual(RECOVERY_CAP_MS);
@@ -98,7 +91,11 @@ async function expectFailuresWithin8s(s: Scenario, count: number, timeoutMs: num
 
 /** After the fix: a proxied request succeeds within 15 s; the ceiling held throughout. */
 async function expectServingWithin15s(s: Scenario, fixedAt: number): Promise<void> {
-  await waitFor(async () => (await proxiedStatus(s)) === 200, SERVING_WITHIN_MS, 'a proxied 200');
+  await processes.waitFor(
+    async () => (await proxiedStatus(s)) === 200,
+    SERVING_WITHIN_MS,
+    'a proxied 200',
+  );
   expect(Date.now() - fixedAt).toBeLessThan(SERVING_WITHIN_MS);
   expect(busiestWindow(s.standin.tokenRequests.map((r) => r.at))).toBeLessThanOrEqual(10);
 }
@@ -132,7 +129,7 @@ describe.concurrent(
     it('(c) the client-secret file replaced by a FIFO, then a regular file put back', async () => {
       const s = await scenario();
       try {
-        await waitReady(s.sidecar);
+        await processes.waitReady(s.sidecar);
         unlinkSync(s.secretFile);
         execFileSync('mkfifo', [s.secretFile]);
         // Everything the sidecar holds dies: the 401 forces a renewal, the refresh grant is
