@@ -530,8 +530,8 @@ export class TokenKeeper {
 
   /**
    * Any failure, including a rejected client-credentials grant (the secret may be rotated soon).
-   * The retry waits for the backoff / `Retry-After`, but never longer than the recovery cap past
-   * the held token's expiry (at once when none is valid): one timer covers both.
+   * The retry waits for the backoff / `Retry-After`, but never longer than the recovery cap (8 s)
+   * past the held token's expiry, or past now when none is valid: one timer covers both.
    */
   private onFailure({ grant, error }: Extract<Outcome, { ok: false }>): void {
     this.consecutiveFailures += 1;
