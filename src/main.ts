@@ -166,11 +166,14 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   const readCredentials = createCredentialsReader(config.credentials, undefined, {
     clock,
     // Fingerprints only: neither the client id nor the secret is ever logged.
-    onChange: ({ previous, current }) =>
+    onChange: ({ previous, current }) => {
       logger.info(
         { component: 'token', event: 'credentials', previous, current },
         'client credentials changed; using the new ones',
-      ),
+      );
+      // Only the keeper's attempts read the credentials, so the keeper exists by then.
+      keeper.credentialsChanged();
+    },
   });
   const store = await openTokenStore(config, { readCredentials, logger, clock });
   const keeper = new TokenKeeper({
