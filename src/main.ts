@@ -160,6 +160,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
     ca,
     http2: config.upstream.http2,
     connections: config.upstream.maxConnections,
+    origin: config.upstream.baseUrl,
   });
 
   const endpoint = tokenEndpointFor(config, tokenDispatcher);

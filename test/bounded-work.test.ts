@@ -318,6 +318,64 @@ describe('a request waiting for a free upstream connection', () => {
   });
 });
 
+describe('a client that leaves while its request is upstream', () => {
+  it('keeps the connection: a small answer is read and dropped, a large one costs the connection', async () => {
+    const release = new Map<string, () => void>();
+    const upstream = await startCountingUpstream(pki, (req, res, done) => {
+      const size = req.url === '/v1.0/large' ? 256 * 1024 : 16;
+      release.set(req.url ?? '', () => {
+        res.end('x'.repeat(size));
+        done();
+      });
+      if (req.url === '/v1.0/now') release.get(req.url)!();
+    });
+    const stack = await startStack(standin, {
+      upstream: upstream.url,
+      limits: { maxConnections: 1 },
+    });
+    const inFlight = async () => (await stack.metrics.requestsInFlight.get()).values[0]?.value ?? 0;
+    const leave = async (path: string, id: string) => {
+      const controller = new AbortController();
+      const pending = request(`${stack.url}${path}`, {
+        dispatcher: client,
+        signal: controller.signal,
+        headers: { 'x-request-id': id },
+      }).catch(() => undefined);
+      await waitFor(() => release.has(path), 5_000, `${path} upstream`);
+      controller.abort();
+      await pending;
+      await waitFor(
+        () => stack.logs.some((l) => l.requestId === id && l.status === 499),
+        5_000,
+        `the line of ${id}`,
+      );
+    };
+    const ok = async () => {
+      const res = await request(`${stack.url}/v1.0/now`, { dispatcher: client });
+      expect(res.statusCode).toBe(200);
+      await res.body.dump();
+    };
+    try {
+      await leave('/v1.0/small', 'small-1');
+      // Still counted while its answer is outstanding.
+      expect(await inFlight()).toBe(1);
+      release.get('/v1.0/small')!();
+      await waitFor(async () => (await inFlight()) === 0, 5_000, 'the small answer dropped');
+      await ok();
+      expect(upstream.connections).toBe(1);
+
+      await leave('/v1.0/large', 'large-1');
+      release.get('/v1.0/large')!();
+      await waitFor(async () => (await inFlight()) === 0, 5_000, 'the large answer cut');
+      await ok();
+      expect(upstream.connections).toBe(2);
+    } finally {
+      await stack.close();
+      await upstream.close();
+    }
+  });
+});
+
 describe('upstream.bodyTimeoutMs', () => {
   it('an upstream that stalls inside its body aborts the client response after the pause', async () => {
     const stack = await startStack(standin, { limits: { upstreamBodyTimeoutMs: 300 } });

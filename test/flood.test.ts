@@ -191,14 +191,15 @@ describe('floods under the container heap cap', () => {
     session.destroy();
     for (const storm of sessions) storm.destroy();
     expect(s.child.exitCode).toBeNull();
-    // A stream whose RST_STREAM arrived after it was sent upstream was forwarded (and aborted);
-    // every other one was not. Those in flight are bounded by one session's 100 streams (before
-    // issue 8: all 20,000 were forwarded, 5,001 upstream connections).
+    // A stream whose RST_STREAM arrived after it was sent upstream was forwarded (its answer is
+    // read and dropped); every other one was not. Alone this is 80–100 of 20,000; under a full
+    // parallel test run on 2 cores the client's resets arrive later and up to ~120 were seen.
+    // The bound is 1 % (before issue 8: all 20,000 were forwarded, 5,001 upstream connections).
     const forwarded = upstream.requests - requestsBefore - 2; // minus the one after the storm and the probe
     console.info(
       `h2 storm: ${forwarded} of 20,000 reset streams reached the upstream; at most ${maxOpen} upstream connections at once`,
     );
-    expect(forwarded).toBeLessThanOrEqual(100);
+    expect(forwarded).toBeLessThanOrEqual(200);
     clearInterval(sampler);
     // Aborting an HTTP/1.1 request in flight costs its connection; open at once: at most the cap.
     expect(maxOpen).toBeLessThanOrEqual(MAX_CONNECTIONS);

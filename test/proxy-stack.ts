@@ -146,6 +146,7 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
     ca: standin.caCert,
     http2: options.upstreamHttp2 ?? false,
     connections: limits.maxConnections ?? DEFAULT_LIMITS.maxConnections,
+    origin: options.upstream ?? standin.url,
   });
   const quota = new QuotaGuard({
     rateLimit: undefined,

@@ -191,29 +191,33 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     const started = clock.now();
     let timer: ReturnType<typeof clock.setTimeout> | undefined;
 
-    const call = new UpstreamCall(res, {
-      onHead(statusCode, headers): HeadDecision {
-        if (timer !== undefined) clock.clearTimeout(timer);
-        timer = undefined;
-        observeDuration(label, (clock.now() - started) / 1000);
-        countRequest(label, statusCode);
-        if (statusCode === 401) {
-          // Always report the token: the keeper decides whether it is still current (docs/design.md "Token keeper").
-          const verdict = tokens.invalidate(token);
-          const replay = mayReplay && verdict !== 'keep';
-          metrics.upstreamUnauthorized.inc({ replayed: String(replay) });
-          if (replay) return { replay: true, bodiless: true, taps: [] };
-        }
-        return {
-          replay: false,
-          // STAGE HOOK 2: the answer head, before the client sees it.
-          taps: exchange === undefined ? [] : tapsFor(exchange, statusCode, headers),
-          headers: clientResponseHeaders(headers, ctx.requestId, statusCode),
-          bodiless: bodiless(statusCode, method),
-        };
+    const call = new UpstreamCall(
+      res,
+      {
+        onHead(statusCode, headers): HeadDecision {
+          if (timer !== undefined) clock.clearTimeout(timer);
+          timer = undefined;
+          observeDuration(label, (clock.now() - started) / 1000);
+          countRequest(label, statusCode);
+          if (statusCode === 401) {
+            // Always report the token: the keeper decides whether it is still current (docs/design.md "Token keeper").
+            const verdict = tokens.invalidate(token);
+            const replay = mayReplay && verdict !== 'keep';
+            metrics.upstreamUnauthorized.inc({ replayed: String(replay) });
+            if (replay) return { replay: true, bodiless: true, taps: [] };
+          }
+          return {
+            replay: false,
+            // STAGE HOOK 2: the answer head, before the client sees it.
+            taps: exchange === undefined ? [] : tapsFor(exchange, statusCode, headers),
+            headers: clientResponseHeaders(headers, ctx.requestId, statusCode),
+            bodiless: bodiless(statusCode, method),
+          };
+        },
+        onError: (err, state) => classify(err, state, method, label, ctx),
       },
-      onError: (err, state) => classify(err, state, method, label, ctx),
-    });
+      body.kind !== 'stream',
+    );
     // undici's headersTimeout starts once the request is written; this one also covers the wait
     // for a free connection under `upstream.maxConnections` (docs/configuration.md: time to response headers).
     timer = clock.setTimeout(() => {

@@ -53,6 +53,12 @@ export interface UpstreamCallState {
   readonly clientEnded: boolean;
 }
 
+/**
+ * The most of an answer read and dropped after its client left, to keep the connection; a longer
+ * answer costs the connection instead.
+ */
+export const DRAIN_LIMIT_BYTES = 64 * 1024;
+
 export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallState {
   abortedBy: AbortCause | undefined;
   headersSeen = false;
@@ -81,6 +87,10 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
   #reject!: (err: Error) => void;
   #taps: BodyTap[] = [];
   #discard = false;
+  /** The client left after the request was written: the answer is read and dropped. */
+  #draining = false;
+  #drained = 0;
+  readonly #drainable: boolean;
   #upstreamEnded = false;
   readonly #res: ClientResponse;
   readonly #hooks: UpstreamCallHooks;
@@ -90,9 +100,14 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
     this.abort('client', new ClientGoneError());
   };
 
-  constructor(res: ClientResponse, hooks: UpstreamCallHooks) {
+  /**
+   * @param drainable the request body is sent whole (none or buffered): when the client leaves,
+   *   the answer can be read to its end and the connection kept.
+   */
+  constructor(res: ClientResponse, hooks: UpstreamCallHooks, drainable: boolean) {
     this.#res = res;
     this.#hooks = hooks;
+    this.#drainable = drainable;
     this.done = new Promise<Attempt>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
@@ -116,6 +131,17 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
       return;
     }
     if (this.#controller !== undefined) {
+      if (cause === 'client' && this.#drainable) {
+        // The request is written: read the rest of the answer and drop it (at most
+        // DRAIN_LIMIT_BYTES, within undici's own timeouts) instead of destroying the
+        // connection. An abort would cost the upstream a new TLS connection per client that
+        // leaves; under an h2 reset storm that churn went past `upstream.maxConnections`.
+        this.#draining = true;
+        this.#discard = true;
+        this.#controller.resume();
+        this.#conclude(reason);
+        return;
+      }
       this.#controller.abort(reason);
       return;
     }
@@ -162,6 +188,11 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.#draining) {
+      this.#drained += chunk.length;
+      if (this.#drained > DRAIN_LIMIT_BYTES) controller.abort(new ClientGoneError());
+      return;
+    }
     if (this.#discard || this.#settled) return;
     const res = this.#res;
     if (res.destroyed) {
