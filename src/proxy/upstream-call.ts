@@ -9,6 +9,7 @@
  * head, client gone), or rejects with the error that came before anything was written.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { EventEmitter } from 'node:events';
 import type { Dispatcher } from 'undici';
 import type { ClientResponse } from './outcome.js';
 import { ClientGoneError } from './request-body.js';
@@ -59,6 +60,14 @@ export interface UpstreamCallState {
  */
 export const DRAIN_LIMIT_BYTES = 64 * 1024;
 
+/**
+ * What closes when the client goes: the h2 stream (an h2 compat response has no `destroyed` of
+ * its own, and writing to a reset stream returns false with no 'drain' ever), else the response.
+ */
+function closesWithClient(res: ClientResponse): EventEmitter & { destroyed: boolean } {
+  return 'stream' in res ? res.stream : res;
+}
+
 export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallState {
   abortedBy: AbortCause | undefined;
   headersSeen = false;
@@ -93,6 +102,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
   readonly #drainable: boolean;
   #upstreamEnded = false;
   readonly #res: ClientResponse;
+  readonly #client: EventEmitter & { destroyed: boolean };
   readonly #hooks: UpstreamCallHooks;
   readonly #onResClose = (): void => {
     // Finished, or destroyed by us after an upstream failure: not the client's doing.
@@ -118,7 +128,8 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
         resolve();
       };
     });
-    res.once('close', this.#onResClose);
+    this.#client = closesWithClient(res);
+    this.#client.once('close', this.#onResClose);
   }
 
   /** Abort from this side (timeout, client gone, client body stalled). */
@@ -167,6 +178,11 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
     headers: IncomingHttpHeaders,
   ): void {
     if (statusCode < 200 || this.#settled) return;
+    if (this.#client.destroyed) {
+      // Gone before its answer came (its close may have been missed): nothing to write to.
+      this.abort('client', new ClientGoneError());
+      return;
+    }
     this.headersSeen = true;
     this.upstreamStatus = statusCode;
     const decision = this.#hooks.onHead(statusCode, headers);
@@ -195,7 +211,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
     }
     if (this.#discard || this.#settled) return;
     const res = this.#res;
-    if (res.destroyed) {
+    if (this.#client.destroyed) {
       this.abort('client', new ClientGoneError());
       return;
     }
@@ -239,7 +255,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
       this.#fail(verdict);
       return;
     }
-    if (verdict.kind === 'cut' && !this.#res.destroyed) this.#res.destroy();
+    if (verdict.kind === 'cut' && !this.#client.destroyed) this.#res.destroy();
     this.#endTaps(verdict.kind === 'answered');
     this.#succeed(verdict);
   }
@@ -266,6 +282,6 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
 
   #settle(): void {
     this.#settled = true;
-    this.#res.off('close', this.#onResClose);
+    this.#client.off('close', this.#onResClose);
   }
 }
