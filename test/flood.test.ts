@@ -71,6 +71,15 @@ async function sidecar(extra: Record<string, string> = {}): Promise<SidecarProce
   return process;
 }
 
+/** One GET on an h2 session; resolves with its status. */
+function h2Status(session: ReturnType<typeof connectH2>, path: string): Promise<number> {
+  const stream = session.request({ ':path': path });
+  stream.resume();
+  return new Promise<number>((resolve) =>
+    stream.once('response', (headers) => resolve(Number(headers[':status']))),
+  );
+}
+
 /** /metrics and a client's GET, each timed; both must answer within 2 s. */
 async function probe(
   s: SidecarProcess,
@@ -152,11 +161,7 @@ describe('floods under the container heap cap', () => {
         started = Date.now();
         const other = connectH2(s.proxyUrl);
         other.on('error', () => undefined);
-        const stream = other.request({ ':path': '/v1.0/other' });
-        stream.resume();
-        const status = await new Promise<number>((resolve) =>
-          stream.once('response', (headers) => resolve(Number(headers[':status']))),
-        );
+        const status = await h2Status(other, '/v1.0/other');
         other.close();
         during.push({ metricsMs, otherMs: Date.now() - started, status });
       }
@@ -203,21 +208,12 @@ describe('floods under the container heap cap', () => {
     const session = connectH2(s.proxyUrl);
     session.on('error', () => undefined);
     // Every stream is closed on the client; a normal request on the same session comes after them.
-    const ok = session.request({ ':path': '/v1.0/after-the-storm' });
-    ok.resume();
-    const status = await new Promise<number>((resolve) =>
-      ok.once('response', (headers) => resolve(Number(headers[':status']))),
-    );
-    expect(status).toBe(200);
+    expect(await h2Status(session, '/v1.0/after-the-storm')).toBe(200);
     const peak = rssOf(pid);
     const p = await probe(s, async () => {
       const other = connectH2(s.proxyUrl);
       try {
-        const stream = other.request({ ':path': '/v1.0/other' });
-        stream.resume();
-        return await new Promise<number>((resolve) =>
-          stream.once('response', (headers) => resolve(Number(headers[':status']))),
-        );
+        return await h2Status(other, '/v1.0/other');
       } finally {
         other.close();
       }

@@ -42,16 +42,6 @@ describe('createUpstreamDispatcher', () => {
     );
     await dispatcher.close();
   });
-});
-
-describe('the upstream Pool', () => {
-  let standin: Standin;
-  beforeAll(async () => {
-    standin = await startStandin();
-  });
-  afterAll(async () => {
-    await standin.close();
-  });
 
   it('serves its one origin with at most `connections` sockets', async () => {
     const dispatcher = createUpstreamDispatcher({

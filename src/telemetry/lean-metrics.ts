@@ -30,24 +30,31 @@ export interface LeanHistogramOptions<L extends string> {
   registers: readonly Registry[];
 }
 
-export class LeanHistogram<L extends string> {
+/** What a Registry needs of a metric (prom-client's Metric shape): it registers itself. */
+abstract class LeanMetric {
   readonly name: string;
   readonly help: string;
-  readonly type = 'histogram' as const;
   readonly aggregator = 'sum' as const;
+
+  constructor(options: { name: string; help: string; registers: readonly Registry[] }) {
+    this.name = options.name;
+    this.help = options.help;
+    for (const registry of options.registers) registry.registerMetric(this as never);
+  }
+}
+
+export class LeanHistogram<L extends string> extends LeanMetric {
+  readonly type = 'histogram' as const;
   readonly labelNames: readonly L[];
   readonly #labelName: L;
   readonly #bounds: readonly number[];
   #series = new Map<string, Series>();
 
   constructor(options: LeanHistogramOptions<L>) {
-    this.name = options.name;
-    this.help = options.help;
+    super(options);
     this.#labelName = options.labelName;
     this.labelNames = [options.labelName];
     this.#bounds = [...options.buckets].sort((a, b) => a - b);
-    // A Registry takes any object with name/help/type/get/reset (prom-client's Metric shape).
-    for (const registry of options.registers) registry.registerMetric(this as never);
   }
 
   /** The child for one label value; keep it, its `observe` does no lookup. */
@@ -131,11 +138,8 @@ export interface LeanCounterChild {
  * A Prometheus counter whose children increment a number: prom-client's Counter hashes the label
  * set on every `inc` (docs/benchmarks.md "Hot path"). Same exposition, registered the same way.
  */
-export class LeanCounter<L extends string> {
-  readonly name: string;
-  readonly help: string;
+export class LeanCounter<L extends string> extends LeanMetric {
   readonly type = 'counter' as const;
-  readonly aggregator = 'sum' as const;
   readonly labelNames: readonly L[];
   #series = new Map<string, { labels: Record<L, string>; value: number }>();
 
@@ -145,10 +149,8 @@ export class LeanCounter<L extends string> {
     labelNames: readonly L[];
     registers: readonly Registry[];
   }) {
-    this.name = options.name;
-    this.help = options.help;
+    super(options);
     this.labelNames = options.labelNames;
-    for (const registry of options.registers) registry.registerMetric(this as never);
   }
 
   /** The child for one label set; keep it, its `inc` does no lookup. */
