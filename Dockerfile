@@ -39,7 +39,7 @@ LABEL org.opencontainers.image.title="oauth-sidecar" \
 #   semi-space 1 (+ tunables)             86       106         121              +40 % (scavenges)
 #   --v8-pool-size=2 / 1                  86 / 91  108 / 117   127 / 134        -
 #   --max-old-space-size=128 / 96         86 / 87  109 / 112   125 / 123        -
-#   --liftoff-only (cmd line, no tunables) 84     -            -                +28 %
+#   --liftoff-only (cmd line, no tunables) 84     -            -                +27 %
 # GLIBC_TUNABLES: one malloc arena and a 128 KiB trim threshold. V8 optimises undici's HTTP parser
 # (WebAssembly) on a worker thread with ~10 MiB of scratch memory; in that thread's own arena glibc
 # kept it after the compile. The old-space cap keeps a flood from growing the heap past the pod
