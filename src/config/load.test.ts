@@ -391,6 +391,24 @@ describe('loadConfig: one line per bad configuration', () => {
     ]);
   });
 
+  it('one key with several problems reports each once, in order', async () => {
+    expect(
+      await problemsFromEnv({ ...GOOD, UPSTREAM_BASE_URL: 'http://u:p@api.example.com/a?b#c' }),
+    ).toEqual([
+      'UPSTREAM_BASE_URL (upstream.baseUrl): must not contain credentials (user:password@); configure credentials.* instead',
+      'UPSTREAM_BASE_URL (upstream.baseUrl): must not contain a fragment (#...)',
+      'UPSTREAM_BASE_URL (upstream.baseUrl): must be an origin only (https://host[:port]); remove the path "/a" (use upstream.pathPrefixes for forwarded paths)',
+      'UPSTREAM_BASE_URL (upstream.baseUrl): must not contain a query string (?...)',
+    ]);
+    // Beyond the safe-integer range: one line (zod, used before, printed this one twice).
+    expect(await problemsFromEnv({ ...GOOD, UPSTREAM_TIMEOUT_MS: '-1e17' })).toEqual([
+      'UPSTREAM_TIMEOUT_MS (upstream.timeoutMs): must be a whole number of milliseconds from 1 to 600000 (got "-100000000000000000")',
+    ]);
+    expect(await problemsFromEnv({ ...GOOD, UPSTREAM_TIMEOUT_MS: '1e999' })).toEqual([
+      'UPSTREAM_TIMEOUT_MS (upstream.timeoutMs): must be a whole number of milliseconds from 1 to 600000 (got "null")',
+    ]);
+  });
+
   it('no credential source', async () => {
     expect(await problemsFromEnv({ UPSTREAM_BASE_URL: 'https://api.example.com' })).toEqual([
       `${SOURCES}: one credential source is required, none is set`,
