@@ -103,7 +103,7 @@ function hasTool(tool) {
 /** A variable of the Dockerfile's ENV (NODE_OPTIONS, GLIBC_TUNABLES): the shipped runtime's. */
 function dockerEnv(name) {
   const text = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
-  return new RegExp(`\\b${name}="([^"]*)"`).exec(text)?.[1] ?? '';
+  return new RegExp(`^\\s*(?:ENV\\s+)?${name}="([^"]*)"`, 'm').exec(text)?.[1] ?? '';
 }
 const BODY_2KB = '/v1.0/contracts/';
 const BODY_1MB = '/v1.0/big';

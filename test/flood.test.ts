@@ -26,7 +26,7 @@ const MIB = 1024 * 1024;
 const MAX_CONNECTIONS = 16;
 const DOCKERFILE = readFileSync(join(import.meta.dirname, '..', 'Dockerfile'), 'utf8');
 const NODE_OPTIONS = /NODE_OPTIONS="([^"]*)"/.exec(DOCKERFILE)?.[1] ?? '';
-const GLIBC_TUNABLES = /GLIBC_TUNABLES="([^"]*)"/.exec(DOCKERFILE)?.[1] ?? '';
+const GLIBC_TUNABLES = /^\s*GLIBC_TUNABLES="([^"]*)"/m.exec(DOCKERFILE)?.[1];
 
 let pki: TestPki;
 let standin: Standin;
@@ -57,7 +57,7 @@ function rssOf(pid: number): number {
 async function sidecar(extra: Record<string, string> = {}): Promise<SidecarProcess> {
   const process = await startSidecarProcess({
     NODE_OPTIONS,
-    GLIBC_TUNABLES,
+    ...(GLIBC_TUNABLES !== undefined && { GLIBC_TUNABLES }),
     UPSTREAM_BASE_URL: upstream.url,
     TOKEN_URL: `${standin.url}/oauth/token/`,
     UPSTREAM_CA_FILE: writeTemp('ca.pem', pki.caCert),
