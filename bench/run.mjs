@@ -5,7 +5,7 @@
 //   npm run build && node bench/run.mjs [--rounds 4] [--duration 10] [--rate 1000]
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."]
 //     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,http-proxy,hono] [--no-pin]
-//     [--footprint-node /path/to/node24] [--no-footprint] [--keep]
+//     [--footprint-node /path/to/node24] [--no-footprint] [--keep] [--only-2kb]
 //     [--footprint-node-options "..."] [--footprint-glibc-tunables "..."]
 //
 // What ships is measured: the sidecar at the default log level (`sidecar`, LOG_LEVEL unset) with
@@ -75,6 +75,8 @@ const { values: args } = parseArgs({
     /** Likewise for the Dockerfile's GLIBC_TUNABLES (malloc settings); "" runs without any. */
     'footprint-glibc-tunables': { type: 'string' },
     keep: { type: 'boolean', default: false },
+    /** Iterating or profiling: the 2 KB closed-loop row only (no 1 MB, no fixed rate). */
+    'only-2kb': { type: 'boolean', default: false },
   },
 });
 const ROUNDS = Number(args.rounds);
@@ -356,6 +358,10 @@ async function main() {
     sidecarAdmin = s.admin;
     add('sidecar', 'oauth-sidecar (default log level: info)', s.base, () => [s.proc.pid]);
   }
+  if (wanted.has('sidecar-direct')) {
+    const s = await startSidecar('sidecar-direct', { LOG_LEVEL: undefined, EXP_DIRECT: '1' });
+    add('sidecar-direct', 'EXPERIMENT direct', s.base, () => [s.proc.pid]);
+  }
   if (wanted.has('sidecar-warn')) {
     const s = await startSidecar('sidecar-warn', { LOG_LEVEL: 'warn' });
     add('sidecar-warn', 'oauth-sidecar (LOG_LEVEL=warn)', s.base, () => [s.proc.pid]);
@@ -389,6 +395,10 @@ async function main() {
         PORT: String(port),
         UPSTREAM: upstream,
         CA_FILE: pki.caFile,
+        // Profiling a peer: BENCH_PEER_NODE_OPTIONS="--cpu-prof --cpu-prof-dir=DIR".
+        ...(process.env.BENCH_PEER_NODE_OPTIONS
+          ? { NODE_OPTIONS: process.env.BENCH_PEER_NODE_OPTIONS }
+          : {}),
         ...extraEnv,
       },
       logFile: log(name),
@@ -439,14 +449,20 @@ async function main() {
       result.cpuUsPerRequest = pids.length ? (cpuMs * 1000) / result.requests : NaN;
       round.results[t.name].kb2 = result;
     }
-    for (const t of order) {
+    if (args['only-2kb']) {
+      for (const t of order) {
+        round.results[t.name].mb1 = { mbPerSecond: NaN, peakRssSampled: NaN, non2xx: 0 };
+        round.results[t.name].rate = { p50: NaN, p99: NaN };
+      }
+    }
+    for (const t of args['only-2kb'] ? [] : order) {
       const stopSampler = rssSampler(t.pids().length ? t.pids() : []);
       const result = await wrk(`${t.base}${BODY_1MB}`, DURATION);
       result.mbPerSecond = (result.rps * MIB) / 1e6;
       result.peakRssSampled = t.pids().length ? stopSampler() : (stopSampler(), NaN);
       round.results[t.name].mb1 = result;
     }
-    for (const t of order) {
+    for (const t of args['only-2kb'] ? [] : order) {
       round.results[t.name].rate = await fixedRate(`${t.base}${BODY_2KB}`, t.caFile);
     }
     rounds.push(round);

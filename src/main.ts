@@ -159,17 +159,21 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
     ca,
     http2: config.upstream.http2,
     connections: config.upstream.maxConnections,
+    origin: config.upstream.baseUrl,
   });
 
   const endpoint = tokenEndpointFor(config, tokenDispatcher);
   const readCredentials = createCredentialsReader(config.credentials, undefined, {
     clock,
     // Fingerprints only: neither the client id nor the secret is ever logged.
-    onChange: ({ previous, current }) =>
+    onChange: ({ previous, current }) => {
       logger.info(
         { component: 'token', event: 'credentials', previous, current },
         'client credentials changed; using the new ones',
-      ),
+      );
+      // Only the keeper's attempts read the credentials, so the keeper exists by then.
+      keeper.credentialsChanged();
+    },
   });
   const store = await openTokenStore(config, { readCredentials, logger, clock });
   const keeper = new TokenKeeper({
@@ -231,6 +235,17 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   });
 
   keeper.start();
+  const requestLog =
+    deps.logSink === undefined
+      ? undefined
+      : createRequestLog({ level: config.log.level, sink: deps.logSink });
+  // The last batch of request lines reaches stdout even when the process exits without a
+  // shutdown; pino's destination writes what it holds synchronously on exit.
+  const flushRequestLogOnExit = (): void => {
+    requestLog?.flush();
+    (deps.logSink as { flushSync?: () => void } | undefined)?.flushSync?.();
+  };
+  if (requestLog !== undefined) process.once('exit', flushRequestLogOnExit);
   let proxy: Awaited<ReturnType<typeof startProxy>> | undefined;
   let admin: Awaited<ReturnType<typeof startAdminServer>> | undefined;
   try {
@@ -240,15 +255,13 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
       tokens: keeper,
       metrics,
       logger: proxyLogger,
-      requestLog:
-        deps.logSink === undefined
-          ? undefined
-          : createRequestLog({ level: config.log.level, sink: deps.logSink }),
+      requestLog,
       clock,
       stages: cache ? [cache, quotaStage(quota)] : [quotaStage(quota)],
     });
     admin = await startAdminServer({ app: adminApp, listen: config.admin.listen });
   } catch (error) {
+    process.off('exit', flushRequestLogOnExit);
     keeper.stop();
     quota.close();
     await proxy?.drain(0);
@@ -283,6 +296,8 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
         'shutting down: draining the proxy listener',
       );
       await proxyServer.drain(DRAIN_TIMEOUT_MS);
+      requestLog?.flush();
+      process.off('exit', flushRequestLogOnExit);
       keeper.stop();
       quota.close();
       await adminServer.close();
@@ -408,16 +423,19 @@ async function demo(env: Env, io: Io): Promise<number | undefined> {
 }
 
 /** With pino-pretty, request lines go through the logger so they are pretty too (demo only). */
-function prettySink(logger: Logger): { write(line: string): void } {
+function prettySink(logger: Logger): { write(lines: string): void } {
   return {
-    write(line) {
-      const {
-        level: _level,
-        time: _time,
-        msg,
-        ...fields
-      } = JSON.parse(line) as Record<string, unknown>;
-      logger.info(fields, String(msg));
+    write(lines) {
+      for (const line of lines.split('\n')) {
+        if (line === '') continue;
+        const {
+          level: _level,
+          time: _time,
+          msg,
+          ...fields
+        } = JSON.parse(line) as Record<string, unknown>;
+        logger.info(fields, String(msg));
+      }
     },
   };
 }

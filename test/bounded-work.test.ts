@@ -250,6 +250,132 @@ describe('proxy.bodyTimeoutMs', () => {
   );
 });
 
+describe('a request waiting for a free upstream connection', () => {
+  it('gets its 504 at upstream.timeoutMs, stays counted until the pool drops it, and costs no connection; a waiting request whose client left is not sent', async () => {
+    let held: (() => void) | undefined;
+    const upstream = await startCountingUpstream(pki, (req, res, done) => {
+      const answer = () => {
+        res.end('{"ok":true}');
+        done();
+      };
+      if (req.url === '/v1.0/hold') {
+        // Its head at once (no upstream timeout), its body when the test says so.
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.flushHeaders();
+        held = answer;
+      } else answer();
+    });
+    const stack = await startStack(standin, {
+      upstream: upstream.url,
+      timeoutMs: 300,
+      limits: { maxConnections: 1 },
+    });
+    const inFlight = async () => (await stack.metrics.requestsInFlight.get()).values[0]?.value ?? 0;
+    try {
+      // The only connection: taken by an answer whose body ends when the test says so.
+      const first = request(`${stack.url}/v1.0/hold`, { dispatcher: client });
+      await waitFor(() => held !== undefined, 5_000, 'the first request upstream');
+      const started = Date.now();
+      const queued = await request(`${stack.url}/v1.0/queued`, { dispatcher: client });
+      expect(queued.statusCode).toBe(504);
+      expect(envelopeCode(await queued.body.text())).toBe('upstream_timeout');
+      // Answered at the timeout, not when the connection came free.
+      expect(Date.now() - started).toBeLessThan(2_000);
+      // A second waiting request whose client leaves.
+      const controller = new AbortController();
+      const gone = request(`${stack.url}/v1.0/gone`, {
+        dispatcher: client,
+        signal: controller.signal,
+        headers: { 'x-request-id': 'gone-1' },
+      }).catch(() => undefined);
+      await waitFor(async () => (await inFlight()) === 3, 5_000, 'the third request in flight');
+      controller.abort();
+      await gone;
+      // The sidecar saw it leave: its line says 499 while it still waits in the pool.
+      await waitFor(
+        () => stack.logs.some((l) => l.requestId === 'gone-1' && l.status === 499),
+        5_000,
+        'the line of the request whose client left',
+      );
+      // Both still wait in the pool: they count against proxy.maxInFlight until it drops them.
+      expect(await inFlight()).toBe(3);
+      held!();
+      const firstAnswer = await first;
+      expect(firstAnswer.statusCode).toBe(200);
+      await firstAnswer.body.dump();
+      await waitFor(async () => (await inFlight()) === 0, 5_000, 'every request released');
+      // Neither waiting request reached the upstream, and the one connection was kept.
+      expect(upstream.requests).toBe(1);
+      expect(upstream.connections).toBe(1);
+      const after = await request(`${stack.url}/v1.0/after`, { dispatcher: client });
+      expect(after.statusCode).toBe(200);
+      await after.body.dump();
+      expect(upstream.connections).toBe(1);
+    } finally {
+      await stack.close();
+      await upstream.close();
+    }
+  });
+});
+
+describe('a client that leaves while its request is upstream', () => {
+  it('keeps the connection: a small answer is read and dropped, a large one costs the connection', async () => {
+    const release = new Map<string, () => void>();
+    const upstream = await startCountingUpstream(pki, (req, res, done) => {
+      const size = req.url === '/v1.0/large' ? 256 * 1024 : 16;
+      release.set(req.url ?? '', () => {
+        res.end('x'.repeat(size));
+        done();
+      });
+      if (req.url === '/v1.0/now') release.get(req.url)!();
+    });
+    const stack = await startStack(standin, {
+      upstream: upstream.url,
+      limits: { maxConnections: 1 },
+    });
+    const inFlight = async () => (await stack.metrics.requestsInFlight.get()).values[0]?.value ?? 0;
+    const leave = async (path: string, id: string) => {
+      const controller = new AbortController();
+      const pending = request(`${stack.url}${path}`, {
+        dispatcher: client,
+        signal: controller.signal,
+        headers: { 'x-request-id': id },
+      }).catch(() => undefined);
+      await waitFor(() => release.has(path), 5_000, `${path} upstream`);
+      controller.abort();
+      await pending;
+      await waitFor(
+        () => stack.logs.some((l) => l.requestId === id && l.status === 499),
+        5_000,
+        `the line of ${id}`,
+      );
+    };
+    const ok = async () => {
+      const res = await request(`${stack.url}/v1.0/now`, { dispatcher: client });
+      expect(res.statusCode).toBe(200);
+      await res.body.dump();
+    };
+    try {
+      await leave('/v1.0/small', 'small-1');
+      // Still counted while its answer is outstanding.
+      expect(await inFlight()).toBe(1);
+      release.get('/v1.0/small')!();
+      await waitFor(async () => (await inFlight()) === 0, 5_000, 'the small answer dropped');
+      await ok();
+      expect(upstream.connections).toBe(1);
+
+      await leave('/v1.0/large', 'large-1');
+      release.get('/v1.0/large')!();
+      await waitFor(async () => (await inFlight()) === 0, 5_000, 'the large answer cut');
+      await ok();
+      expect(upstream.connections).toBe(2);
+    } finally {
+      await stack.close();
+      await upstream.close();
+    }
+  });
+});
+
 describe('upstream.bodyTimeoutMs', () => {
   it('an upstream that stalls inside its body aborts the client response after the pause', async () => {
     const stack = await startStack(standin, { limits: { upstreamBodyTimeoutMs: 300 } });
@@ -292,6 +418,11 @@ describe('an upstream 204 with a body', () => {
       expect(conn.text()).not.toContain('hello');
       expect(conn.ended()).toBe(false);
       conn.socket.destroy();
+      await waitFor(
+        () => stack.logs.filter((l) => l.msg === 'request').length === 2,
+        5_000,
+        'both request lines',
+      );
       const lines = stack.logs.filter((l) => l.msg === 'request');
       expect(lines.map((l) => [l.status, l.result])).toEqual([
         [204, undefined],

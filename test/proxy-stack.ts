@@ -130,7 +130,12 @@ export const DEFAULT_LIMITS = {
 export async function startStack(standin: Standin, options: StackOptions = {}): Promise<Stack> {
   const logs: Record<string, unknown>[] = [];
   const sink = {
-    write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>),
+    // One or more whole lines per write (the request log batches them).
+    write: (lines: string) => {
+      for (const line of lines.split('\n')) {
+        if (line !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
+      }
+    },
   };
   const level = options.logLevel ?? 'info';
   const logger = createLogger({ level, destination: sink });
@@ -141,6 +146,7 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
     ca: standin.caCert,
     http2: options.upstreamHttp2 ?? false,
     connections: limits.maxConnections ?? DEFAULT_LIMITS.maxConnections,
+    origin: options.upstream ?? standin.url,
   });
   const quota = new QuotaGuard({
     rateLimit: undefined,

@@ -202,6 +202,12 @@ describe('forwarding', () => {
   it('logs one line per request with the path but not the query', async () => {
     const res = await get('/v1.0/status/200?secret=hunter2', { 'x-request-id': 'log-line-1' });
     await res.body.dump();
+    // Request lines go out in batches (at most REQUEST_LOG_FLUSH_MS later).
+    await waitFor(
+      () => stack.logs.some((line) => line.requestId === 'log-line-1'),
+      5_000,
+      'the request line',
+    );
     const lines = stack.logs.filter((line) => line.requestId === 'log-line-1');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({
@@ -349,6 +355,11 @@ describe('401 from the upstream', () => {
     expect(after).toBe(before + 1);
     const seen = standin.apiRequests.filter((r) => r.headers['x-request-id'] === 'replay-1');
     expect(seen.map((r) => r.status)).toEqual([401, 200]);
+    await waitFor(
+      () => stack.logs.some((line) => line.requestId === 'replay-1'),
+      5_000,
+      'the request line',
+    );
     expect(stack.logs.find((line) => line.requestId === 'replay-1')).toMatchObject({
       replayed: true,
       status: 200,

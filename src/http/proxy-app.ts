@@ -1,30 +1,66 @@
-import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
+/**
+ * The proxy listener's Hono app: it answers the requests the sidecar refuses before anything is
+ * forwarded (unsafe target, path outside the prefixes, refused method, too many header fields,
+ * two Hosts, draining, `proxy.maxInFlight` full) through its `onError`, the error handler every
+ * refusal goes through. Forwarded requests do not pass through it: the node handler in front
+ * (proxy-handler.ts) takes them straight to the forwarder, so the hot path runs no router,
+ * no Context and no `Response` (docs/benchmarks.md "Hot path").
+ */
+import { getRequestListener, type Http2Bindings, type HttpBindings } from '@hono/node-server';
 import { Hono } from 'hono';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
+import { SidecarError, type ProxyErrorCode } from '../errors.js';
+import { checkRequestTarget } from '../proxy/path-safety.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
-import { createErrorHandler } from './error-handler.js';
-import type { ProxyHandler } from './proxy-handler.js';
+import { createErrorHandler, errorCodeOf } from './error-handler.js';
 import type { ProxyEnv } from './proxy-env.js';
 
 export interface ProxyAppOptions {
-  handler: ProxyHandler;
   logger: Logger;
   metrics: Pick<SidecarMetrics, 'proxyRejected'>;
 }
 
+type NodeRequest = IncomingMessage | Http2ServerRequest;
+type NodeResponse = ServerResponse | Http2ServerResponse;
+
+/** Answers one refused request; resolves with what the request line records. */
+export type RefusalAnswerer = (
+  req: NodeRequest,
+  res: NodeResponse,
+  refusal: SidecarError,
+  requestId: string,
+) => Promise<{ status: number; code: ProxyErrorCode }>;
+
 /**
- * The proxy listener's Hono app: one route, no middleware chain. The handler (proxy-handler.ts)
- * does every check and writes the answer straight into the node response (docs/engine-choice.md); a
- * middleware per concern cost a promise hop and a closure each per request (docs/benchmarks.md).
- * Needs the node bindings of `@hono/node-server` (`c.env.incoming`/`c.env.outgoing`).
+ * Target the adapter is handed instead of an unsafe one (the adapter's URL parser would answer
+ * some with a bare 400); the refusal was already judged on the raw target.
  */
-export function createProxyApp(options: ProxyAppOptions): Hono<ProxyEnv> {
+const PLACEHOLDER_TARGET = '/';
+
+export function createProxyApp(options: ProxyAppOptions): {
+  app: Hono<ProxyEnv>;
+  refuse: RefusalAnswerer;
+} {
+  const refusals = new WeakMap<object, { error: SidecarError; requestId: string }>();
   const app = new Hono<ProxyEnv>();
-  const { handler } = options;
-  app.all('*', async (c) => {
-    await handler(c.env.incoming, c.env.outgoing);
-    return RESPONSE_ALREADY_SENT;
+  app.all('*', (c) => {
+    const refused = refusals.get(c.env.incoming);
+    if (refused === undefined) throw new SidecarError('not_found', 'nothing is served here');
+    c.set('requestId', refused.requestId);
+    throw refused.error;
   });
   app.onError(createErrorHandler({ logger: options.logger, metrics: options.metrics }));
-  return app;
+  const listener = getRequestListener((request: Request, env: HttpBindings | Http2Bindings) =>
+    app.fetch(request, env),
+  );
+
+  const refuse: RefusalAnswerer = async (req, res, error, requestId) => {
+    refusals.set(req, { error, requestId });
+    if (!checkRequestTarget(req.url ?? '', ['/']).ok) req.url = PLACEHOLDER_TARGET;
+    await listener(req, res);
+    return { status: res.statusCode, code: errorCodeOf(error) };
+  };
+  return { app, refuse };
 }

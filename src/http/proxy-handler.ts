@@ -1,7 +1,8 @@
 /**
  * One proxied request, start to end: request id, the refusals (header count, two Hosts, path
- * safety, method, drain), the forwarder, the error answer, the request line. A plain function of
- * the node request and response, so the Hono route and the tests call the same thing.
+ * safety, method, drain, `proxy.maxInFlight`), the forwarder, the error answer, the request line.
+ * The node request listener of the proxy: a forwarded request goes straight to the forwarder; a
+ * refused one is handed to the Hono app (proxy-app.ts), whose error handler answers it.
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock.js';
@@ -17,7 +18,7 @@ import { checkRequestTarget } from '../proxy/path-safety.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 import { answerError } from './error-handler.js';
-import { rawTargetOf } from './raw-target.js';
+import type { RefusalAnswerer } from './proxy-app.js';
 import { REQUEST_ID_HEADER, resolveRequestId } from './request-id.js';
 import type { RequestLog } from './request-log.js';
 
@@ -35,6 +36,8 @@ export interface ProxyHandlerOptions {
   maxHeaders: number;
   /** `proxy.maxInFlight`: a request that finds it full gets 503 `overloaded` at once. */
   inFlight: InFlightLimit;
+  /** Answers a refused request (the Hono app's error handler). */
+  refuse: RefusalAnswerer;
   clock?: Pick<Clock, 'now'>;
   /** Request id generator; crypto.randomUUID by default. */
   generateRequestId?: () => string;
@@ -84,28 +87,36 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
   return async function handleProxyRequest(req, res) {
     const started = now();
     const requestId = resolveRequestId(req.headers[REQUEST_ID_HEADER], generate);
-    const target = rawTargetOf(req);
+    // The raw target: nothing parsed or rewrote it before this listener.
+    const target = req.url ?? '';
     let outcome: ForwardOutcome | undefined;
     let status: number;
     let code: string | undefined;
-    try {
-      const refused = refusal(req, target, options);
-      if (refused !== undefined) throw refused;
-      if (!inFlight.tryAcquire()) {
-        throw new SidecarError(
-          'overloaded',
-          `${inFlight.max} requests are already in progress; retry shortly`,
-          { retryAfterSeconds: 1 },
-        );
-      }
+    let refused = refusal(req, target, options);
+    if (refused === undefined && !inFlight.tryAcquire()) {
+      refused = new SidecarError(
+        'overloaded',
+        `${inFlight.max} requests are already in progress; retry shortly`,
+        { retryAfterSeconds: 1 },
+      );
+    }
+    if (refused !== undefined) {
+      ({ status, code } = await options.refuse(req, res, refused, requestId));
+    } else {
+      let held: Promise<void> | undefined;
+      const hold = (until: Promise<void>): void => {
+        held = held === undefined ? until : Promise.all([held, until]).then(() => undefined);
+      };
       try {
-        outcome = await forwarder.forward(req, res, { requestId });
+        outcome = await forwarder.forward(req, res, { requestId, hold });
+        status = outcome.status;
+      } catch (error) {
+        ({ status, code } = answerError(res, error, requestId, errorOptions));
       } finally {
-        inFlight.release();
+        // A request undici still holds in its pool stays counted until it lets go of it.
+        if (held === undefined) inFlight.release();
+        else void held.then(() => inFlight.release());
       }
-      status = outcome.status;
-    } catch (error) {
-      ({ status, code } = answerError(res, error, requestId, errorOptions));
     }
     requestLog?.write({
       requestId,

@@ -1,10 +1,9 @@
 /**
- * The proxy listener: the Hono app on `@hono/node-server`, HTTP/1.1 or h2c (prior knowledge).
- * Assembles named pieces: the pipelining gate (admission.ts), client errors (client-errors.ts),
- * CONNECT refusal (connect-refusal.ts) and the drain (drain.ts).
+ * The proxy listener, HTTP/1.1 or h2c (prior knowledge), with the proxy handler as its request
+ * listener (which hands refusals to the Hono app, proxy-app.ts). Assembles named pieces: the
+ * pipelining gate (admission.ts), client errors (client-errors.ts), CONNECT refusal
+ * (connect-refusal.ts) and the drain (drain.ts).
  */
-import { getRequestListener, type Http2Bindings, type HttpBindings } from '@hono/node-server';
-import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import {
   createServer as createHttpServer,
   type IncomingMessage,
@@ -21,25 +20,17 @@ import {
 import { systemClock, type Clock } from '../clock.js';
 import type { HostPort } from '../config/types.js';
 import { createPipelineGate, type InFlightLimit } from '../proxy/admission.js';
-import { checkRequestTarget } from '../proxy/path-safety.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 import { createClientErrorHandler } from './client-errors.js';
 import { installConnectRefusal } from './connect-refusal.js';
 import { createDrain, type DrainState } from './drain.js';
 import { listen } from './listen.js';
-import { PLACEHOLDER_TARGET, rememberRawTarget } from './raw-target.js';
+import type { ProxyHandler } from './proxy-handler.js';
 import type { RequestLog } from './request-log.js';
 
-type NodeRequest = IncomingMessage | Http2ServerRequest;
-type NodeResponse = ServerResponse | Http2ServerResponse;
-
-export interface FetchApp {
-  fetch(request: Request, env: HttpBindings | Http2Bindings): Response | Promise<Response>;
-}
-
 export interface ProxyServerOptions {
-  app: FetchApp;
+  handler: ProxyHandler;
   listen: HostPort;
   /** Serve h2c with prior knowledge instead of HTTP/1.1. */
   http2: boolean;
@@ -80,30 +71,16 @@ export const HTTP1_TIMEOUTS = {
 /** RFC 9113 §5.1.2: the h2 streams one session may have open at once (docs/design.md "Bounded work"). */
 export const H2_MAX_CONCURRENT_STREAMS = 100;
 
-/** True once the node response started (the handler wrote it): Hono's answer must not be written. */
-function responseStarted(res: NodeResponse): boolean {
-  return res.headersSent || res.writableEnded || res.destroyed;
-}
-
 export async function startProxyServer(options: ProxyServerOptions): Promise<ProxyServer> {
   const { logger } = options;
   const clock = options.clock ?? systemClock;
 
-  // With RESPONSE_ALREADY_SENT, Hono rewraps HEAD answers so the adapter no longer sees the marker
-  // (docs/engine-choice.md): whenever the node response already started, tell the adapter so again.
-  const fetch = async (request: Request, env: HttpBindings | Http2Bindings): Promise<Response> => {
-    const response = await options.app.fetch(request, env);
-    return responseStarted(env.outgoing) ? RESPONSE_ALREADY_SENT : response;
-  };
-  const honoListener = getRequestListener(fetch);
-
-  // Remember the raw target, and hand the adapter a placeholder for targets it would refuse with
-  // a bare 400 (the handler judges the raw one and answers in the envelope).
-  const dispatch = (req: NodeRequest, res: NodeResponse): void => {
-    const raw = req.url ?? '';
-    rememberRawTarget(req, raw);
-    if (!checkRequestTarget(raw, ['/']).ok) req.url = PLACEHOLDER_TARGET;
-    void honoListener(req, res);
+  const { handler } = options;
+  const dispatch = (
+    req: Http2ServerRequest | IncomingMessage,
+    res: Http2ServerResponse | ServerResponse,
+  ): void => {
+    void handler(req, res);
   };
 
   let server: Server | Http2Server;

@@ -59,7 +59,9 @@ export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Prom
     stages: deps.stages,
   });
   const inFlight = createInFlightLimit(settings.proxy.maxInFlight);
+  metrics.bindRequestsInFlight(() => inFlight.count);
   const drainState = createDrainState();
+  const { refuse } = createProxyApp({ logger, metrics });
   const handler = createProxyHandler({
     prefixes: settings.upstream.pathPrefixes,
     forwarder,
@@ -69,10 +71,11 @@ export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Prom
     isDraining: drainState.isDraining,
     maxHeaders: settings.proxy.maxHeaders,
     inFlight,
+    refuse,
     clock,
   });
   const server = await startProxyServer({
-    app: createProxyApp({ handler, logger, metrics }),
+    handler,
     listen: settings.proxy.listen,
     http2: settings.proxy.http2,
     maxPipelined: settings.proxy.maxPipelined,

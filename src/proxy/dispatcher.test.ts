@@ -43,3 +43,35 @@ describe('createUpstreamDispatcher', () => {
     await dispatcher.close();
   });
 });
+
+describe('the upstream Pool', () => {
+  let standin: Standin;
+  beforeAll(async () => {
+    standin = await startStandin();
+  });
+  afterAll(async () => {
+    await standin.close();
+  });
+
+  it('serves its one origin with at most `connections` sockets', async () => {
+    const dispatcher = createUpstreamDispatcher({
+      ca: standin.caCert,
+      http2: false,
+      connections: 2,
+      origin: standin.url,
+    });
+    const connected = new Set<unknown>();
+    dispatcher.on('connect', (_origin, targets) => connected.add(targets.at(-1)));
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        request(`${standin.url}/v1.0/contracts/`, { dispatcher }).then(async (res) => {
+          await res.body.dump();
+          return res.statusCode;
+        }),
+      ),
+    );
+    expect(answers.every((status) => status === 401)).toBe(true);
+    expect(connected.size).toBeLessThanOrEqual(2);
+    await dispatcher.close();
+  });
+});

@@ -1,5 +1,5 @@
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
-import { Agent, type Dispatcher } from 'undici';
+import { Agent, Pool, type Dispatcher } from 'undici';
 
 export interface UpstreamDispatcherOptions {
   /**
@@ -16,20 +16,35 @@ export interface UpstreamDispatcherOptions {
   connections?: number;
   /** Idle keep-alive sockets are closed after this long. Default 4 s (under most servers' 5 s). */
   keepAliveTimeoutMs?: number;
+  /**
+   * The one origin this dispatcher serves (the upstream): a single undici Pool then, so
+   * `connections` is a hard cap. Without it, an Agent (a Pool per origin: the token endpoint).
+   */
+  origin?: string;
 }
 
 /**
- * The keep-alive dispatcher for the upstream: an undici Agent, which keeps one Pool per origin.
- * TLS verification is always on; an extra CA only widens the trusted roots, it never replaces them.
+ * The keep-alive dispatcher: for the upstream one undici Pool for its origin, for the token
+ * endpoint an Agent. TLS verification is always on; an extra CA only widens the trusted roots, it
+ * never replaces them.
+ *
+ * Why a Pool and not an Agent for the upstream: an Agent drops its Pool for an origin whenever
+ * its count of connected sockets reaches zero and makes a new one for the next request, while the
+ * old Pool is still closing with its requests and connections. Under connection churn (an h2 reset
+ * storm aborting requests in flight) that made two or three Pools of `connections` each at once:
+ * up to 48 upstream connections with a cap of 16 (test/flood.test.ts).
  */
 export function createUpstreamDispatcher(options: UpstreamDispatcherOptions): Dispatcher {
   const secureContext = typeof options.ca === 'string' ? trustContext(options.ca) : options.ca;
-  return new Agent({
+  const settings = {
     allowH2: options.http2,
     connections: options.connections ?? null,
     keepAliveTimeout: options.keepAliveTimeoutMs ?? 4_000,
     ...(secureContext === undefined ? {} : { connect: { secureContext } }),
-  });
+  };
+  return options.origin === undefined
+    ? new Agent(settings)
+    : new Pool(new URL(options.origin).origin, settings);
 }
 
 /**

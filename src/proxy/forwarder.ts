@@ -14,7 +14,6 @@
  * Between the steps a client that left (h2 reset, closed socket) stops the request at once.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { Writable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import type { Clock } from '../clock.js';
 import { SidecarError } from '../errors.js';
@@ -34,6 +33,12 @@ import {
   type PreparedBody,
 } from './request-body.js';
 import type { BodyTap, Exchange, ForwardStage } from './stages.js';
+import {
+  UpstreamCall,
+  type Attempt,
+  type HeadDecision,
+  type UpstreamCallState,
+} from './upstream-call.js';
 import type { AccessTokenSource } from './types.js';
 
 export type { ClientRequest } from './request-body.js';
@@ -42,7 +47,7 @@ export type { BodyTap, Exchange, ForwardStage } from './stages.js';
 
 export type ForwarderMetrics = Pick<
   SidecarMetrics,
-  'upstreamRequests' | 'upstreamRequestDuration' | 'upstreamUnauthorized' | 'requestsInFlight'
+  'upstreamRequests' | 'upstreamRequestDuration' | 'upstreamUnauthorized'
 >;
 
 export interface ForwarderOptions {
@@ -68,6 +73,13 @@ export interface ForwarderOptions {
 
 export interface ForwardContext {
   requestId: string;
+  /**
+   * Called with an upstream request that undici still holds after the forward ended (it was
+   * answered 504 or its client left while it waited for a connection): the caller keeps the
+   * request counted against `proxy.maxInFlight` until `until` settles, so dropped requests
+   * waiting in the pool stay bounded too.
+   */
+  hold?(until: Promise<void>): void;
 }
 
 export interface Forwarder {
@@ -85,53 +97,10 @@ function methodLabel(method: string): string {
   return METHOD_LABELS.has(method) ? method : 'other';
 }
 
-/** Swallows the body of a 401 that is about to be replayed. */
-function discard(): Writable {
-  return new Writable({
-    write(_chunk, _encoding, callback) {
-      callback();
-    },
-  });
-}
-
 /** RFC 9110 §6.4.1: 204 and 304 answers never carry content (nor does any answer to HEAD). */
 function bodiless(status: number, method: string): boolean {
   return status === 204 || status === 304 || method === 'HEAD';
 }
-
-/** Writes the upstream body to the client and shows every chunk to the stages' taps. */
-function teeInto(res: ClientResponse, taps: BodyTap[]): Writable {
-  const out = res as unknown as Writable;
-  let ended = false;
-  const finish = (complete: boolean) => {
-    if (ended) return;
-    ended = true;
-    for (const tap of taps) tap.end(complete);
-  };
-  return new Writable({
-    write(chunk: Buffer, _encoding, callback) {
-      for (const tap of taps) tap.chunk(chunk);
-      if (out.write(chunk)) callback();
-      else out.once('drain', () => callback());
-    },
-    final(callback) {
-      out.end(() => {
-        finish(true);
-        callback();
-      });
-    },
-    destroy(err, callback) {
-      finish(false);
-      if (!res.destroyed) res.destroy();
-      callback(err);
-    },
-  });
-}
-
-type Attempt =
-  | { kind: 'answered'; upstreamStatus: number; replay: boolean }
-  | { kind: 'cut'; upstreamStatus: number; result: 'client_closed' | 'upstream_failed' }
-  | { kind: 'client_gone' };
 
 function errorCode(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code;
@@ -219,116 +188,112 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     if (clientGone(req, res)) return { kind: 'client_gone' };
     const method = req.method ?? 'GET';
     const label = methodLabel(method);
-    const controller = new AbortController();
-    let abortedBy: 'timeout' | 'client' | 'client_body' | undefined;
-    let headersSeen = false;
-    let upstreamStatus = 0;
-    let wrote = false;
-    let replay = false;
     const started = clock.now();
+    let timer: ReturnType<typeof clock.setTimeout> | undefined;
 
+    const call = new UpstreamCall(
+      res,
+      {
+        onHead(statusCode, headers): HeadDecision {
+          if (timer !== undefined) clock.clearTimeout(timer);
+          timer = undefined;
+          observeDuration(label, (clock.now() - started) / 1000);
+          countRequest(label, statusCode);
+          if (statusCode === 401) {
+            // Always report the token: the keeper decides whether it is still current (docs/design.md "Token keeper").
+            const verdict = tokens.invalidate(token);
+            const replay = mayReplay && verdict !== 'keep';
+            metrics.upstreamUnauthorized.inc({ replayed: String(replay) });
+            if (replay) return { replay: true, bodiless: true, taps: [] };
+          }
+          return {
+            replay: false,
+            // STAGE HOOK 2: the answer head, before the client sees it.
+            taps: exchange === undefined ? [] : tapsFor(exchange, statusCode, headers),
+            headers: clientResponseHeaders(headers, ctx.requestId, statusCode),
+            bodiless: bodiless(statusCode, method),
+          };
+        },
+        onError: (err, state) => classify(err, state, method, label, ctx),
+      },
+      body.kind !== 'stream',
+    );
     // undici's headersTimeout starts once the request is written; this one also covers the wait
     // for a free connection under `upstream.maxConnections` (docs/configuration.md: time to response headers).
-    const timer = clock.setTimeout(() => {
-      abortedBy ??= 'timeout';
-      controller.abort(
+    timer = clock.setTimeout(() => {
+      timer = undefined;
+      call.abort(
+        'timeout',
         new SidecarError('upstream_timeout', 'no upstream response headers in time'),
       );
     }, timeoutMs);
-    const onClientClose = () => {
-      // Finished, or destroyed by undici with the upstream's error: not the client's doing.
-      if (res.writableFinished || (res as { errored?: unknown }).errored) return;
-      abortedBy ??= 'client';
-      controller.abort(new ClientGoneError());
-    };
-    res.once('close', onClientClose);
-
-    const factory: Dispatcher.StreamFactory = ({ statusCode, headers }) => {
-      clock.clearTimeout(timer);
-      headersSeen = true;
-      upstreamStatus = statusCode;
-      observeDuration(label, (clock.now() - started) / 1000);
-      countRequest(label, statusCode);
-      if (statusCode === 401) {
-        // Always report the token: the keeper decides whether it is still current (docs/design.md "Token keeper").
-        const verdict = tokens.invalidate(token);
-        replay = mayReplay && verdict !== 'keep';
-        metrics.upstreamUnauthorized.inc({ replayed: String(replay) });
-        if (replay) return discard();
-      }
-      const noBody = bodiless(statusCode, method);
-      // STAGE HOOK 2: the answer head, before the client sees it.
-      const taps = exchange === undefined ? [] : tapsFor(exchange, statusCode, headers);
-      res.writeHead(statusCode, clientResponseHeaders(headers, ctx.requestId, statusCode));
-      wrote = true;
-      if (noBody) {
-        // A body the upstream sent anyway is swallowed; the client's framing stays intact.
-        res.end();
-        for (const tap of taps) tap.end(true);
-        return discard();
-      }
-      return taps.length === 0 ? res : teeInto(res, taps);
-    };
-
     try {
-      await dispatcher.stream(
+      dispatcher.dispatch(
         {
           origin,
           path: basePath + (req.url ?? '/'),
-          method: method,
+          method,
           headers: upstreamRequestHeaders(req.rawHeaders, {
             host: upstream.host,
             accessToken: token,
             requestId: ctx.requestId,
           }),
           body: upstreamBody(req, body, bodyTimeout, () => {
-            abortedBy ??= 'client_body';
+            call.abortedBy ??= 'client_body';
           }),
-          signal: controller.signal,
           headersTimeout: timeoutMs,
           bodyTimeout: upstreamBodyTimeoutMs,
         },
-        factory,
+        call,
       );
+      return await call.done;
+    } finally {
+      if (timer !== undefined) clock.clearTimeout(timer);
+      if (!call.isReleased) ctx.hold?.(call.released);
+    }
+  }
+
+  /** How a failed or aborted exchange ends: an outcome once the client saw a head, else an error. */
+  function classify(
+    err: Error,
+    state: UpstreamCallState,
+    method: string,
+    label: string,
+    ctx: ForwardContext,
+  ): Attempt | Error {
+    const { abortedBy, upstreamStatus, replay } = state;
+    if (!state.headersSeen) countRequest(label, 'error');
+    if (replay && !state.wrote) {
+      // The discarded 401 body failed to arrive in full; the replay does not need it.
       return { kind: 'answered', upstreamStatus, replay };
-    } catch (err) {
-      if (!headersSeen) countRequest(label, 'error');
-      if (replay && !wrote) {
-        // The discarded 401 body failed to arrive in full; the replay does not need it.
+    }
+    if (state.wrote) {
+      if (bodiless(upstreamStatus, method) && state.clientEnded) {
+        // The answer was complete at its head; only the upstream's extra bytes failed.
         return { kind: 'answered', upstreamStatus, replay };
       }
-      if (wrote) {
-        if (bodiless(upstreamStatus, method) && res.writableEnded) {
-          // The answer was complete at its head; only the upstream's extra bytes failed.
-          return { kind: 'answered', upstreamStatus, replay };
-        }
-        const result = abortedBy === 'client' ? 'client_closed' : 'upstream_failed';
-        if (result === 'upstream_failed') {
-          logger.warn(
-            { err, requestId: ctx.requestId },
-            'upstream failed after response headers; client response aborted',
-          );
-        }
-        if (!res.destroyed) res.destroy();
-        return { kind: 'cut', upstreamStatus, result };
-      }
-      if (abortedBy === 'client' || err instanceof ClientGoneError) return { kind: 'client_gone' };
-      if (abortedBy === 'client_body')
-        throw err instanceof SidecarError ? err : requestTimeoutError(bodyTimeout.ms);
-      if (abortedBy === 'timeout' || errorCode(err) === 'UND_ERR_HEADERS_TIMEOUT') {
-        throw new SidecarError(
-          'upstream_timeout',
-          `no response headers from the upstream within ${timeoutMs} ms`,
-          { cause: err },
+      const result = abortedBy === 'client' ? 'client_closed' : 'upstream_failed';
+      if (result === 'upstream_failed') {
+        logger.warn(
+          { err, requestId: ctx.requestId },
+          'upstream failed after response headers; client response aborted',
         );
       }
-      throw new SidecarError('upstream_unreachable', 'the upstream could not be reached', {
-        cause: err,
-      });
-    } finally {
-      clock.clearTimeout(timer);
-      res.off('close', onClientClose);
+      return { kind: 'cut', upstreamStatus, result };
     }
+    if (abortedBy === 'client' || err instanceof ClientGoneError) return { kind: 'client_gone' };
+    if (abortedBy === 'client_body')
+      return err instanceof SidecarError ? err : requestTimeoutError(bodyTimeout.ms);
+    if (abortedBy === 'timeout' || errorCode(err) === 'UND_ERR_HEADERS_TIMEOUT') {
+      return new SidecarError(
+        'upstream_timeout',
+        `no response headers from the upstream within ${timeoutMs} ms`,
+        { cause: err },
+      );
+    }
+    return new SidecarError('upstream_unreachable', 'the upstream could not be reached', {
+      cause: err,
+    });
   }
 
   /** The token source promises SidecarErrors; anything else it throws still means "no token". */
@@ -401,20 +366,17 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     res: ClientResponse,
     ctx: ForwardContext,
   ): Promise<ForwardOutcome> {
-    metrics.requestsInFlight.inc();
-    try {
-      if (stages.length === 0) return await forwardUpstream(req, res, ctx, undefined);
-      const exchange = exchangeOf(req, res, ctx);
-      // STAGE HOOK 1: each stage may wait, refuse (throw) or answer the client itself.
-      for (const stage of before) {
-        const served = await stage.beforeUpstream?.(exchange);
-        if (served !== undefined) return served;
-        if (exchange.clientGone()) return CLIENT_GONE;
-      }
-      return await forwardUpstream(req, res, ctx, exchange);
-    } finally {
-      metrics.requestsInFlight.dec();
+    if (stages.length === 0) return forwardUpstream(req, res, ctx, undefined);
+    const exchange = exchangeOf(req, res, ctx);
+    // STAGE HOOK 1: each stage may wait, refuse (throw) or answer the client itself. A stage that
+    // answers synchronously (no limit, no cache rule for the path) costs no await.
+    for (const stage of before) {
+      const result = stage.beforeUpstream?.(exchange);
+      const served = result instanceof Promise ? await result : result;
+      if (served !== undefined) return served;
+      if (exchange.clientGone()) return CLIENT_GONE;
     }
+    return forwardUpstream(req, res, ctx, exchange);
   }
 
   return { forward };

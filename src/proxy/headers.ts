@@ -117,8 +117,12 @@ export function clientResponseHeaders(
   /** The upstream status, when it is 204: RFC 9110 §8.6, a 204 carries no Content-Length. */
   status = 200,
 ): OutgoingHttpHeaders {
+  const { connection } = upstream;
+  // `keep-alive` / `close` (nearly every answer) list no field beyond the hop-by-hop set.
   const listed =
-    upstream.connection === undefined ? undefined : connectionListed(asList(upstream.connection));
+    connection === undefined || connection === 'keep-alive' || connection === 'close'
+      ? undefined
+      : connectionListed(asList(connection));
   const out: OutgoingHttpHeaders = {};
   for (const rawName in upstream) {
     const value = upstream[rawName];

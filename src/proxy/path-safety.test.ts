@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
 import { checkRequestTarget, pathForLog } from './path-safety.js';
 
 const prefixes = ['/v1.0/', '/beta/'];
@@ -109,5 +110,29 @@ describe('pathForLog', () => {
   it('drops the query and truncates', () => {
     expect(pathForLog('/v1.0/x?secret=1')).toBe('/v1.0/x');
     expect(pathForLog(`/${'a'.repeat(300)}`, 10)).toBe('/aaaaaaaaa…');
+  });
+});
+
+describe('dot segments: the one-scan check agrees with a per-segment decode', () => {
+  /** The reference: split into segments, decode %2e, drop a ;param tail, compare. */
+  const hasDotSegment = (path: string): boolean =>
+    path.split('/').some((segment) => {
+      const name = segment.replace(/%2e/gi, '.').split(';', 1)[0] ?? '';
+      return name === '.' || name === '..';
+    });
+
+  it('for paths made of dots, %2e, slashes, params and names', () => {
+    const piece = fc.constantFrom('/', '.', '..', '%2e', '%2E', ';', ';x=1', 'a', 'v1.0', '...');
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 12 }), (pieces) => {
+        const path = `/${pieces.join('')}`;
+        const verdict = checkRequestTarget(path, ['/']);
+        const refusedForDots = !verdict.ok && verdict.reason === 'dot segment in the path';
+        // Other rules may refuse first (they run before this one); only compare where they do not.
+        if (!verdict.ok && !refusedForDots) return;
+        expect(refusedForDots).toBe(hasDotSegment(path));
+      }),
+      { numRuns: 2000 },
+    );
   });
 });

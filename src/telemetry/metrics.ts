@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
+import { LeanCounter, LeanHistogram } from './lean-metrics.js';
 
 export const METRIC_PREFIX = 'oauth_sidecar_';
 
@@ -31,8 +32,8 @@ export interface SidecarMetrics {
   registry: Registry;
   tokenRequests: Counter<'grant' | 'outcome'>;
   tokenRequestDuration: Histogram<'grant'>;
-  upstreamRequests: Counter<'method' | 'code'>;
-  upstreamRequestDuration: Histogram<'method'>;
+  upstreamRequests: LeanCounter<'method' | 'code'>;
+  upstreamRequestDuration: LeanHistogram<'method'>;
   upstreamUnauthorized: Counter<'replayed'>;
   proxyRejected: Counter<'code'>;
   requestsInFlight: Gauge;
@@ -53,6 +54,11 @@ export interface SidecarMetrics {
   rateLimitWait: Histogram;
   /** Point the cooldown gauge at the quota guard. */
   bindQuotaState(source: QuotaGaugeSource): void;
+  /**
+   * Point `requests_in_flight` at the proxy's in-flight count (`proxy.maxInFlight`'s counter),
+   * read at scrape time: no gauge update per request.
+   */
+  bindRequestsInFlight(count: () => number): void;
 }
 
 /** What the store gauge reads at scrape time. */
@@ -69,6 +75,7 @@ export interface MetricsOptions {
 export function createMetrics({ registry, defaultMetrics = true }: MetricsOptions): SidecarMetrics {
   let tokenState: TokenGaugeSource | undefined;
   let quotaState: QuotaGaugeSource | undefined;
+  let inFlightCount: () => number = () => 0;
   const registers = [registry];
 
   new Gauge({
@@ -122,16 +129,18 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers,
     }),
-    upstreamRequests: new Counter({
+    // Counted once per proxied request: the lean kind (lean-metrics.ts), same exposition.
+    upstreamRequests: new LeanCounter({
       name: `${METRIC_PREFIX}upstream_requests_total`,
       help: 'Requests forwarded upstream, by method and status code (error for connect/reset/timeout).',
       labelNames: ['method', 'code'] as const,
       registers,
     }),
-    upstreamRequestDuration: new Histogram({
+    // Observed once per proxied request: the lean kind (lean-histogram.ts), same exposition.
+    upstreamRequestDuration: new LeanHistogram({
       name: `${METRIC_PREFIX}upstream_request_duration_seconds`,
       help: 'Time to upstream response headers in seconds.',
-      labelNames: ['method'] as const,
+      labelName: 'method',
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     }),
@@ -151,6 +160,9 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
       name: `${METRIC_PREFIX}requests_in_flight`,
       help: 'Proxied requests in progress.',
       registers,
+      collect() {
+        this.set(inFlightCount());
+      },
     }),
     tokenAdopted: new Counter({
       name: `${METRIC_PREFIX}token_adopted_total`,
@@ -190,6 +202,9 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
     },
     bindQuotaState(source) {
       quotaState = source;
+    },
+    bindRequestsInFlight(count) {
+      inFlightCount = count;
     },
   };
 

@@ -5,7 +5,12 @@ import { systemClock } from '../clock.js';
 import { TokenEndpointError, TokenUnavailableError } from '../errors.js';
 import { createLogger } from '../telemetry/logger.js';
 import { createMetrics } from '../telemetry/metrics.js';
+import { createCredentialsReader } from '../config/credentials.js';
+import type { EntryKeys } from '../store/crypto.js';
+import type { SharedTokenSet, StoredEntry, TokenSetStore } from '../store/token-sets.js';
 import { TokenKeeper } from './keeper.js';
+import { RECOVERY_CAP_MS } from './schedule.js';
+import { createTokenCoordinator, type TokenCoordinator } from './shared.js';
 import type { ClientCredentials, GrantRequest, TokenEndpoint, TokenSet } from './types.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');
@@ -93,7 +98,13 @@ interface Harness {
 
 let h: Harness;
 
-function setup(options: { random?: number | (() => number); waitMs?: number } = {}): Harness {
+function setup(
+  options: {
+    random?: number | (() => number);
+    waitMs?: number;
+    coordinator?: TokenCoordinator;
+  } = {},
+): Harness {
   const endpoint = new FakeEndpoint();
   const random = options.random ?? 0.5;
   const lines: string[] = [];
@@ -118,6 +129,7 @@ function setup(options: { random?: number | (() => number); waitMs?: number } = 
     random: typeof random === 'function' ? random : () => random,
     logger,
     metrics,
+    coordinator: options.coordinator,
   });
   return harness;
 }
@@ -367,7 +379,7 @@ describe('TokenKeeper single flight', () => {
 });
 
 describe('TokenKeeper failures', () => {
-  it('backs off with growing intervals, keeps the valid token, then 503s and recovers', async () => {
+  it('backs off with growing intervals, keeps the valid token, then 503s, retries within 8 s and recovers', async () => {
     h.endpoint.lifetimeSeconds = 100; // renewal at 50 s (half the lifetime)
     h.keeper.start();
     await flush();
@@ -381,16 +393,20 @@ describe('TokenKeeper failures', () => {
     await advanceTo(400);
     const times = h.endpoint.times().slice(1);
     const gaps = times.slice(1).map((t, i) => t - times[i]!);
-    // random 0.5: half of 1, 2, 4, 8, 16, 32, then the 60 s cap.
-    expect(gaps.slice(0, 7)).toEqual([0.5, 1, 2, 4, 8, 16, 30]);
-    for (let i = 1; i < gaps.length; i++) expect(gaps[i]).toBeGreaterThanOrEqual(gaps[i - 1]!);
-    expect(Math.max(...gaps)).toBe(30);
+    // random 0.5: half of 1, 2, 4, 8, 16, 32 while access-1 is valid (until 100 s). The next
+    // retry, due at 111.5 s by the backoff, comes half the 8 s recovery cap after the expiry
+    // (104 s), and so does every one after it: the 60 s cap applies only while a token is valid.
+    expect(gaps.slice(0, 6)).toEqual([0.5, 1, 2, 4, 8, 16]);
+    expect(times[7]).toBe(104);
+    expect(new Set(gaps.slice(7))).toEqual(new Set([4]));
     expect(h.keeper.status().lastError).toMatchObject({ kind: 'server' });
     expect(await counter(h.registry, 'refresh_token', 'error')).toBe(times.length);
 
     // Expired, and backoff forbids an attempt: the caller waits waitMs, then gets Retry-After.
     const requestsBefore = h.endpoint.requests.length;
+    await advance(500); // retries every 4 s from 104 s: the last at 400 s, the next at 404 s
     const nextAt = Date.parse(h.keeper.status().nextRenewalAt!);
+    expect(nextAt - Date.now()).toBe(3500);
     const call = outcome(h.keeper.getAccessToken());
     await advance(4999);
     let settled = false;
@@ -400,10 +416,13 @@ describe('TokenKeeper failures', () => {
     await advance(1);
     const error = await call;
     expect(error).toBeInstanceOf(TokenUnavailableError);
+    // The caller waited through one more failed retry; Retry-After names the one after it.
+    expect(h.endpoint.requests).toHaveLength(requestsBefore + 1);
     const retryAfter = (error as TokenUnavailableError).retryAfterSeconds!;
-    expect(retryAfter).toBeGreaterThanOrEqual(1);
-    expect(retryAfter).toBe(Math.ceil((nextAt - Date.now()) / 1000));
-    expect(h.endpoint.requests).toHaveLength(requestsBefore);
+    expect(retryAfter).toBe(
+      Math.ceil((Date.parse(h.keeper.status().nextRenewalAt!) - Date.now()) / 1000),
+    );
+    expect(retryAfter).toBe(3); // the retry after it at 408 s, now 405.5 s
 
     // Recovery at the next scheduled attempt.
     h.endpoint.failWith = undefined;
@@ -415,22 +434,24 @@ describe('TokenKeeper failures', () => {
     expect(h.keeper.status()).toMatchObject({ ready: true, consecutiveFailures: 0 });
   });
 
-  it('honours Retry-After, also against callers', async () => {
-    h.endpoint.lifetimeSeconds = 10; // renewal at 5 s
-    h.endpoint.script.push({}, serverError(30_000));
+  it('honours Retry-After while the token is valid, and against callers; at most 8 s once it has expired', async () => {
+    h.endpoint.lifetimeSeconds = 10; // renewal at 5 s, expiry at 10 s
+    h.endpoint.script.push({}, serverError(3_000), serverError(30_000));
     h.keeper.start();
     await advanceTo(12);
-    expect(h.endpoint.times()).toEqual([0, 5]);
+    // Retry-After 3 s ends before the expiry: honoured. Retry-After 30 s (until 38 s) does not: the
+    // retry comes 8 s (the recovery cap) after the expiry.
+    expect(h.endpoint.times()).toEqual([0, 5, 8]);
     const call = outcome(h.keeper.getAccessToken());
-    expect(h.endpoint.requests).toHaveLength(2);
+    expect(h.endpoint.requests).toHaveLength(3);
     await advance(5000);
     const error = (await call) as TokenUnavailableError;
     expect(error).toBeInstanceOf(TokenUnavailableError);
-    expect(error.retryAfterSeconds).toBe(18); // next attempt at 35 s, now 17 s
-    await advanceTo(34.999);
-    expect(h.endpoint.requests).toHaveLength(2);
-    await advanceTo(35);
-    expect(h.endpoint.times()).toEqual([0, 5, 35]);
+    expect(error.retryAfterSeconds).toBe(1); // next attempt at 18 s, now 17 s
+    await advanceTo(17.999);
+    expect(h.endpoint.requests).toHaveLength(3);
+    await advanceTo(18);
+    expect(h.endpoint.times()).toEqual([0, 5, 8, 18]);
     expect(h.keeper.status().ready).toBe(true);
   });
 
@@ -515,7 +536,8 @@ describe('TokenKeeper.invalidate', () => {
     await advance(5000);
     const error = await replay;
     expect(error).toBeInstanceOf(TokenUnavailableError);
-    expect((error as TokenUnavailableError).retryAfterSeconds).toBe(15);
+    // Retry-After 20 s, but no valid token: the retry is 8 s after the failure (the recovery cap).
+    expect((error as TokenUnavailableError).retryAfterSeconds).toBe(3);
     expect(h.endpoint.requests).toHaveLength(2);
   });
 
@@ -545,8 +567,11 @@ describe('TokenKeeper.invalidate', () => {
     expect(h.keeper.invalidate('access-1')).toBe('renewing');
     expect(h.endpoint.requests).toHaveLength(2);
     expect(h.keeper.status().ready).toBe(false);
-    // The replay waits waitMs (5 s) and gets token_unavailable: the retry is 20 s away. That
-    // retry then runs on schedule and brings access-2.
+    // Not serving any more: the retry, 20 s away while access-1 was valid, is pulled in to 8 s
+    // (the recovery cap) from the 401.
+    expect(h.keeper.status().nextRenewalAt).toBe(new Date(T0 + 798_000).toISOString());
+    // The replay waits waitMs (5 s) and gets token_unavailable. The retry then runs on schedule
+    // and brings access-2.
     h.endpoint.failWith = undefined;
     const replay = outcome(h.keeper.getAccessToken());
     await advanceTo(811);
@@ -669,17 +694,18 @@ describe('TokenKeeper limits that hold whatever the endpoint answers', () => {
     await expect(h.keeper.getAccessToken()).resolves.toBe('access-1');
   });
 
-  it('Retry-After: 3000000 waits 3600 s, not 1 ms (capped, and no timer overflow)', async () => {
-    h.endpoint.script.push(serverError(3_000_000_000));
+  it('Retry-After: 3000000 with a valid token waits 3600 s, not 1 ms (capped, and no timer overflow)', async () => {
+    h.endpoint.lifetimeSeconds = 100_000; // renewal at 79 000 s, expiry at 100 000 s
+    h.endpoint.script.push({}, serverError(3_000_000_000));
     h.keeper.start();
-    await advance(60_000);
-    expect(h.endpoint.requests).toHaveLength(1);
-    expect(h.keeper.status().nextRenewalAt).toBe(new Date(T0 + 3_600_000).toISOString());
-    await advanceTo(3599.999);
-    expect(h.endpoint.requests).toHaveLength(1);
-    await advanceTo(3600);
-    expect(h.endpoint.times()).toEqual([0, 3600]);
-    expect(h.keeper.status().ready).toBe(true);
+    await advanceTo(79_000 + 60);
+    expect(h.endpoint.times()).toEqual([0, 79_000]);
+    expect(h.keeper.status().nextRenewalAt).toBe(new Date(T0 + 82_600_000).toISOString());
+    await advanceTo(82_599.999);
+    expect(h.endpoint.requests).toHaveLength(2);
+    await advanceTo(82_600);
+    expect(h.endpoint.times()).toEqual([0, 79_000, 82_600]);
+    expect(h.keeper.status()).toMatchObject({ ready: true, consecutiveFailures: 0 });
   });
 
   it('expiresIn: 0 never hands out the expired token; callers get 503 and requests stay ≤ 10 per 10 s', async () => {
@@ -751,5 +777,249 @@ describe('TokenKeeper limits that hold whatever the endpoint answers', () => {
     expect(h.endpoint.grants()).toEqual(['client_credentials', 'refresh_token']);
     const failure = logLines().find((l) => l.outcome === 'error');
     expect(failure).toMatchObject({ grant: 'refresh_token', errorKind: 'internal' });
+  });
+});
+
+/**
+ * Each failure's wait, from its log line: `retrying at <time>` minus the line's own time (ms).
+ * Failures that fell back to another grant at once ("falling back to ...") are not waits.
+ */
+function retryWaits(lines: readonly string[]): number[] {
+  return lines
+    .map((l) => JSON.parse(l) as { time: string; msg: string })
+    .flatMap(({ time, msg }) => {
+      const at = /retrying at (\S+)$/.exec(msg)?.[1];
+      return at === undefined ? [] : [Date.parse(at) - Date.parse(time)];
+    });
+}
+
+/** The ≤ 8 s rule after every failure, and the ceiling: asserted by each test below. */
+function expectRecoveryRule(harness: Harness, from = 0): void {
+  const waits = retryWaits(harness.lines).slice(from);
+  expect(waits.length).toBeGreaterThan(0);
+  expect(Math.max(...waits)).toBeLessThanOrEqual(RECOVERY_CAP_MS);
+  expect(busiestWindow(harness.endpoint.requests.map((r) => r.at))).toBeLessThanOrEqual(10);
+}
+
+/** random ≈ 1: every jittered wait at its longest, the worst case for recovery. */
+const WORST = 0.999_999;
+
+describe('TokenKeeper recovery: at most 8 s between attempts while no valid token is held', () => {
+  it('after 20 failed attempts (5xx), the next attempt is ≤ 8 s away, and so is every one after', async () => {
+    h.keeper.stop();
+    h = setup({ random: WORST });
+    h.endpoint.failWith = serverError();
+    h.keeper.start();
+    // Full jitter over 1, 2, 4, then 8 s (not 16, 32, 60): 20 attempts within 1 + 2 + 4 + 17 × 8 s.
+    await advance(143_000);
+    expect(h.endpoint.requests.length).toBeGreaterThanOrEqual(20);
+    const status = h.keeper.status();
+    expect(status.consecutiveFailures).toBeGreaterThanOrEqual(20);
+    expect(Date.parse(status.nextRenewalAt!) - Date.now()).toBeLessThanOrEqual(RECOVERY_CAP_MS);
+    expectRecoveryRule(h);
+    // The endpoint is fixed: serving again at the next attempt, within 8 s.
+    h.endpoint.failWith = undefined;
+    await advance(RECOVERY_CAP_MS);
+    expect(h.keeper.status()).toMatchObject({ ready: true, consecutiveFailures: 0 });
+  });
+
+  it('Retry-After: 3000000 with no valid token: the next attempt is 8 s away, again and again', async () => {
+    h.endpoint.failWith = serverError(3_000_000_000);
+    h.keeper.start();
+    await advance(40_000);
+    expect(h.endpoint.times()).toEqual([0, 8, 16, 24, 32, 40]);
+    // A caller waits waitMs (5 s) and is told the next attempt's second.
+    const call = outcome(h.keeper.getAccessToken());
+    await advance(5_000);
+    expect(((await call) as TokenUnavailableError).retryAfterSeconds).toBe(3);
+    expectRecoveryRule(h);
+    h.endpoint.failWith = undefined;
+    await advance(3_000);
+    expect(h.keeper.status().ready).toBe(true);
+  });
+
+  it('a valid token held: Retry-After 3000 s is honoured until the expiry, then the retry comes ≤ 8 s after it', async () => {
+    h.keeper.stop();
+    h = setup({ random: WORST });
+    // Renewal at 10 000 − 2 000 × 1.1 ≈ 7 800 s; Retry-After would wait until ≈ 10 800 s.
+    h.endpoint.lifetimeSeconds = 10_000;
+    h.endpoint.failWith = serverError(3_000_000);
+    h.endpoint.script.push({});
+    h.keeper.start();
+    await advanceTo(9_999.999);
+    expect(h.endpoint.requests).toHaveLength(2); // the grant and the failed renewal
+    const renewalAt = h.endpoint.times()[1]!;
+    expect(renewalAt).toBeCloseTo(7_800, 0);
+    // The one pending retry was pulled in to 8 s after the expiry when it was computed.
+    expect(h.keeper.status().nextRenewalAt).toBe(new Date(T0 + 10_008_000).toISOString());
+    await advanceTo(10_008);
+    expect(h.endpoint.times().slice(2)).toEqual([10_008]);
+    expectRecoveryRule(h, 1);
+    // Whereas a Retry-After that ends before the expiry is honoured to the second.
+    expect(retryWaits(h.lines)[0]).toBe(10_008_000 - renewalAt * 1000);
+  });
+
+  it('a long wait pending when the token expires is pulled in to ≤ 8 s after the expiry, on one timer', async () => {
+    h.keeper.stop();
+    h = setup({ random: WORST });
+    h.endpoint.lifetimeSeconds = 100; // renewal at 50 s, expiry at 100 s
+    h.endpoint.script.push({});
+    h.endpoint.failWith = serverError();
+    h.keeper.start();
+    await advanceTo(99.999);
+    const whileValid = retryWaits(h.lines);
+    expect(Math.max(...whileValid)).toBeGreaterThan(RECOVERY_CAP_MS); // 16 s, 32 s steps
+    expect(Date.parse(h.keeper.status().nextRenewalAt!)).toBeLessThanOrEqual(T0 + 108_000);
+    // One keeper timer (and no waiter): re-armed, never a second one or a loop.
+    expect(vi.getTimerCount()).toBe(1);
+    await advanceTo(108);
+    expect(h.endpoint.times().at(-1)).toBeGreaterThan(100);
+    expectRecoveryRule(h, whileValid.length);
+  });
+
+  it('a credentials change triggers an attempt at once, whatever the wait (rate ceiling permitting)', async () => {
+    h.keeper.stop();
+    h = setup({ random: WORST });
+    h.endpoint.lifetimeSeconds = 100_000; // renewal at ≈ 78 000 s
+    h.endpoint.script.push({}, serverError(3_000_000));
+    h.keeper.start();
+    await advanceTo(80_000);
+    expect(h.endpoint.requests).toHaveLength(2);
+    expect(Date.parse(h.keeper.status().nextRenewalAt!) - Date.now()).toBeGreaterThan(1_000_000);
+    h.keeper.credentialsChanged();
+    await flush();
+    expect(h.endpoint.requests).toHaveLength(3);
+    expect(h.endpoint.requests.at(-1)!.at).toBe(Date.now());
+
+    // No failure to recover from: a change alone starts no request.
+    h.keeper.credentialsChanged();
+    await flush();
+    expect(h.endpoint.requests).toHaveLength(3);
+
+    // Within the ceiling's window: the attempt waits for the next free slot, not for the backoff.
+    h.keeper.stop();
+    h = setup({ random: 0 });
+    h.endpoint.failWith = rejected();
+    const start = Date.now();
+    h.keeper.start();
+    await advance(1_000);
+    expect(h.endpoint.requests).toHaveLength(10);
+    h.keeper.credentialsChanged();
+    await flush();
+    expect(h.endpoint.requests).toHaveLength(10);
+    expect(h.keeper.status().nextRenewalAt).toBe(new Date(start + 10_000).toISOString());
+    expect(busiest()).toBeLessThanOrEqual(10);
+  });
+
+  it("the credentials reader's onChange restarts the backoff: the failure after a fixed Secret file waits ≤ 1 s", async () => {
+    h.keeper.stop();
+    h = setup({ random: WORST });
+    const files: Record<string, string> = { '/s/id': 'client-a\n', '/s/secret': 'wrong\n' };
+    const reader = createCredentialsReader(
+      { source: 'files', clientIdFile: '/s/id', clientSecretFile: '/s/secret' },
+      (path) => Promise.resolve(files[path]!),
+      { onChange: () => h.keeper.credentialsChanged() },
+    );
+    h.readCredentials.mockImplementation(reader);
+    h.endpoint.failWith = rejected();
+    h.keeper.start();
+    await advance(60_000); // 401 forever: every wait 8 s by now
+    expect(retryWaits(h.lines).at(-1)).toBeGreaterThan(7_990);
+    const before = h.endpoint.requests.length;
+    files['/s/secret'] = `${SECRET}\n`;
+    h.endpoint.failWith = serverError(); // read at the next attempt; that one still fails
+    const nextAt = Date.parse(h.keeper.status().nextRenewalAt!);
+    expect(nextAt - Date.now()).toBeLessThanOrEqual(RECOVERY_CAP_MS);
+    await advance(nextAt - Date.now() + 1); // the ISO time drops the fraction of a millisecond
+    expect(h.endpoint.requests).toHaveLength(before + 1);
+    expect(h.endpoint.requests.at(-1)!.request).toMatchObject({
+      credentials: { clientSecret: SECRET },
+    });
+    expect(h.keeper.status().lastError).toMatchObject({ kind: 'server' });
+    expect(retryWaits(h.lines).at(-1)).toBeLessThanOrEqual(1_000);
+    h.endpoint.failWith = undefined;
+    await advance(1_000);
+    expect(h.keeper.status().ready).toBe(true);
+  });
+});
+
+/**
+ * A shared token store in memory (the Redis one is tested in test/token-store.test.ts): the
+ * keeper's timing with a real coordinator, under fake timers.
+ */
+function memoryStore(): TokenSetStore {
+  let generation = 0;
+  let tokenSet: SharedTokenSet | undefined;
+  let lease: { owner: string; until: number } | undefined;
+  let owners = 0;
+  const entry = (): StoredEntry => ({ generation, tokenSet, unreadable: false });
+  const holds = (owner?: string) =>
+    lease !== undefined &&
+    Date.now() < lease.until &&
+    (owner === undefined || lease.owner === owner);
+  const keys = {} as EntryKeys;
+  return {
+    read: () => Promise.resolve({ entry: entry(), leaseHeld: holds() }),
+    takeLease: (ttlMs) => {
+      if (holds()) return Promise.resolve({ lease: undefined, entry: entry() });
+      owners += 1;
+      lease = { owner: `owner-${owners}`, until: Date.now() + ttlMs };
+      return Promise.resolve({ lease: { owner: lease.owner, keys }, entry: entry() });
+    },
+    publish: (held, set, known) => {
+      if (!holds(held.owner)) return Promise.resolve(undefined);
+      generation = Math.max(generation, known) + 1;
+      tokenSet = set;
+      lease = undefined;
+      return Promise.resolve(generation);
+    },
+    release: (held) => {
+      if (holds(held.owner)) lease = undefined;
+      return Promise.resolve();
+    },
+    deleteIfCurrent: (accessToken) => {
+      const deleted = tokenSet?.accessToken === accessToken;
+      if (deleted) tokenSet = undefined;
+      return Promise.resolve({ deleted, entry: entry() });
+    },
+  };
+}
+
+describe('TokenKeeper recovery with a shared token store', () => {
+  it('two processes, 503 with Retry-After: 3000000 forever: whoever holds the lease or waits for it, every wait ≤ 8 s; both serve within 8 s of the fix', async () => {
+    const store = memoryStore();
+    const coordinator = () =>
+      createTokenCoordinator({
+        store,
+        health: () => ({ url: 'memory', up: true, lastError: null }),
+        settings: { refreshMarginSeconds: 60, refreshFraction: 0.2, timeoutMs: 1_000 },
+        now: () => Date.now(),
+        sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+        logger: createLogger({ level: 'silent' }),
+      });
+    h.keeper.stop();
+    h = setup({ random: WORST, coordinator: coordinator() });
+    const other = setup({ random: WORST, coordinator: coordinator() });
+    try {
+      for (const p of [h, other]) p.endpoint.failWith = serverError(3_000_000_000);
+      h.keeper.start();
+      other.keeper.start();
+      await advance(120_000);
+      // The second one first waited for the first one's lease, which left without a token.
+      const kinds = other.lines.map((l) => (JSON.parse(l) as { errorKind?: string }).errorKind);
+      expect(kinds).toContain('lease');
+      for (const p of [h, other]) {
+        expect(p.keeper.status().consecutiveFailures).toBeGreaterThanOrEqual(10);
+        expect(retryWaits(p.lines).length).toBeGreaterThanOrEqual(10);
+        expect(Math.max(...retryWaits(p.lines))).toBeLessThanOrEqual(RECOVERY_CAP_MS);
+        expect(busiestWindow(p.endpoint.requests.map((r) => r.at))).toBeLessThanOrEqual(10);
+        p.endpoint.failWith = undefined;
+      }
+      // The lease holder's followers wait out one lease (3 s) at most, then retry within 8 s.
+      await advance(RECOVERY_CAP_MS + 3_000);
+      expect([h.keeper.status().ready, other.keeper.status().ready]).toEqual([true, true]);
+    } finally {
+      other.keeper.stop();
+    }
   });
 });

@@ -19,8 +19,8 @@ import {
   FORCED_RENEWAL_INTERVAL_MS,
   MIN_RENEWAL_DELAY_MS,
   RequestCeiling,
-  backoffDelayMs,
   renewalTime,
+  retryTime,
   secondsUntil,
 } from './schedule.js';
 import type { SharedTokenSet } from '../store/token-sets.js';
@@ -108,7 +108,15 @@ type Outcome =
   | { ok: true; grant: GrantType; tokenSet: TokenSet; sentAt: number }
   | { ok: false; grant: GrantType; error: unknown };
 
-type AttemptReason = 'startup' | 'renewal' | 'retry' | 'demand' | 'forced';
+type AttemptReason = 'startup' | 'renewal' | 'retry' | 'demand' | 'forced' | 'credentials';
+
+/** The last failure's inputs to the retry time (schedule.ts `retryTime`). */
+interface FailureRecord {
+  /** The backoff step: consecutive failures since the last success or credentials change. */
+  failures: number;
+  random: number;
+  retryAfterMs: number | undefined;
+}
 
 /**
  * Keeps one access token fresh. Satisfies proxy/types.ts `AccessTokenSource` and telemetry's
@@ -134,7 +142,11 @@ export class TokenKeeper {
   private nextAttemptAt: number | undefined;
   /** Backoff / Retry-After: no token request before this time (ms since the epoch). */
   private notBefore = 0;
+  /** What set `notBefore`, so it can be pulled in when the token is dropped; none after a success. */
+  private failure: FailureRecord | undefined;
   private consecutiveFailures = 0;
+  /** `consecutiveFailures` at the last credentials change: the backoff starts over from there. */
+  private failuresBeforeChange = 0;
   private lastError: KeeperStatus['lastError'] = null;
   private lastGrant: GrantType | undefined;
   private lastForcedAt: number | undefined;
@@ -227,6 +239,10 @@ export class TokenKeeper {
     this.lastForcedAt = now;
     this.current = undefined;
     this.rejectedToken = token;
+    // Not serving from now on: a pending backoff / Retry-After wait ends within the recovery cap.
+    if (this.failure !== undefined) {
+      this.notBefore = Math.min(this.notBefore, retryTime(now, this.failure, undefined));
+    }
     const startAt = this.inflight === undefined ? this.earliestAttemptAt(now) : now;
     let what = 'a token request is already in flight';
     if (this.inflight === undefined) {
@@ -242,6 +258,20 @@ export class TokenKeeper {
     );
     this.attempt('forced');
     return 'renewing';
+  }
+
+  /**
+   * The client credentials changed (the credentials reader's `onChange`, wired in main.ts). A
+   * failure with the old ones says nothing about the new ones: after a failure the backoff and any
+   * `Retry-After` wait are dropped, the backoff starts over at its first step, and an attempt
+   * starts at once, rate ceiling permitting (a request in flight already read the new ones).
+   */
+  credentialsChanged(): void {
+    if (!this.started || this.stopped || this.consecutiveFailures === 0) return;
+    this.failuresBeforeChange = this.consecutiveFailures;
+    this.failure = undefined;
+    this.notBefore = 0;
+    this.attempt('credentials');
   }
 
   /** Resolves on the first successful grant; rejects if the keeper is stopped before that. */
@@ -472,6 +502,8 @@ export class TokenKeeper {
     };
     this.lastGrant = grant;
     this.consecutiveFailures = 0;
+    this.failuresBeforeChange = 0;
+    this.failure = undefined;
     this.notBefore = 0;
     const now = this.clock.now();
     const renewAt = Math.max(
@@ -496,12 +528,20 @@ export class TokenKeeper {
     for (const waiter of this.readyWaiters.splice(0)) waiter.resolve();
   }
 
-  /** Any failure, including a rejected client-credentials grant (the secret may be rotated soon). */
+  /**
+   * Any failure, including a rejected client-credentials grant (the secret may be rotated soon).
+   * The retry waits for the backoff / `Retry-After`, but never longer than the recovery cap (8 s)
+   * past the held token's expiry, or past now when none is valid: one timer covers both.
+   */
   private onFailure({ grant, error }: Extract<Outcome, { ok: false }>): void {
     this.consecutiveFailures += 1;
-    const retryAfterMs = error instanceof TokenEndpointError ? error.retryAfterMs : undefined;
     const now = this.clock.now();
-    this.notBefore = now + backoffDelayMs(this.consecutiveFailures, this.random(), retryAfterMs);
+    this.failure = {
+      failures: this.consecutiveFailures - this.failuresBeforeChange,
+      random: this.random(),
+      retryAfterMs: error instanceof TokenEndpointError ? error.retryAfterMs : undefined,
+    };
+    this.notBefore = retryTime(now, this.failure, this.current?.expiresAt);
     const retryAt = this.earliestAttemptAt(now);
     this.schedule(retryAt, 'retry');
     this.lastError = { kind: errorKind(error), message: errorText(error), at: iso(now) };

@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import {
   BACKOFF_CAP_MS,
+  MAX_RETRY_AFTER_MS,
+  RECOVERY_CAP_MS,
   backoffDelayMs,
+  retryTime,
   renewalLeadSeconds,
   renewalTime,
   secondsUntil,
@@ -67,6 +70,43 @@ describe('backoffDelayMs', () => {
     expect(backoffDelayMs(1, 0.5, 30_000)).toBe(30_000);
     expect(backoffDelayMs(8, 1, 5_000)).toBe(BACKOFF_CAP_MS);
     expect(backoffDelayMs(1, 0, 120_000)).toBe(120_000);
+  });
+});
+
+describe('backoffDelayMs while recovering (no valid token held)', () => {
+  it('is full jitter over 1, 2, 4, then 8 s, whatever the step', () => {
+    const delays = [1, 2, 3, 4, 5, 20, 5000].map((n) => backoffDelayMs(n, 1, undefined, true));
+    expect(delays).toEqual([1_000, 2_000, 4_000, 8_000, 8_000, 8_000, 8_000]);
+    expect(backoffDelayMs(20, 0.5, undefined, true)).toBe(4_000);
+  });
+
+  it('honours Retry-After up to 8 s only', () => {
+    expect(backoffDelayMs(1, 0, 5_000, true)).toBe(5_000);
+    expect(backoffDelayMs(1, 0, 3_000_000_000, true)).toBe(RECOVERY_CAP_MS);
+    expect(backoffDelayMs(1, 0, 3_000_000_000)).toBe(MAX_RETRY_AFTER_MS);
+  });
+});
+
+describe('retryTime', () => {
+  const now = 1_000_000;
+  const failure = (failures: number, retryAfterMs?: number) => ({
+    failures,
+    random: 1,
+    retryAfterMs,
+  });
+
+  it('with no valid token: the recovery delay, at most 8 s', () => {
+    expect(retryTime(now, failure(20), undefined)).toBe(now + 8_000);
+    expect(retryTime(now, failure(20), now - 1)).toBe(now + 8_000);
+    expect(retryTime(now, failure(1, 3_000_000_000), undefined)).toBe(now + 8_000);
+    expect(retryTime(now, failure(2), undefined)).toBe(now + 2_000);
+  });
+
+  it('with a valid token: the backoff or Retry-After, but never later than 8 s past its expiry', () => {
+    expect(retryTime(now, failure(20), now + 3_600_000)).toBe(now + BACKOFF_CAP_MS);
+    expect(retryTime(now, failure(1, 3_000_000), now + 3_600_000)).toBe(now + 3_000_000);
+    expect(retryTime(now, failure(1, 3_000_000), now + 100_000)).toBe(now + 108_000);
+    expect(retryTime(now, failure(20), now + 10_000)).toBe(now + 18_000);
   });
 });
 

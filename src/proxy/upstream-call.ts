@@ -1,0 +1,287 @@
+/**
+ * One upstream exchange as an undici dispatch handler: the answer head goes to the client
+ * response, every body chunk is written into it with backpressure (pause/resume), and the
+ * exchange settles once. A handler instead of `stream()`: no Writable factory, no `finished()`
+ * listeners, no AsyncResource and no AbortController per request (docs/benchmarks.md "Hot
+ * path"); aborting goes through undici's own controller.
+ *
+ * Ends in one of three ways: the promise resolves with an `Attempt` (answered, cut after the
+ * head, client gone), or rejects with the error that came before anything was written.
+ */
+import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { EventEmitter } from 'node:events';
+import type { Dispatcher } from 'undici';
+import type { ClientResponse } from './outcome.js';
+import { ClientGoneError } from './request-body.js';
+import type { BodyTap } from './stages.js';
+
+export type Attempt =
+  | { kind: 'answered'; upstreamStatus: number; replay: boolean }
+  | { kind: 'cut'; upstreamStatus: number; result: 'client_closed' | 'upstream_failed' }
+  | { kind: 'client_gone' };
+
+/** Why the exchange was aborted from this side, if it was. */
+export type AbortCause = 'timeout' | 'client' | 'client_body';
+
+/** What the answer head decides (the forwarder's rules: 401 replay, stages, bodiless answers). */
+export interface HeadDecision {
+  /** Swallow the body: a 401 about to be replayed. Nothing is written to the client. */
+  replay: boolean;
+  /** Headers to write, with the status; undefined when `replay`. */
+  headers?: OutgoingHttpHeaders;
+  /** The answer carries no content (204, 304, HEAD): end the client response at its head. */
+  bodiless: boolean;
+  /** The stages' body taps. */
+  taps: BodyTap[];
+}
+
+export interface UpstreamCallHooks {
+  /** Called once with the answer head (status ≥ 200), before anything is written. */
+  onHead(status: number, headers: IncomingHttpHeaders): HeadDecision;
+  /** The error that ended the exchange (after classification by the caller). */
+  onError(err: Error, state: UpstreamCallState): Attempt | Error;
+}
+
+/** What the error classification needs to know. */
+export interface UpstreamCallState {
+  abortedBy: AbortCause | undefined;
+  headersSeen: boolean;
+  upstreamStatus: number;
+  /** Something (head) was written to the client. */
+  wrote: boolean;
+  replay: boolean;
+  /** The client response was ended (a bodiless answer is complete at its head). */
+  readonly clientEnded: boolean;
+}
+
+/**
+ * The most of an answer read and dropped after its client left, to keep the connection; a longer
+ * answer costs the connection instead.
+ */
+export const DRAIN_LIMIT_BYTES = 64 * 1024;
+
+/**
+ * What closes when the client goes: the h2 stream (an h2 compat response has no `destroyed` of
+ * its own, and writing to a reset stream returns false with no 'drain' ever), else the response.
+ */
+function closesWithClient(res: ClientResponse): EventEmitter & { destroyed: boolean } {
+  return 'stream' in res ? res.stream : res;
+}
+
+export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallState {
+  abortedBy: AbortCause | undefined;
+  headersSeen = false;
+  upstreamStatus = 0;
+  wrote = false;
+  replay = false;
+  readonly done: Promise<Attempt>;
+  /** Resolves once undici is finished with the request (answered, failed or dropped). */
+  readonly released: Promise<void>;
+  #release!: () => void;
+  #isReleased = false;
+
+  get isReleased(): boolean {
+    return this.#isReleased;
+  }
+
+  get clientEnded(): boolean {
+    return this.#res.writableEnded;
+  }
+
+  #controller: Dispatcher.DispatchController | undefined;
+  /** Set when the exchange was aborted before undici handed over its controller. */
+  #pendingAbort: Error | undefined;
+  #settled = false;
+  #resolve!: (attempt: Attempt) => void;
+  #reject!: (err: Error) => void;
+  #taps: BodyTap[] = [];
+  #discard = false;
+  /** The client left after the request was written: the answer is read and dropped. */
+  #draining = false;
+  #drained = 0;
+  readonly #drainable: boolean;
+  #upstreamEnded = false;
+  readonly #res: ClientResponse;
+  readonly #client: EventEmitter & { destroyed: boolean };
+  readonly #hooks: UpstreamCallHooks;
+  readonly #onResClose = (): void => {
+    // Finished, or destroyed by us after an upstream failure: not the client's doing.
+    if (this.#res.writableFinished || this.#settled) return;
+    this.abort('client', new ClientGoneError());
+  };
+
+  /**
+   * @param drainable the request body is sent whole (none or buffered): when the client leaves,
+   *   the answer can be read to its end and the connection kept.
+   */
+  constructor(res: ClientResponse, hooks: UpstreamCallHooks, drainable: boolean) {
+    this.#res = res;
+    this.#hooks = hooks;
+    this.#drainable = drainable;
+    this.done = new Promise<Attempt>((resolve, reject) => {
+      this.#resolve = resolve;
+      this.#reject = reject;
+    });
+    this.released = new Promise<void>((resolve) => {
+      this.#release = () => {
+        this.#isReleased = true;
+        resolve();
+      };
+    });
+    this.#client = closesWithClient(res);
+    this.#client.once('close', this.#onResClose);
+  }
+
+  /** Abort from this side (timeout, client gone, client body stalled). */
+  abort(cause: AbortCause, reason: Error): void {
+    if (this.#settled) return;
+    this.abortedBy ??= cause;
+    if (this.#upstreamEnded) {
+      // The upstream is done; only the client's side is still being written: it was cut.
+      this.#conclude(reason);
+      return;
+    }
+    if (this.#controller !== undefined) {
+      if (cause === 'client' && this.#drainable) {
+        // The request is written: read the rest of the answer and drop it (at most
+        // DRAIN_LIMIT_BYTES, within undici's own timeouts) instead of destroying the
+        // connection. An abort would cost the upstream a new TLS connection per client that
+        // leaves; under an h2 reset storm that churn went past `upstream.maxConnections`.
+        this.#draining = true;
+        this.#discard = true;
+        this.#controller.resume();
+        this.#conclude(reason);
+        return;
+      }
+      this.#controller.abort(reason);
+      return;
+    }
+    // Still queued for a connection: answer now; undici drops it the moment it would start
+    // (`released` tells when, and the caller keeps the request counted until then).
+    this.#pendingAbort = reason;
+    this.#conclude(reason);
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller;
+    if (this.#pendingAbort !== undefined) {
+      // Thrown, not `controller.abort()`: undici then drops the request before writing it and
+      // keeps the connection (an abort destroys it, and the pool opens another: under an h2
+      // reset storm that was connection churn past `upstream.maxConnections` at the kernel).
+      throw this.#pendingAbort;
+    }
+  }
+
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    if (statusCode < 200 || this.#settled) return;
+    if (this.#client.destroyed) {
+      // Gone before its answer came (its close may have been missed): nothing to write to.
+      this.abort('client', new ClientGoneError());
+      return;
+    }
+    this.headersSeen = true;
+    this.upstreamStatus = statusCode;
+    const decision = this.#hooks.onHead(statusCode, headers);
+    if (decision.replay) {
+      this.replay = true;
+      this.#discard = true;
+      return;
+    }
+    const res = this.#res;
+    res.writeHead(statusCode, decision.headers);
+    this.wrote = true;
+    this.#taps = decision.taps;
+    if (decision.bodiless) {
+      // A body the upstream sent anyway is swallowed; the client's framing stays intact.
+      this.#discard = true;
+      res.end();
+      this.#endTaps(true);
+    }
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.#draining) {
+      this.#drained += chunk.length;
+      if (this.#drained > DRAIN_LIMIT_BYTES) controller.abort(new ClientGoneError());
+      return;
+    }
+    if (this.#discard || this.#settled) return;
+    const res = this.#res;
+    if (this.#client.destroyed) {
+      this.abort('client', new ClientGoneError());
+      return;
+    }
+    for (const tap of this.#taps) tap.chunk(chunk);
+    // Both node responses write a Buffer the same way; their overloads differ only in encoding.
+    if (!(res as ServerResponse).write(chunk)) {
+      controller.pause();
+      res.once('drain', () => controller.resume());
+    }
+  }
+
+  onResponseEnd(): void {
+    this.#release();
+    if (this.#settled) return;
+    this.#upstreamEnded = true;
+    const answered: Attempt = {
+      kind: 'answered',
+      upstreamStatus: this.upstreamStatus,
+      replay: this.replay,
+    };
+    if (this.#discard) {
+      this.#succeed(answered);
+      return;
+    }
+    (this.#res as ServerResponse).end(() => {
+      this.#endTaps(true);
+      this.#succeed(answered);
+    });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+    this.#release();
+    this.#conclude(err);
+  }
+
+  /** The exchange failed or was aborted: the caller's classification decides how it ends. */
+  #conclude(err: Error): void {
+    if (this.#settled) return;
+    const verdict = this.#hooks.onError(err, this);
+    if (verdict instanceof Error) {
+      this.#fail(verdict);
+      return;
+    }
+    if (verdict.kind === 'cut' && !this.#client.destroyed) this.#res.destroy();
+    this.#endTaps(verdict.kind === 'answered');
+    this.#succeed(verdict);
+  }
+
+  #endTaps(complete: boolean): void {
+    const taps = this.#taps;
+    if (taps.length === 0) return;
+    this.#taps = [];
+    for (const tap of taps) tap.end(complete);
+  }
+
+  #succeed(attempt: Attempt): void {
+    if (this.#settled) return;
+    this.#settle();
+    this.#resolve(attempt);
+  }
+
+  #fail(err: Error): void {
+    if (this.#settled) return;
+    this.#settle();
+    this.#endTaps(false);
+    this.#reject(err);
+  }
+
+  #settle(): void {
+    this.#settled = true;
+    this.#client.off('close', this.#onResClose);
+  }
+}
