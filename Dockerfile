@@ -27,16 +27,26 @@ LABEL org.opencontainers.image.title="oauth-sidecar" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.base.name="${NODE_IMAGE}"
-# Heap caps sized for the 256Mi limit in deploy/. Chosen by measurement (node bench/run.mjs
-# --targets direct --rounds 0 --duration 8 --footprint-node-options=..., Node 24.21, 2 shared
-# cores under load from other jobs; docs/benchmarks.md "Footprint"):
-#   --max-semi-space-size  idle RSS  peak 2 KB (wrk -c50)  peak 50 x 1 MiB  2 KB req/s
-#   8 (before)             104 MiB   135 MiB               186 MiB          2,386
-#   2 (shipped)             96 MiB   121 MiB               139 MiB          2,117
-#   1                       95 MiB   114 MiB               124 MiB            369 (scavenges)
-# The old-space cap keeps a flood from growing the heap past the pod limit (test/bounded-work).
+# Memory settings sized for the 256Mi limit in deploy/, chosen by measurement (Node 24.21, 2 shared
+# cores; docs/benchmarks.md "Footprint"). Idle / peak RSS from `taskset -c 0 node bench/run.mjs
+# --targets direct --rounds 1 --duration 5 --no-pin [--footprint-node-options=...]
+# [--footprint-glibc-tunables=...]`; CPU per 2 KB request from the sidecar's own CPU time under
+# wrk -c50, sidecar pinned to CPU 0 (relative figures, the core is shared):
+#   setting                              idle RSS  peak 2 KB   peak 50 x 1 MiB  CPU/request
+#   semi-space 8 (before issue 8)        104 MiB   135 MiB     186 MiB          -
+#   semi-space 2, no GLIBC_TUNABLES       92-93    114-119     138-144          baseline
+#   + GLIBC_TUNABLES below (shipped)      86-87    104-111     128-134          same (5 A/B runs)
+#   semi-space 1 (+ tunables)             86       106         121              +40 % (scavenges)
+#   + tunables, --v8-pool-size=2 / 1      86 / 91  108 / 117   127 / 134        -
+#   + tunables, --max-old-space=128 / 96  86 / 87  109 / 112   125 / 123        -
+#   --liftoff-only (cmd line, no tunables) 84     -            -                +27 %
+# GLIBC_TUNABLES: one malloc arena and a 128 KiB trim threshold. V8 optimises undici's
+# WebAssembly HTTP parser on a worker thread with ~10 MiB of scratch memory, which glibc kept in
+# that thread's own arena after the compile. The old-space cap keeps a flood from growing the heap
+# past the pod limit (test/flood.test.ts, which runs with these settings).
 ENV NODE_ENV=production \
-    NODE_OPTIONS="--max-old-space-size=160 --max-semi-space-size=2"
+    NODE_OPTIONS="--max-old-space-size=160 --max-semi-space-size=2" \
+    GLIBC_TUNABLES="glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=131072"
 WORKDIR /app
 # Owned by root and read-only to uid 1000: the process cannot rewrite its own code.
 COPY --from=deps /app/node_modules ./node_modules

@@ -6,6 +6,7 @@
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."]
 //     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,http-proxy,hono] [--no-pin]
 //     [--footprint-node /path/to/node24] [--no-footprint] [--keep] [--only-2kb]
+//     [--footprint-node-options "..."] [--footprint-glibc-tunables "..."]
 //
 // What ships is measured: the sidecar at the default log level (`sidecar`, LOG_LEVEL unset) with
 // a `sidecar-warn` row beside it, and `sidecar-limit`: UPSTREAM_RATE_LIMIT set far above the load,
@@ -71,6 +72,8 @@ const { values: args } = parseArgs({
     'no-footprint': { type: 'boolean', default: false },
     /** Try other flags than the Dockerfile's (to choose them); the default is what ships. */
     'footprint-node-options': { type: 'string' },
+    /** Likewise for the Dockerfile's GLIBC_TUNABLES (malloc settings); "" runs without any. */
+    'footprint-glibc-tunables': { type: 'string' },
     keep: { type: 'boolean', default: false },
     /** Iterating or profiling: the 2 KB closed-loop row only (no 1 MB, no fixed rate). */
     'only-2kb': { type: 'boolean', default: false },
@@ -99,10 +102,10 @@ function hasTool(tool) {
   }
 }
 
-/** The Dockerfile's NODE_OPTIONS, so the footprint is the shipped runtime's. */
-function dockerNodeOptions() {
+/** A variable of the Dockerfile's ENV (NODE_OPTIONS, GLIBC_TUNABLES): the shipped runtime's. */
+function dockerEnv(name) {
   const text = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
-  return /NODE_OPTIONS="([^"]*)"/.exec(text)?.[1] ?? '';
+  return new RegExp(`^\\s*(?:ENV\\s+)?${name}="([^"]*)"`, 'm').exec(text)?.[1] ?? '';
 }
 const BODY_2KB = '/v1.0/contracts/';
 const BODY_1MB = '/v1.0/big';
@@ -222,11 +225,17 @@ async function measureFootprint(startSidecar, agent) {
     );
     return undefined;
   }
-  const nodeOptions = args['footprint-node-options'] ?? dockerNodeOptions();
-  say(`footprint: ${node} with NODE_OPTIONS="${nodeOptions}"`);
+  const nodeOptions = args['footprint-node-options'] ?? dockerEnv('NODE_OPTIONS');
+  const glibcTunables = args['footprint-glibc-tunables'] ?? dockerEnv('GLIBC_TUNABLES');
+  say(`footprint: ${node} with NODE_OPTIONS="${nodeOptions}" GLIBC_TUNABLES="${glibcTunables}"`);
   const s = await startSidecar(
     'footprint',
-    { LOG_LEVEL: undefined, NODE_ENV: 'production', NODE_OPTIONS: nodeOptions },
+    {
+      LOG_LEVEL: undefined,
+      NODE_ENV: 'production',
+      NODE_OPTIONS: nodeOptions,
+      GLIBC_TUNABLES: glibcTunables || undefined,
+    },
     { node, flags: [] },
   );
   for (let i = 0; i < 20; i++) {
@@ -245,6 +254,7 @@ async function measureFootprint(startSidecar, agent) {
   return {
     node: `${version} (${node})`,
     nodeOptions,
+    glibcTunables,
     idleRss,
     peak2kb,
     peak1mb,
@@ -661,7 +671,7 @@ function markdown({ meta, summary, ratios, tokenCalls, checks, footprint }, targ
     '',
     ...(footprint
       ? [
-          `Footprint (the shipped runtime): ${footprint.node}, NODE_OPTIONS=\`${footprint.nodeOptions}\`, default log level.`,
+          `Footprint (the shipped runtime): ${footprint.node}, NODE_OPTIONS=\`${footprint.nodeOptions}\`, GLIBC_TUNABLES=\`${footprint.glibcTunables}\`, default log level.`,
           '',
           '| idle RSS | peak RSS, 2 KB load (wrk -c50) | peak RSS, 50 × 1 MiB | non-2xx | 2 KB req/s | 1 MiB MB/s |',
           '|---:|---:|---:|---:|---:|---:|',

@@ -20,7 +20,6 @@ import { createAdminApp } from './http/admin-app.js';
 import { startAdminServer } from './http/admin-server.js';
 import { createRequestLog } from './http/request-log.js';
 import { startProxy } from './http/start-proxy.js';
-import { createResponseCache } from './proxy/cache/response-cache.js';
 import { createUpstreamDispatcher, trustContext } from './proxy/dispatcher.js';
 import { QuotaGuard, type SharedQuota } from './proxy/quota/guard.js';
 import type { StoreConnection } from './store/connection.js';
@@ -191,9 +190,14 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
 
   // Off unless a rule names a prefix: then no stage is installed and the request path is unchanged.
   // First among the stages: a hit must not take a rate-limit slot (docs/quota-guard.md).
+  // Loaded only then, with lru-cache (docs/benchmarks.md "Footprint").
   const cache =
     config.cache.rules.length > 0
-      ? createResponseCache({ settings: config.cache, clock, metrics })
+      ? (await import('./proxy/cache/response-cache.js')).createResponseCache({
+          settings: config.cache,
+          clock,
+          metrics,
+        })
       : undefined;
 
   const quotaStore = await openQuotaStore(config, {

@@ -1,7 +1,7 @@
 /**
  * The "Abuse" floods of issue 8 against the real sidecar process under the container's heap cap
- * (the Dockerfile's NODE_OPTIONS): one connection pipelining 20,000 GETs, and 20,000 h2 streams
- * opened and reset at once. The process must stay alive, the upstream see at most
+ * (the Dockerfile's NODE_OPTIONS and GLIBC_TUNABLES): one connection pipelining 20,000 GETs, and
+ * 20,000 h2 streams opened and reset at once. The process must stay alive, the upstream see at most
  * `upstream.maxConnections` connections, RSS stay under 250 MiB, and /metrics and other clients
  * be answered within 2 s; a stream reset before it was sent upstream is not forwarded (at most
  * one session's 100 concurrent streams can be on their way when their reset arrives).
@@ -24,10 +24,9 @@ import { startCountingUpstream, type CountingUpstream } from './helpers/upstream
 
 const MIB = 1024 * 1024;
 const MAX_CONNECTIONS = 16;
-const NODE_OPTIONS =
-  /NODE_OPTIONS="([^"]*)"/.exec(
-    readFileSync(join(import.meta.dirname, '..', 'Dockerfile'), 'utf8'),
-  )?.[1] ?? '';
+const DOCKERFILE = readFileSync(join(import.meta.dirname, '..', 'Dockerfile'), 'utf8');
+const NODE_OPTIONS = /NODE_OPTIONS="([^"]*)"/.exec(DOCKERFILE)?.[1] ?? '';
+const GLIBC_TUNABLES = /^\s*GLIBC_TUNABLES="([^"]*)"/m.exec(DOCKERFILE)?.[1];
 
 let pki: TestPki;
 let standin: Standin;
@@ -58,6 +57,7 @@ function rssOf(pid: number): number {
 async function sidecar(extra: Record<string, string> = {}): Promise<SidecarProcess> {
   const process = await startSidecarProcess({
     NODE_OPTIONS,
+    ...(GLIBC_TUNABLES !== undefined && { GLIBC_TUNABLES }),
     UPSTREAM_BASE_URL: upstream.url,
     TOKEN_URL: `${standin.url}/oauth/token/`,
     UPSTREAM_CA_FILE: writeTemp('ca.pem', pki.caCert),

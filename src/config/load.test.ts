@@ -389,6 +389,17 @@ describe('loadConfig: one line per bad configuration', () => {
     expect(await problemsFromEnv({ ...GOOD, UPSTREAM_BASE_URL: 'api.example.com' })).toEqual([
       'UPSTREAM_BASE_URL (upstream.baseUrl): must be an absolute URL such as https://api.sparkcommodities.com',
     ]);
+    // Several problems of one key: each reported once, in this order.
+    expect(
+      await problemsFromEnv({ ...GOOD, UPSTREAM_BASE_URL: 'http://u:p@api.example.com/a?b#c' }),
+    ).toEqual(
+      [
+        'must not contain credentials (user:password@); configure credentials.* instead',
+        'must not contain a fragment (#...)',
+        'must be an origin only (https://host[:port]); remove the path "/a" (use upstream.pathPrefixes for forwarded paths)',
+        'must not contain a query string (?...)',
+      ].map((problem) => `UPSTREAM_BASE_URL (upstream.baseUrl): ${problem}`),
+    );
   });
 
   it('no credential source', async () => {
@@ -623,6 +634,19 @@ describe('loadConfig: one line per bad configuration', () => {
       'upstream.pathPrefixes',
       ' , ',
       'must name at least one path prefix, e.g. /v1.0/',
+    ],
+    // Beyond the safe-integer range: one line (zod, used before, printed this one twice).
+    [
+      'UPSTREAM_TIMEOUT_MS',
+      'upstream.timeoutMs',
+      '-1e17',
+      'must be a whole number of milliseconds from 1 to 600000 (got "-100000000000000000")',
+    ],
+    [
+      'UPSTREAM_TIMEOUT_MS',
+      'upstream.timeoutMs',
+      '1e999',
+      'must be a whole number of milliseconds from 1 to 600000 (got "null")',
     ],
     [
       'TOKEN_SCOPES',

@@ -16,7 +16,14 @@ import {
   type ReadTextFile,
 } from './credentials.js';
 import { DEFAULT_TOKEN_PATH, EXAMPLE_BASE_URL } from './defaults.js';
-import { FIELDS, label, type FieldKey, type FieldValues, type ResolvedValues } from './schema.js';
+import {
+  FIELDS,
+  label,
+  parseValue,
+  type FieldKey,
+  type FieldValues,
+  type ResolvedValues,
+} from './schema.js';
 import type { Config, CredentialsConfig } from './types.js';
 
 export interface LoadConfigOptions {
@@ -64,12 +71,12 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
     const envValue = options.env[spec.env];
     const raw = envValue !== undefined && envValue.trim() !== '' ? envValue : fromFile.get(key);
     if (raw === undefined || raw === null) continue;
-    const result = spec.schema.safeParse(raw);
-    if (result.success) {
-      values[key] = result.data;
+    const result = parseValue<unknown>(spec.parse, raw);
+    if (result.ok) {
+      values[key] = result.value;
     } else {
       invalid.add(key);
-      for (const issue of result.error.issues) problems.push(`${label(key)}: ${issue.message}`);
+      for (const problem of result.problems) problems.push(`${label(key)}: ${problem}`);
     }
   }
   const v = values as FieldValues;
