@@ -39,10 +39,8 @@ export type RefusalAnswerer = (
  */
 const PLACEHOLDER_TARGET = '/';
 
-export function createProxyApp(options: ProxyAppOptions): {
-  app: Hono<ProxyEnv>;
-  refuse: RefusalAnswerer;
-} {
+/** The proxy listener's Hono app, as the one function the handler calls with a refusal. */
+export function createProxyApp(options: ProxyAppOptions): RefusalAnswerer {
   const refusals = new WeakMap<object, { error: SidecarError; requestId: string }>();
   const app = new Hono<ProxyEnv>();
   app.all('*', (c) => {
@@ -62,5 +60,5 @@ export function createProxyApp(options: ProxyAppOptions): {
     await listener(req, res);
     return { status: res.statusCode, code: errorCodeOf(error) };
   };
-  return { app, refuse };
+  return refuse;
 }

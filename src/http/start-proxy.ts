@@ -61,7 +61,7 @@ export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Prom
   const inFlight = createInFlightLimit(settings.proxy.maxInFlight);
   metrics.bindRequestsInFlight(() => inFlight.count);
   const drainState = createDrainState();
-  const { refuse } = createProxyApp({ logger, metrics });
+  const refuse = createProxyApp({ logger, metrics });
   const handler = createProxyHandler({
     prefixes: settings.upstream.pathPrefixes,
     forwarder,

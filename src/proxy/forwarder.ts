@@ -20,7 +20,12 @@ import { SidecarError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.js';
-import { CLIENT_GONE, type ClientResponse, type ForwardOutcome } from './outcome.js';
+import {
+  CLIENT_GONE,
+  closesWithClient,
+  type ClientResponse,
+  type ForwardOutcome,
+} from './outcome.js';
 import {
   ClientGoneError,
   REPLAY_BUFFER_BYTES,
@@ -116,11 +121,7 @@ function isHttp2Response(res: ClientResponse): boolean {
  * `close` that fired while the forwarder awaited the token or a stage has no listener to see it.
  */
 export function clientGone(req: ClientRequest, res: ClientResponse): boolean {
-  if (isHttp2Response(res)) {
-    const stream = (res as { stream: { destroyed: boolean } }).stream;
-    return stream.destroyed;
-  }
-  return req.socket.destroyed || res.destroyed;
+  return closesWithClient(res).destroyed || (!isHttp2Response(res) && req.socket.destroyed);
 }
 
 export function createForwarder(options: ForwarderOptions): Forwarder {

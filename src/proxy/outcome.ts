@@ -1,7 +1,16 @@
+import type { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import type { Http2ServerResponse } from 'node:http2';
 
 export type ClientResponse = ServerResponse | Http2ServerResponse;
+
+/**
+ * What closes when the client goes: the h2 stream (an h2 compat response has no `destroyed` of
+ * its own, and writing to a reset stream returns false with no 'drain' ever), else the response.
+ */
+export function closesWithClient(res: ClientResponse): EventEmitter & { destroyed: boolean } {
+  return 'stream' in res ? res.stream : res;
+}
 
 /** How one proxied exchange ended, for the request log. */
 export interface ForwardOutcome {

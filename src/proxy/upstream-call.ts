@@ -9,9 +9,8 @@
  * head, client gone), or rejects with the error that came before anything was written.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import type { EventEmitter } from 'node:events';
 import type { Dispatcher } from 'undici';
-import type { ClientResponse } from './outcome.js';
+import { closesWithClient, type ClientResponse } from './outcome.js';
 import { ClientGoneError } from './request-body.js';
 import type { BodyTap } from './stages.js';
 
@@ -60,14 +59,6 @@ export interface UpstreamCallState {
  */
 export const DRAIN_LIMIT_BYTES = 64 * 1024;
 
-/**
- * What closes when the client goes: the h2 stream (an h2 compat response has no `destroyed` of
- * its own, and writing to a reset stream returns false with no 'drain' ever), else the response.
- */
-function closesWithClient(res: ClientResponse): EventEmitter & { destroyed: boolean } {
-  return 'stream' in res ? res.stream : res;
-}
-
 export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallState {
   abortedBy: AbortCause | undefined;
   headersSeen = false;
@@ -102,7 +93,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
   readonly #drainable: boolean;
   #upstreamEnded = false;
   readonly #res: ClientResponse;
-  readonly #client: EventEmitter & { destroyed: boolean };
+  readonly #client: ReturnType<typeof closesWithClient>;
   readonly #hooks: UpstreamCallHooks;
   readonly #onResClose = (): void => {
     // Finished, or destroyed by us after an upstream failure: not the client's doing.
