@@ -1,7 +1,7 @@
 /** A bare HTTPS upstream for the limit tests: counts its connections and lets a test answer. */
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import type { TestPki } from '../../src/standin/index.js';
@@ -20,19 +20,46 @@ export interface CountingUpstream {
   /**
    * Client-side TCP connections to this upstream in ESTABLISHED state, as the kernel sees them
    * now. Unlike `open`, it does not lag behind while this process is too busy to handle a close:
-   * a connection the client dropped leaves ESTABLISHED at once.
+   * a connection the client dropped leaves ESTABLISHED at once. Only the sockets process `pid`
+   * holds: in a parallel test run another process's client may reach this port too (a port a
+   * closed server of another test had, which its sidecar still dials). Every process's when
+   * `pid` is undefined.
    */
-  establishedClients(): number;
+  establishedClients(pid: number | undefined): number;
   close(): Promise<void>;
 }
 
-/** ESTABLISHED IPv4 sockets whose remote port is `port` (`/proc/net/tcp`, state 01). */
-function establishedTo(port: number): number {
+/** The inodes of the sockets process `pid` holds open (`/proc/<pid>/fd`). */
+function socketInodes(pid: number): Set<string> {
+  const inodes = new Set<string>();
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const match = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (match !== null) inodes.add(match[1]!);
+    } catch {
+      // closed between the listing and the readlink
+    }
+  }
+  return inodes;
+}
+
+/**
+ * ESTABLISHED IPv4 sockets of process `pid` whose remote port is `port` (`/proc/net/tcp`: state
+ * 01, inode in the tenth column).
+ */
+function establishedTo(port: number, pid: number | undefined): number {
   const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  const inodes = pid === undefined ? undefined : socketInodes(pid);
   let count = 0;
   for (const line of readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
     const fields = line.trim().split(/\s+/);
-    if (fields[2]?.endsWith(`:${hexPort}`) === true && fields[3] === '01') count += 1;
+    if (
+      fields[2]?.endsWith(`:${hexPort}`) === true &&
+      fields[3] === '01' &&
+      (inodes === undefined || inodes.has(fields[9]!))
+    ) {
+      count += 1;
+    }
   }
   return count;
 }
@@ -50,7 +77,7 @@ export async function startCountingUpstream(
     requests: 0,
     inProgress: 0,
     maxInProgress: 0,
-    establishedClients: (): number => 0,
+    establishedClients: (_pid: number | undefined): number => 0,
     close: (): Promise<void> => Promise.resolve(),
   };
   const server: Server = createServer(
@@ -81,7 +108,7 @@ export async function startCountingUpstream(
   const address = server.address();
   const port = typeof address === 'object' && address !== null ? address.port : 0;
   state.url = `https://127.0.0.1:${port}`;
-  state.establishedClients = () => establishedTo(port);
+  state.establishedClients = (pid: number | undefined) => establishedTo(port, pid);
   state.close = () =>
     new Promise<void>((resolve) => {
       for (const socket of sockets) socket.destroy();
