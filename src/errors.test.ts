@@ -71,3 +71,14 @@ describe('errors', () => {
     expect(err.message).toContain('LOG_LEVEL: unknown');
   });
 });
+
+describe('SidecarError', () => {
+  it('carries no stack trace (an answer, not a bug) and leaves Error.stackTraceLimit as it was', () => {
+    const limit = Error.stackTraceLimit;
+    const error = new SidecarError('overloaded', 'busy', { retryAfterSeconds: 1 });
+    expect(Error.stackTraceLimit).toBe(limit);
+    expect(error.stack ?? '').not.toMatch(/\n\s+at /);
+    expect(new Error('a bug').stack).toMatch(/\n\s+at /);
+    expect(error).toMatchObject({ code: 'overloaded', status: 503, retryAfterSeconds: 1 });
+  });
+});

@@ -230,6 +230,14 @@ describe('floods under the container heap cap', () => {
     // dropped. Node's h2 client sends a cancel in a later packet than the HEADERS, so under this
     // storm that was ~3,000 of 20,000 (before issue 8: all 20,000, over 5,001 connections).
     const forwarded = upstream.requests - requestsBefore - 2; // minus the one after the storm and the probe
+    // The sidecar's own time for the other client's requests (its request lines): the probe's
+    // figure also holds this test process's own delays (it runs the storm and the upstream).
+    const sidecarOtherMs = s.stdout
+      .filter((line) => line.includes('"path":"/v1.0/other"'))
+      .map((line) => Number(/"durationMs":(\d+)/.exec(line)?.[1] ?? 0));
+    console.info(
+      `h2 storm: the sidecar's slowest answer to the other client took ${Math.max(...sidecarOtherMs)} ms (${sidecarOtherMs.length} requests)`,
+    );
     console.info(
       `h2 storm: ${forwarded} of 20,000 reset streams reached the upstream; at most ${maxOpen} upstream connections at once (${maxOpenAnyProcess} from any process); ${during.length} probes during the storm, slowest /metrics ${Math.max(...during.map((d) => d.metricsMs))} ms, slowest other client ${Math.max(...during.map((d) => d.otherMs))} ms`,
     );

@@ -8,11 +8,13 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock.js';
 import { SidecarError } from '../errors.js';
 import { countHeaderFields, type InFlightLimit } from '../proxy/admission.js';
-import type {
-  ClientRequest,
-  ClientResponse,
-  ForwardOutcome,
-  Forwarder,
+import {
+  CLIENT_GONE,
+  clientGone,
+  type ClientRequest,
+  type ClientResponse,
+  type ForwardOutcome,
+  type Forwarder,
 } from '../proxy/forwarder.js';
 import { checkRequestTarget } from '../proxy/path-safety.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -92,30 +94,42 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     let outcome: ForwardOutcome | undefined;
     let status: number;
     let code: string | undefined;
-    let refused = refusal(req, target, options);
-    if (refused === undefined && !inFlight.tryAcquire()) {
-      refused = new SidecarError(
-        'overloaded',
-        `${inFlight.max} requests are already in progress; retry shortly`,
-        { retryAfterSeconds: 1 },
-      );
-    }
-    if (refused !== undefined) {
-      ({ status, code } = await options.refuse(req, res, refused, requestId));
+    // h2: a RST_STREAM that came in the same read as the HEADERS is processed after this
+    // request's microtasks, and one the client wrote just after them is read in the next poll
+    // phase. Two macrotasks later both have been (the inner setImmediate runs after that poll). A
+    // stream reset by then costs nothing more: no in-flight slot, no refusal answer, nothing
+    // forwarded (docs/benchmarks.md "The floods of \"Why\", after issue 8": in an h2 reset storm, one macrotask let each
+    // session's first `upstream.maxConnections` streams through before their resets were read).
+    if ('stream' in res) await new Promise<void>((resolve) => setImmediate(setImmediate, resolve));
+    if (clientGone(req, res)) {
+      outcome = CLIENT_GONE;
+      status = CLIENT_GONE.status;
     } else {
-      let held: Promise<void> | undefined;
-      const hold = (until: Promise<void>): void => {
-        held = held === undefined ? until : Promise.all([held, until]).then(() => undefined);
-      };
-      try {
-        outcome = await forwarder.forward(req, res, { requestId, hold });
-        status = outcome.status;
-      } catch (error) {
-        ({ status, code } = answerError(res, error, requestId, errorOptions));
-      } finally {
-        // A request undici still holds in its pool stays counted until it lets go of it.
-        if (held === undefined) inFlight.release();
-        else void held.then(() => inFlight.release());
+      let refused = refusal(req, target, options);
+      if (refused === undefined && !inFlight.tryAcquire()) {
+        refused = new SidecarError(
+          'overloaded',
+          `${inFlight.max} requests are already in progress; retry shortly`,
+          { retryAfterSeconds: 1 },
+        );
+      }
+      if (refused !== undefined) {
+        ({ status, code } = await options.refuse(req, res, refused, requestId));
+      } else {
+        let held: Promise<void> | undefined;
+        const hold = (until: Promise<void>): void => {
+          held = held === undefined ? until : Promise.all([held, until]).then(() => undefined);
+        };
+        try {
+          outcome = await forwarder.forward(req, res, { requestId, hold });
+          status = outcome.status;
+        } catch (error) {
+          ({ status, code } = answerError(res, error, requestId, errorOptions));
+        } finally {
+          // A request undici still holds in its pool stays counted until it lets go of it.
+          if (held === undefined) inFlight.release();
+          else void held.then(() => inFlight.release());
+        }
       }
     }
     requestLog?.write({

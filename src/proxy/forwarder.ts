@@ -48,6 +48,7 @@ import type { AccessTokenSource } from './types.js';
 
 export type { ClientRequest } from './request-body.js';
 export type { ClientResponse, ForwardOutcome } from './outcome.js';
+export { CLIENT_GONE } from './outcome.js';
 export type { BodyTap, Exchange, ForwardStage } from './stages.js';
 
 export type ForwarderMetrics = Pick<
@@ -330,9 +331,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     if (clientGone(req, res)) return CLIENT_GONE;
     const body = await readBody(req);
     if (body === undefined) return CLIENT_GONE;
-    // h2: a RST_STREAM that came in the same read as the HEADERS is processed after this
-    // request's microtasks; one macrotask later it has been, and the reset stream is not sent.
-    if (isHttp2Response(res)) await new Promise<void>((resolve) => setImmediate(resolve));
+    // h2: the proxy handler already waited one macrotask for a RST_STREAM that came in the same
+    // read as the HEADERS (http/proxy-handler.ts); a stream reset since is not sent either.
     if (clientGone(req, res)) return CLIENT_GONE;
     const replayable = body.kind !== 'stream';
     let outcome = await attempt(req, res, ctx, exchange, token, body, replayable);

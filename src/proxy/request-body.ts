@@ -16,7 +16,11 @@ export type PreparedBody =
 /** The client went away while its body was being read; nothing is left to answer. */
 export class ClientGoneError extends Error {
   constructor() {
+    // No stack trace: an expected outcome, made once per stream in an h2 reset storm.
+    const stackTraceLimit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super('client closed the connection before its request body was read');
+    Error.stackTraceLimit = stackTraceLimit;
     this.name = 'ClientGoneError';
   }
 }
