@@ -79,6 +79,8 @@ const { values: args } = parseArgs({
     'footprint-node-options': { type: 'string' },
     /** Likewise for the Dockerfile's GLIBC_TUNABLES (malloc settings); "" runs without any. */
     'footprint-glibc-tunables': { type: 'string' },
+    /** Node flags of the footprint run instead of the Dockerfile ENTRYPOINT's (space-separated). */
+    'footprint-node-flags': { type: 'string' },
     keep: { type: 'boolean', default: false },
     /** Iterating or profiling: the 2 KB closed-loop row only (no 1 MB, no fixed rate). */
     'only-2kb': { type: 'boolean', default: false },
@@ -111,6 +113,16 @@ function hasTool(tool) {
 function dockerEnv(name) {
   const text = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
   return new RegExp(`^\\s*(?:ENV\\s+)?${name}="([^"]*)"`, 'm').exec(text)?.[1] ?? '';
+}
+/**
+ * The node flags of the Dockerfile's ENTRYPOINT (`["node", <flags>, "dist/main.js"]`): V8 flags
+ * NODE_OPTIONS may not carry (`--heap-growing-percent`). Part of the shipped runtime.
+ */
+function dockerEntrypointFlags() {
+  const text = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
+  const entrypoint = /^ENTRYPOINT (\[.*\])\s*$/m.exec(text)?.[1];
+  const argv = entrypoint === undefined ? [] : JSON.parse(entrypoint);
+  return argv.slice(1, -1);
 }
 const BODY_2KB = '/v1.0/contracts/';
 const BODY_1MB = '/v1.0/big';
@@ -232,7 +244,11 @@ async function measureFootprint(startSidecar, agent) {
   }
   const nodeOptions = args['footprint-node-options'] ?? dockerEnv('NODE_OPTIONS');
   const glibcTunables = args['footprint-glibc-tunables'] ?? dockerEnv('GLIBC_TUNABLES');
-  say(`footprint: ${node} with NODE_OPTIONS="${nodeOptions}" GLIBC_TUNABLES="${glibcTunables}"`);
+  const nodeFlags =
+    args['footprint-node-flags']?.split(/\s+/).filter(Boolean) ?? dockerEntrypointFlags();
+  say(
+    `footprint: ${node} ${nodeFlags.join(' ')} with NODE_OPTIONS="${nodeOptions}" GLIBC_TUNABLES="${glibcTunables}"`,
+  );
   const s = await startSidecar(
     'footprint',
     {
@@ -241,7 +257,7 @@ async function measureFootprint(startSidecar, agent) {
       NODE_OPTIONS: nodeOptions,
       GLIBC_TUNABLES: glibcTunables || undefined,
     },
-    { node, flags: [] },
+    { node, flags: nodeFlags },
   );
   for (let i = 0; i < 20; i++) {
     const res = await request(`${s.base}${BODY_2KB}`, { dispatcher: agent });
@@ -259,6 +275,7 @@ async function measureFootprint(startSidecar, agent) {
   return {
     node: `${version} (${node})`,
     nodeOptions,
+    nodeFlags: nodeFlags.join(' '),
     glibcTunables,
     idleRss,
     peak2kb,
@@ -330,7 +347,13 @@ async function main() {
         NODE_OPTIONS: dockerEnv('NODE_OPTIONS') || undefined,
         GLIBC_TUNABLES: dockerEnv('GLIBC_TUNABLES') || undefined,
       };
-  const startSidecar = async (name, extra, { node = NODE, flags = SIDECAR_FLAGS } = {}) => {
+  // The shipped runtime's ENTRYPOINT flags come first; --sidecar-flags add to them.
+  const shippedFlags = args['no-shipped-runtime'] ? [] : dockerEntrypointFlags();
+  const startSidecar = async (
+    name,
+    extra,
+    { node = NODE, flags = [...shippedFlags, ...SIDECAR_FLAGS] } = {},
+  ) => {
     const [port, adminPort] = [await freePort(), await freePort()];
     const [command, argv] = onProxyCpu(node, [...flags, join(ROOT, 'dist', 'main.js')]);
     const env = sidecarEnv({
@@ -614,8 +637,8 @@ async function main() {
     proxyNode: `${proxyNodeVersion} (${NODE})`,
     sidecarFlags: SIDECAR_FLAGS.join(' '),
     sidecarRuntime: args['no-shipped-runtime']
-      ? 'bare (no NODE_OPTIONS, no GLIBC_TUNABLES)'
-      : `the Dockerfile's NODE_OPTIONS=\`${dockerEnv('NODE_OPTIONS')}\` GLIBC_TUNABLES=\`${dockerEnv('GLIBC_TUNABLES')}\``,
+      ? 'bare (no NODE_OPTIONS, no GLIBC_TUNABLES, no ENTRYPOINT flags)'
+      : `the Dockerfile's ENTRYPOINT flags \`${dockerEntrypointFlags().join(' ')}\` NODE_OPTIONS=\`${dockerEnv('NODE_OPTIONS')}\` GLIBC_TUNABLES=\`${dockerEnv('GLIBC_TUNABLES')}\``,
     cpu: cpus()[0]?.model ?? 'unknown',
     cores: cpus().length,
     loadavgAtEnd: loadavg()
@@ -686,7 +709,7 @@ function markdown({ meta, summary, ratios, tokenCalls, checks, footprint }, targ
     '',
     ...(footprint
       ? [
-          `Footprint (the shipped runtime): ${footprint.node}, NODE_OPTIONS=\`${footprint.nodeOptions}\`, GLIBC_TUNABLES=\`${footprint.glibcTunables}\`, default log level.`,
+          `Footprint (the shipped runtime): ${footprint.node}, node flags \`${footprint.nodeFlags}\`, NODE_OPTIONS=\`${footprint.nodeOptions}\`, GLIBC_TUNABLES=\`${footprint.glibcTunables}\`, default log level.`,
           '',
           '| idle RSS | peak RSS, 2 KB load (wrk -c50) | peak RSS, 50 × 1 MiB | non-2xx | 2 KB req/s | 1 MiB MB/s |',
           '|---:|---:|---:|---:|---:|---:|',
