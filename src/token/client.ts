@@ -1,8 +1,9 @@
 /**
- * The token endpoint client. Sending and checking are separate steps (docs/design.md "Practices" 1): `sendGrantRequest`
- * puts one grant on the wire and reads the answer (`wire.ts`), `checkTokenResponse` turns whatever
- * came back into a `TokenSet` or a `TokenEndpointError`. Error messages name the problem and never carry a token, a secret or any
- * of the answer body; the raw body is kept on the error's non-enumerable `body`.
+ * The token endpoint client. Sending and checking are separate steps (docs/design.md "Practices"
+ * 1): `sendGrantRequest` puts one grant on the wire and reads the answer (`wire.ts`),
+ * `checkTokenResponse` turns whatever came back into a `TokenSet` or a `TokenEndpointError`. Error
+ * messages name the problem and never carry a token, a secret or any of the answer body; the raw
+ * body is kept on the error's non-enumerable `body`.
  */
 import type { Dispatcher } from 'undici';
 import { systemClock, type Clock } from '../clock.js';
