@@ -36,6 +36,8 @@ LABEL org.opencontainers.image.title="oauth-sidecar" \
 #   semi-space 8 (before issue 8)        104 MiB   135 MiB     186 MiB          -
 #   semi-space 2, no GLIBC_TUNABLES       92-93    114-119     138-144          baseline
 #   + GLIBC_TUNABLES below (shipped)      86-87    104-111     128-134          same (5 A/B runs)
+#   the same, undici's index not loaded   83       100-103     114-124          -   (current code;
+#     same day before it: 85-86 / 103-105 / 121-128, 3 runs each)
 #   semi-space 1 (+ tunables)             86       106         121              +40 % (scavenges)
 #   + tunables, --v8-pool-size=2 / 1      86 / 91  108 / 117   127 / 134        -
 #   + tunables, --max-old-space=128 / 96  86 / 87  109 / 112   125 / 123        -

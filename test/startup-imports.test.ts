@@ -5,11 +5,18 @@
  * the Redis client with a token store URL, the response cache and lru-cache with cache rules, the
  * YAML parser with `--config`, the stand-in and selfsigned with `demo`. zod and pino-pretty are
  * not loaded at all. Reads the build (`npm test` builds first): that is what a pod runs.
+ *
+ * The package scan sees `undici` whatever path is imported, so a started sidecar process (token
+ * fetched, one request proxied) also reports the files it loaded: undici's package index (fetch,
+ * WebSocket, EventSource, cache stores, mock agents: ~13 MiB idle) must not be among them.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import ts from 'typescript';
+import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
+import { startStandin } from '../src/standin/index.js';
+import { startSidecarProcess, tempDir, waitReady, writeTemp } from './helpers/sidecar-process.js';
 
 const DIST = join(import.meta.dirname, '..', 'dist');
 
@@ -111,5 +118,51 @@ describe('what dist/main.js loads at start', () => {
     expect(staticGraph('store/index.js').packages).toContain('@redis/client');
     expect(staticGraph('proxy/cache/response-cache.js').packages).toContain('lru-cache');
     expect(staticGraph('standin/index.js').packages).toContain('selfsigned');
+  });
+});
+
+/** Preloaded with `--require`: writes every CommonJS file the process loaded when it exits. */
+const LOADED_FILES_PROBE = `
+process.on('exit', () => {
+  require('node:fs').writeFileSync(process.env.LOADED_FILES_OUT, JSON.stringify(Object.keys(require.cache)));
+});
+`;
+
+describe('a started sidecar process', () => {
+  it("has not loaded undici's package index, only the dispatcher modules it uses", async () => {
+    const standin = await startStandin();
+    try {
+      const dir = tempDir();
+      const probe = join(dir, 'probe.cjs');
+      const out = join(dir, 'loaded.json');
+      writeFileSync(probe, LOADED_FILES_PROBE);
+      const sidecar = await startSidecarProcess({
+        UPSTREAM_BASE_URL: standin.url,
+        UPSTREAM_CA_FILE: writeTemp('ca.pem', standin.caCert),
+        CLIENT_ID: 'demo-client',
+        CLIENT_SECRET: 'demo-secret',
+        NODE_OPTIONS: `--require ${probe}`,
+        LOADED_FILES_OUT: out,
+      });
+      try {
+        await waitReady(sidecar); // the token client has run
+        const res = await request(`${sidecar.proxyUrl}/v1.0/contracts/`);
+        await res.body.text();
+        expect(res.statusCode).toBe(200); // the upstream pool has run
+      } finally {
+        await sidecar.stop();
+      }
+      const loaded = (JSON.parse(readFileSync(out, 'utf8')) as string[]).map((file) =>
+        file.replaceAll('\\', '/'),
+      );
+      const undiciFiles = loaded.filter((file) => file.includes('/node_modules/undici/'));
+      // The probe works: the dispatcher's modules are there.
+      expect(undiciFiles.some((file) => file.endsWith('/lib/dispatcher/pool.js'))).toBe(true);
+      expect(undiciFiles.filter((file) => file.endsWith('/node_modules/undici/index.js'))).toEqual(
+        [],
+      );
+    } finally {
+      await standin.close();
+    }
   });
 });

@@ -1,7 +1,21 @@
+import * as undici from 'undici';
 import { request } from 'undici';
+import DeepAgent from 'undici/lib/dispatcher/agent.js';
+import DeepPool from 'undici/lib/dispatcher/pool.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPki, startStandin, type Standin } from '../standin/index.js';
 import { createUpstreamDispatcher, trustContext } from './dispatcher.js';
+
+describe("undici's Pool and Agent by path (src/types/undici-deep.d.ts)", () => {
+  it('are the very classes the undici package exports: an upgrade that moves them fails here', () => {
+    expect(DeepPool).toBe(undici.Pool);
+    expect(DeepAgent).toBe(undici.Agent);
+    expect(createUpstreamDispatcher({ http2: false, origin: 'https://a.example' })).toBeInstanceOf(
+      undici.Pool,
+    );
+    expect(createUpstreamDispatcher({ http2: false })).toBeInstanceOf(undici.Agent);
+  });
+});
 
 describe('createUpstreamDispatcher', () => {
   let standin: Standin;

@@ -1,5 +1,11 @@
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
-import { Agent, Pool, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+// By path, not `from 'undici'`: the package index also loads fetch, WebSocket, EventSource, the
+// cache stores and the mock agents, ~13 MiB of idle RSS in every pod (docs/benchmarks.md
+// "Footprint"). Typed in src/types/undici-deep.d.ts; dispatcher.test.ts fails if an undici
+// upgrade moves them (package.json pins `~7.30`).
+import Agent from 'undici/lib/dispatcher/agent.js';
+import Pool from 'undici/lib/dispatcher/pool.js';
 
 export interface UpstreamDispatcherOptions {
   /**

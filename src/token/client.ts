@@ -1,10 +1,11 @@
 /**
- * The token endpoint client. Sending and checking are separate steps (docs/design.md "Practices" 1): `sendGrantRequest`
- * puts one grant on the wire, `checkTokenResponse` turns whatever came back into a `TokenSet` or a
- * `TokenEndpointError`. Error messages name the problem and never carry a token, a secret or any
- * of the answer body; the raw body is kept on the error's non-enumerable `body`.
+ * The token endpoint client. Sending and checking are separate steps (docs/design.md "Practices"
+ * 1): `sendGrantRequest` puts one grant on the wire and reads the answer (`wire.ts`),
+ * `checkTokenResponse` turns whatever came back into a `TokenSet` or a `TokenEndpointError`. Error
+ * messages name the problem and never carry a token, a secret or any of the answer body; the raw
+ * body is kept on the error's non-enumerable `body`.
  */
-import { fetch, type Dispatcher, type Response } from 'undici';
+import type { Dispatcher } from 'undici';
 import { systemClock, type Clock } from '../clock.js';
 import type { ClientAuth, TokenFormat } from '../config/types.js';
 import { TokenEndpointError } from '../errors.js';
@@ -20,6 +21,9 @@ import {
 } from '../safe-text.js';
 import { encodeGrantRequest } from './dialects.js';
 import type { GrantRequest, TokenEndpoint, TokenSet } from './types.js';
+import { postOnce, type TokenAnswer } from './wire.js';
+
+export type { TokenAnswer } from './wire.js';
 
 /** Lifetime assumed when an answer has no `expiresIn` (docs/design.md "Token keeper"). */
 export const DEFAULT_LIFETIME_SECONDS = 300;
@@ -45,24 +49,24 @@ export interface TokenClientOptions {
 }
 
 /**
- * Builds and sends one grant request. Redirects are never followed (the 3xx comes back as is).
- * `signal` is the request's deadline (made by `requestToken`, the one owner of it) and also bounds
- * reading the answer body. Rejects only with a `TokenEndpointError` of kind `network` or `timeout`.
+ * Builds and sends one grant request and reads the answer, its body up to `MAX_ANSWER_BYTES`.
+ * Redirects are never followed (the 3xx comes back as is). `signal` is the request's deadline
+ * (made by `requestToken`, the one owner of it), connect to last byte. Rejects only with a
+ * `TokenEndpointError` of kind `network` or `timeout`.
  */
 export async function sendGrantRequest(
   options: TokenClientOptions,
   request: GrantRequest,
   signal: AbortSignal,
-): Promise<Response> {
+): Promise<TokenAnswer> {
   const { headers, body } = encodeGrantRequest(options, request);
   try {
-    return await fetch(options.url, {
-      method: 'POST',
+    return await postOnce(options.dispatcher, {
+      url: options.url,
       headers,
       body,
-      redirect: 'manual',
+      maxBytes: MAX_ANSWER_BYTES,
       signal,
-      dispatcher: options.dispatcher,
     });
   } catch (error) {
     throw transportFailure(options, signal, error);
@@ -78,15 +82,14 @@ export async function sendGrantRequest(
  * either casing (camelCase first); `expiresIn` may be a number or a string of decimal digits
  * ("1799"), anything else but absence is malformed (absent: `DEFAULT_LIFETIME_SECONDS`).
  */
-export async function checkTokenResponse(
-  response: Response,
+export function checkTokenResponse(
+  answer: TokenAnswer,
   clock: Pick<Clock, 'now'> = systemClock,
-): Promise<TokenSet> {
-  const status = response.status;
+): TokenSet {
+  const status = answer.status;
 
   if (status >= 300 && status < 400) {
-    await discard(response);
-    const location = response.headers.get('location');
+    const location = answer.header('location');
     throw new TokenEndpointError(
       'redirect',
       `token endpoint answered ${status} redirect to ${location === null ? '(no Location)' : safeLocation(location)}; redirects are not followed`,
@@ -95,21 +98,17 @@ export async function checkTokenResponse(
   }
 
   if (status < 200 || status >= 300) {
-    const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'), clock.now());
+    const retryAfterMs = parseRetryAfter(answer.header('retry-after'), clock.now());
     const server = status === 429 || status < 400 || status >= 500;
-    let text: string | undefined;
-    try {
-      text = await readCapped(response);
-    } catch {
-      // The status already says what happened; an unreadable error body adds nothing.
-    }
+    // The status already says what happened; a body over the cap adds nothing.
+    const text = answer.tooLarge ? undefined : answer.text;
     const oauth = text === undefined ? undefined : parseOAuthError(text);
     let message = `token endpoint answered ${status}`;
     if (oauth !== undefined) {
       message += ` ${oauth.error}`;
       if (oauth.description !== undefined) message += `: ${oauth.description}`;
     } else if (text !== undefined && text.length > 0) {
-      message += ` (${describeBody(response.headers.get('content-type'), text)})`;
+      message += ` (${describeBody(answer.header('content-type'), text)})`;
     }
     if (retryAfterMs !== undefined) message += ` (retry after ${Math.ceil(retryAfterMs / 1000)} s)`;
     throw new TokenEndpointError(server ? 'server' : 'rejected', message, {
@@ -120,13 +119,20 @@ export async function checkTokenResponse(
     });
   }
 
-  const text = await readCapped(response);
+  if (answer.tooLarge) {
+    throw new TokenEndpointError(
+      'malformed',
+      `token endpoint answer larger than ${MAX_ANSWER_BYTES} bytes`,
+      { status },
+    );
+  }
+  const text = answer.text;
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch {
     throw malformed(
-      `token endpoint answer is not JSON (${describeBody(response.headers.get('content-type'), text)})`,
+      `token endpoint answer is not JSON (${describeBody(answer.header('content-type'), text)})`,
       status,
       text,
     );
@@ -156,8 +162,7 @@ export function createTokenEndpointClient(options: TokenClientOptions): TokenEnd
     async requestToken(request: GrantRequest): Promise<TokenSet> {
       const deadline = AbortSignal.timeout(options.timeoutMs);
       try {
-        const response = await sendGrantRequest(options, request, deadline);
-        return await checkTokenResponse(response, clock);
+        return checkTokenResponse(await sendGrantRequest(options, request, deadline), clock);
       } catch (error) {
         throw transportFailure(options, deadline, error);
       }
@@ -290,59 +295,6 @@ function parseOAuthError(text: string): { error: string; description?: string } 
   return typeof description === 'string' && clean(description).length > 0
     ? { error, description: clean(description) }
     : { error };
-}
-
-/**
- * Reads the body, at most `MAX_ANSWER_BYTES`: a larger one is cancelled and reported as malformed
- * rather than buffered (a misbehaving endpoint must not make the keeper hold megabytes).
- */
-async function readCapped(response: Response): Promise<string> {
-  const tooLarge = (): TokenEndpointError =>
-    new TokenEndpointError(
-      'malformed',
-      `token endpoint answer larger than ${MAX_ANSWER_BYTES} bytes`,
-      {
-        status: response.status,
-      },
-    );
-  const declared = Number(response.headers.get('content-length') ?? '');
-  if (declared > MAX_ANSWER_BYTES) {
-    await discard(response);
-    throw tooLarge();
-  }
-  if (response.body === null) return '';
-  // undici types chunks as `any`; the fetch spec makes them Uint8Array.
-  const reader = (response.body as ReadableStream<Uint8Array>).getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      total += value.byteLength;
-      if (total > MAX_ANSWER_BYTES) {
-        await reader.cancel().catch(() => undefined);
-        throw tooLarge();
-      }
-      chunks.push(value);
-    }
-  } catch (error) {
-    if (error instanceof TokenEndpointError) throw error;
-    // Cut off by the request's deadline: `requestToken` names the timeout (transportFailure).
-    if (isAbort(error)) throw error;
-    throw new TokenEndpointError(
-      'network',
-      `token endpoint answer: connection failed while reading the body: ${describeCause(error)}`,
-      { status: response.status, cause: error },
-    );
-  } finally {
-    reader.releaseLock();
-  }
-  return new TextDecoder().decode(Buffer.concat(chunks));
-}
-
-async function discard(response: Response): Promise<void> {
-  await response.body?.cancel().catch(() => undefined);
 }
 
 function malformed(message: string, status: number, body: string): TokenEndpointError {
