@@ -202,10 +202,9 @@ describe('floods under the container heap cap', () => {
     expect(during.length).toBeGreaterThan(0);
     for (const d of during) {
       expect(d.metricsMs).toBeLessThan(2_000);
-      // Alone on the machine the slowest was 1.7 s; a full parallel test run on 2 cores (the
-      // upstream and the storm share this process) made it 2.5 s: bounded here at 5 s, and the
-      // figure is printed below (and recorded in docs/benchmarks.md).
-      expect(d.otherMs).toBeLessThan(5_000);
+      // Alone on the machine the slowest was 0.3-0.65 s, 0.75 s during a full parallel test run
+      // on 2 cores (before the handler's wait for resets: 1.7 s and 3.5 s).
+      expect(d.otherMs).toBeLessThan(2_000);
       expect([200, 503]).toContain(d.status);
     }
     const session = connectH2(s.proxyUrl);
@@ -225,10 +224,10 @@ describe('floods under the container heap cap', () => {
     for (const storm of sessions) storm.destroy();
     expect(s.child.exitCode).toBeNull();
     // A stream the sidecar saw reset before sending it is never sent (it checks after every wait,
-    // and h2 requests wait one macrotask for a RST_STREAM that came with their HEADERS). A stream
-    // whose RST_STREAM arrives after it was sent cannot be unsent: its answer is read and
-    // dropped. Node's h2 client sends a cancel in a later packet than the HEADERS, so under this
-    // storm that was ~3,000 of 20,000 (before issue 8: all 20,000, over 5,001 connections).
+    // and h2 requests first wait two macrotasks, past the next poll phase, for a RST_STREAM that
+    // came with or just after their HEADERS). A stream whose RST_STREAM arrives after it was sent
+    // cannot be unsent: its answer is read and dropped. This test process writes the cancels
+    // while busy with the storm and the upstream, so some come late.
     const forwarded = upstream.requests - requestsBefore - 2; // minus the one after the storm and the probe
     // The sidecar's own time for the other client's requests (its request lines): the probe's
     // figure also holds this test process's own delays (it runs the storm and the upstream).
@@ -241,7 +240,8 @@ describe('floods under the container heap cap', () => {
     console.info(
       `h2 storm: ${forwarded} of 20,000 reset streams reached the upstream; at most ${maxOpen} upstream connections at once (${maxOpenAnyProcess} from any process); ${during.length} probes during the storm, slowest /metrics ${Math.max(...during.map((d) => d.metricsMs))} ms, slowest other client ${Math.max(...during.map((d) => d.otherMs))} ms`,
     );
-    expect(forwarded).toBeLessThanOrEqual(5_000);
+    // Measured 0.9k-1.6k (before the handler's wait for resets: 2k-3.6k; before issue 8: 20,000).
+    expect(forwarded).toBeLessThanOrEqual(3_000);
     clearInterval(sampler);
     // Aborting an HTTP/1.1 request in flight costs its connection; open at once: at most the cap.
     expect(maxOpen).toBeLessThanOrEqual(MAX_CONNECTIONS);

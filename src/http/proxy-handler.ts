@@ -98,8 +98,9 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     // request's microtasks, and one the client wrote just after them is read in the next poll
     // phase. Two macrotasks later both have been (the inner setImmediate runs after that poll). A
     // stream reset by then costs nothing more: no in-flight slot, no refusal answer, nothing
-    // forwarded (docs/benchmarks.md "The floods of \"Why\", after issue 8": in an h2 reset storm, one macrotask let each
-    // session's first `upstream.maxConnections` streams through before their resets were read).
+    // forwarded. In an h2 reset storm, one macrotask let each session's first
+    // `upstream.maxConnections` streams through before their resets were read (docs/benchmarks.md,
+    // the floods section).
     if ('stream' in res) await new Promise<void>((resolve) => setImmediate(setImmediate, resolve));
     if (clientGone(req, res)) {
       outcome = CLIENT_GONE;
