@@ -42,10 +42,23 @@ LABEL org.opencontainers.image.title="oauth-sidecar" \
 #   + tunables, --v8-pool-size=2 / 1      86 / 91  108 / 117   127 / 134        -
 #   + tunables, --max-old-space=128 / 96  86 / 87  109 / 112   125 / 123        -
 #   --liftoff-only (cmd line, no tunables) 84     -            -                +27 %
+# CPU per 2 KB request, sidecar alone on one core, alternating A/B runs (bench/run.mjs --targets
+# sidecar --only-2kb, 1 round x 8 s each, --trace-gc):
+#   --max-old-space-size=160 alone (V8's young generation grows to 64 MiB semi-spaces)
+#                                          138-146 us, 9-18 mark-compacts; peak 50 x 1 MiB 250-290 MiB
+#   the same + --max-semi-space-size=2 / 4 / 8
+#                                          159-240 / 196-205 / 199-228 us, 40-59 mark-compacts
+#   semi-space 2 + --no-allocation-site-pretenuring (shipped, ENTRYPOINT below)
+#                                          123-135 us, 16-17 mark-compacts; peak 119-133 MiB
+#   semi-space 2 + --heap-growing-percent=100 / 200, or --single-threaded-gc: no better
+# With a young generation this small, V8's allocation-site pretenuring decides that the
+# per-request objects alive across a scavenge are long-lived and allocates them in old space
+# directly: old space fills with garbage, marking runs most of the time. Off, they die young.
+# NODE_OPTIONS may not carry that flag, so it is in the ENTRYPOINT.
 # GLIBC_TUNABLES: one malloc arena and a 128 KiB trim threshold. V8 optimises undici's
 # WebAssembly HTTP parser on a worker thread with ~10 MiB of scratch memory, which glibc kept in
 # that thread's own arena after the compile. The old-space cap keeps a flood from growing the heap
-# past the pod limit (test/flood.test.ts, which runs with these settings).
+# past the pod limit (test/flood.test.ts, which runs with these settings and the ENTRYPOINT's flag).
 ENV NODE_ENV=production \
     NODE_OPTIONS="--max-old-space-size=160 --max-semi-space-size=2" \
     GLIBC_TUNABLES="glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=131072"
@@ -60,4 +73,4 @@ EXPOSE 8080 9090
 # No curl in slim images: node asks /healthz on the admin port (following ADMIN_LISTEN if set).
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "const l=process.env.ADMIN_LISTEN||'0.0.0.0:9090';const i=l.lastIndexOf(':');let h=l.slice(0,i).replace(/^\\[|\\]$/g,'');if(h===''||h==='0.0.0.0'||h==='::')h='127.0.0.1';fetch('http://'+(h.includes(':')?'['+h+']':h)+':'+l.slice(i+1)+'/healthz',{signal:AbortSignal.timeout(2500)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
-ENTRYPOINT ["node", "dist/main.js"]
+ENTRYPOINT ["node", "--no-allocation-site-pretenuring", "dist/main.js"]

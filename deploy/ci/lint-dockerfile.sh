@@ -27,7 +27,7 @@ need() { grep -Eq "$1" "$root/Dockerfile" || { echo "Dockerfile lacks: $2" >&2; 
 need '^ARG NODE_IMAGE=node:24-bookworm-slim$' 'ARG NODE_IMAGE=node:24-bookworm-slim'
 need '^USER (node|1000)' 'a non-root USER'
 need '^HEALTHCHECK ' 'a HEALTHCHECK'
-need '^ENTRYPOINT \["node", "dist/main.js"\]$' 'ENTRYPOINT ["node", "dist/main.js"]'
+need '^ENTRYPOINT \["node", ("--[a-z0-9-]+(=[^"]*)?", )*"dist/main.js"\]$' 'ENTRYPOINT ["node", <node flags>, "dist/main.js"]'
 need '^EXPOSE 8080 9090$' 'EXPOSE 8080 9090'
 need 'NODE_ENV=production' 'NODE_ENV=production'
 need 'npm ci --omit=dev --ignore-scripts' 'a runtime stage with npm ci --omit=dev --ignore-scripts'

@@ -74,8 +74,9 @@ export function runCli(
 export async function startSidecarProcess(
   env: Record<string, string>,
   args: string[] = [],
+  nodeFlags: readonly string[] = [],
 ): Promise<SidecarProcess> {
-  const child = spawn(process.execPath, [MAIN, ...args], {
+  const child = spawn(process.execPath, [...nodeFlags, MAIN, ...args], {
     env: {
       PATH: process.env.PATH ?? '',
       PROXY_LISTEN: '127.0.0.1:0',
