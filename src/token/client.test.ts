@@ -345,20 +345,22 @@ describe('sendGrantRequest (MockAgent)', () => {
     };
   }
 
+  /** The next grant POST to the mock token endpoint (answer it with `.reply(...)`). */
+  function nextGrant() {
+    return mock.agent.get(origin).intercept({ path: '/oauth/token/', method: 'POST' });
+  }
+
   /** Answers 201 once and records what arrived. */
   function capture(): { headers: Record<string, string>; body: string } {
     const seen = { headers: {} as Record<string, string>, body: '' };
-    mock.agent
-      .get(origin)
-      .intercept({ path: '/oauth/token/', method: 'POST' })
-      .reply((opts) => {
-        seen.headers = opts.headers as Record<string, string>;
-        seen.body = opts.body as string;
-        return {
-          statusCode: 201,
-          data: JSON.stringify({ accessToken: ACCESS, tokenType: 'Bearer', expiresIn: 1799 }),
-        };
-      });
+    nextGrant().reply((opts) => {
+      seen.headers = opts.headers as Record<string, string>;
+      seen.body = opts.body as string;
+      return {
+        statusCode: 201,
+        data: JSON.stringify({ accessToken: ACCESS, tokenType: 'Bearer', expiresIn: 1799 }),
+      };
+    });
     return seen;
   }
 
@@ -494,20 +496,14 @@ describe('sendGrantRequest (MockAgent)', () => {
   it('accepts an answer of exactly MAX_ANSWER_BYTES (64 KiB)', async () => {
     const body = JSON.stringify({ accessToken: ACCESS, tokenType: 'Bearer' });
     const padded = body + ' '.repeat(MAX_ANSWER_BYTES - body.length);
-    mock.agent
-      .get(origin)
-      .intercept({ path: '/oauth/token/', method: 'POST' })
-      .reply(201, padded, { headers: { 'content-type': 'application/json' } });
+    nextGrant().reply(201, padded, { headers: { 'content-type': 'application/json' } });
     const res = await sendGrantRequest(options(), cc, deadline());
     expect(res.tooLarge).toBe(false);
     expect(checkTokenResponse(res).accessToken).toBe(ACCESS);
   });
 
   it('one byte more is malformed', async () => {
-    mock.agent
-      .get(origin)
-      .intercept({ path: '/oauth/token/', method: 'POST' })
-      .reply(201, ' '.repeat(MAX_ANSWER_BYTES + 1));
+    nextGrant().reply(201, ' '.repeat(MAX_ANSWER_BYTES + 1));
     const res = await sendGrantRequest(options(), cc, deadline());
     expect(res.tooLarge).toBe(true);
     expect(res.text).toBe('');
@@ -517,30 +513,21 @@ describe('sendGrantRequest (MockAgent)', () => {
   });
 
   it('503 with an oversized body still reports the status', async () => {
-    mock.agent
-      .get(origin)
-      .intercept({ path: '/oauth/token/', method: 'POST' })
-      .reply(503, 'x'.repeat(100_000), { headers: { 'retry-after': '7' } });
+    nextGrant().reply(503, 'x'.repeat(100_000), { headers: { 'retry-after': '7' } });
     const e = checkError(await sendGrantRequest(options(), cc, deadline()));
     expect(e.kind).toBe('server');
     expect(e.message).toBe('token endpoint answered 503 (retry after 7 s)');
   });
 
   it('reads repeated headers as one list', async () => {
-    mock.agent
-      .get(origin)
-      .intercept({ path: '/oauth/token/', method: 'POST' })
-      .reply(400, '', { headers: { 'x-twice': ['a', 'b'] } });
+    nextGrant().reply(400, '', { headers: { 'x-twice': ['a', 'b'] } });
     const res = await sendGrantRequest(options(), cc, deadline());
     expect(res.header('x-twice')).toBe('a, b');
     expect(res.header('x-absent')).toBeNull();
   });
 
   it('maps a connection failure to network', async () => {
-    mock.agent
-      .get(origin)
-      .intercept({ path: '/oauth/token/', method: 'POST' })
-      .replyWithError(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }));
+    nextGrant().replyWithError(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }));
     const e: unknown = await sendGrantRequest(options(), cc, deadline()).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(TokenEndpointError);
     expect((e as TokenEndpointError).kind).toBe('network');
@@ -550,11 +537,7 @@ describe('sendGrantRequest (MockAgent)', () => {
   });
 
   it('times out after timeoutMs', async () => {
-    mock.agent
-      .get(origin)
-      .intercept({ path: '/oauth/token/', method: 'POST' })
-      .reply(201, { accessToken: ACCESS, tokenType: 'Bearer' })
-      .delay(1000);
+    nextGrant().reply(201, { accessToken: ACCESS, tokenType: 'Bearer' }).delay(1000);
     const e: unknown = await sendGrantRequest(
       options({ timeoutMs: 50 }),
       cc,
@@ -567,11 +550,7 @@ describe('sendGrantRequest (MockAgent)', () => {
   });
 
   it('honours a caller abort', async () => {
-    mock.agent
-      .get(origin)
-      .intercept({ path: '/oauth/token/', method: 'POST' })
-      .reply(201, {})
-      .delay(1000);
+    nextGrant().reply(201, {}).delay(1000);
     const controller = new AbortController();
     const pending = sendGrantRequest(options(), cc, controller.signal).catch((x: unknown) => x);
     controller.abort();
