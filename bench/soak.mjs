@@ -531,10 +531,16 @@ async function main() {
     return phase;
   };
   const normalOnly = () => 'normal';
-  const abusive = (i) =>
-    i >= CONCURRENCY
-      ? ['reset', 'slow', 'abort-slow', 'abort-body'][Math.floor(Math.random() * 4)]
-      : 'normal';
+  // The abusive workers take the four kinds in turn, the second one half a turn later, so a short
+  // phase exercises each (a random pick left phase d of a CI run with no reset, P ≈ 0.2).
+  const ABUSES = ['reset', 'slow', 'abort-slow', 'abort-body'];
+  const abuseTurns = new Map();
+  const abusive = (i) => {
+    if (i < CONCURRENCY) return 'normal';
+    const turn = abuseTurns.get(i) ?? (i - CONCURRENCY) * 2;
+    abuseTurns.set(i, turn + 1);
+    return ABUSES[turn % ABUSES.length];
+  };
   only = (p, allowed) => {
     for (const [key, n] of p.byOutcome) {
       if (!allowed(key)) {
