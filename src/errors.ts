@@ -37,11 +37,21 @@ function hide(target: object, key: string, value: unknown): void {
 }
 
 /**
- * An error the sidecar turns into an HTTP answer in the API's envelope. It carries no stack trace:
- * it is an answer, not a bug (its code and detail say where it came from), and capturing one was
- * 4 % of the CPU of an h2 reset storm, where every refused stream makes one.
+ * An expected outcome, not a bug: it carries no stack trace (its message says where it came from).
+ * Capturing one was 4 % of the CPU of an h2 reset storm, where every refused or reset stream makes
+ * such an error.
  */
-export class SidecarError extends Error {
+export class OutcomeError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    const stackTraceLimit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    super(message, options);
+    Error.stackTraceLimit = stackTraceLimit;
+  }
+}
+
+/** An error the sidecar turns into an HTTP answer in the API's envelope (no stack trace). */
+export class SidecarError extends OutcomeError {
   readonly code: ProxyErrorCode;
   readonly status: number;
   /** Whole seconds for `Retry-After`, when the client should come back later. */
@@ -52,10 +62,7 @@ export class SidecarError extends Error {
     detail: string,
     options: { cause?: unknown; retryAfterSeconds?: number } = {},
   ) {
-    const stackTraceLimit = Error.stackTraceLimit;
-    Error.stackTraceLimit = 0;
     super(detail, options.cause === undefined ? undefined : { cause: options.cause });
-    Error.stackTraceLimit = stackTraceLimit;
     this.name = 'SidecarError';
     this.code = code;
     this.status = PROXY_ERROR_STATUS[code];

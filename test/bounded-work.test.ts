@@ -250,6 +250,10 @@ describe('proxy.bodyTimeoutMs', () => {
   );
 });
 
+/** `oauth_sidecar_requests_in_flight` as the stack's registry reads it now. */
+async function inFlightOf(stack: Stack): Promise<number> {
+  return (await stack.metrics.requestsInFlight.get()).values[0]?.value ?? 0;
+}
 describe('a request waiting for a free upstream connection', () => {
   it('gets its 504 at upstream.timeoutMs, stays counted until the pool drops it, and costs no connection; a waiting request whose client left is not sent', async () => {
     let held: (() => void) | undefined;
@@ -270,7 +274,7 @@ describe('a request waiting for a free upstream connection', () => {
       timeoutMs: 300,
       limits: { maxConnections: 1 },
     });
-    const inFlight = async () => (await stack.metrics.requestsInFlight.get()).values[0]?.value ?? 0;
+    const inFlight = () => inFlightOf(stack);
     try {
       // The only connection: taken by an answer whose body ends when the test says so.
       const first = request(`${stack.url}/v1.0/hold`, { dispatcher: client });
@@ -333,7 +337,7 @@ describe('a client that leaves while its request is upstream', () => {
       upstream: upstream.url,
       limits: { maxConnections: 1 },
     });
-    const inFlight = async () => (await stack.metrics.requestsInFlight.get()).values[0]?.value ?? 0;
+    const inFlight = () => inFlightOf(stack);
     const leave = async (path: string, id: string) => {
       const controller = new AbortController();
       const pending = request(`${stack.url}${path}`, {

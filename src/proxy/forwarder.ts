@@ -331,9 +331,8 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     if (clientGone(req, res)) return CLIENT_GONE;
     const body = await readBody(req);
     if (body === undefined) return CLIENT_GONE;
-    // h2: the proxy handler already waited one macrotask for a RST_STREAM that came in the same
-    // read as the HEADERS (http/proxy-handler.ts); a stream reset since is not sent either.
-    if (clientGone(req, res)) return CLIENT_GONE;
+    // A client gone since (an h2 reset after the proxy handler's wait for one) is caught at the
+    // start of `attempt`: nothing is sent.
     const replayable = body.kind !== 'stream';
     let outcome = await attempt(req, res, ctx, exchange, token, body, replayable);
     let replayed = false;

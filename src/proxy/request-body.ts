@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import { Readable } from 'node:stream';
 import type { Clock } from '../clock.js';
-import { SidecarError } from '../errors.js';
+import { OutcomeError, SidecarError } from '../errors.js';
 
 /** Bodies up to this size are buffered, so a request that met a 401 can be replayed (docs/design.md "Token keeper"). */
 export const REPLAY_BUFFER_BYTES = 64 * 1024;
@@ -14,13 +14,9 @@ export type PreparedBody =
   { kind: 'none' } | { kind: 'buffered'; data: Buffer } | { kind: 'stream'; prefix: Buffer[] };
 
 /** The client went away while its body was being read; nothing is left to answer. */
-export class ClientGoneError extends Error {
+export class ClientGoneError extends OutcomeError {
   constructor() {
-    // No stack trace: an expected outcome, made once per stream in an h2 reset storm.
-    const stackTraceLimit = Error.stackTraceLimit;
-    Error.stackTraceLimit = 0;
     super('client closed the connection before its request body was read');
-    Error.stackTraceLimit = stackTraceLimit;
     this.name = 'ClientGoneError';
   }
 }

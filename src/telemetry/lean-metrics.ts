@@ -131,7 +131,7 @@ export class LeanHistogram<L extends string> extends LeanMetric {
 }
 
 export interface LeanCounterChild {
-  inc(): void;
+  inc(by?: number): void;
 }
 
 /**
@@ -165,15 +165,14 @@ export class LeanCounter<L extends string> extends LeanMetric {
     }
     const s = series;
     return {
-      inc(): void {
-        s.value += 1;
+      inc(by = 1): void {
+        s.value += by;
       },
     };
   }
 
   inc(values: Record<L, string>, by = 1): void {
-    const child = this.labels(values);
-    for (let i = 0; i < by; i++) child.inc();
+    this.labels(values).inc(by);
   }
 
   get(): Promise<MetricObjectWithValues<MetricValueWithName<string>>> {

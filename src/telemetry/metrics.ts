@@ -136,7 +136,7 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
       labelNames: ['method', 'code'] as const,
       registers,
     }),
-    // Observed once per proxied request: the lean kind (lean-histogram.ts), same exposition.
+    // Observed once per proxied request: the lean kind (lean-metrics.ts), same exposition.
     upstreamRequestDuration: new LeanHistogram({
       name: `${METRIC_PREFIX}upstream_request_duration_seconds`,
       help: 'Time to upstream response headers in seconds.',
