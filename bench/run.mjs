@@ -266,11 +266,19 @@ async function measureFootprint(startSidecar, agent) {
   await sleep(3000);
   const pid = s.proc.pid;
   const idleRss = procStatusBytes(pid, 'VmRSS');
+  // File-backed pages are mostly the node binary's, shared by every process that maps the same
+  // file (every pod of one image on a node); anonymous pages are this process's own.
+  const idleRssAnon = procStatusBytes(pid, 'RssAnon');
+  const idleRssFile = procStatusBytes(pid, 'RssFile');
   const kb2 = await wrk(`${s.base}${BODY_2KB}`, DURATION);
   const peak2kb = procStatusBytes(pid, 'VmHWM');
   const mb1 = await wrk(`${s.base}${BODY_1MB}`, DURATION, 50);
   const peak1mb = procStatusBytes(pid, 'VmHWM');
   await s.proc.stop();
+  const bare = await bareIdleRss(node, nodeFlags, {
+    NODE_OPTIONS: nodeOptions,
+    GLIBC_TUNABLES: glibcTunables,
+  });
   const version = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
   return {
     node: `${version} (${node})`,
@@ -278,6 +286,11 @@ async function measureFootprint(startSidecar, agent) {
     nodeFlags: nodeFlags.join(' '),
     glibcTunables,
     idleRss,
+    idleRssAnon,
+    idleRssFile,
+    bareIdleRss: bare.rss,
+    bareIdleRssAnon: bare.anon,
+    bareIdleRssFile: bare.file,
     peak2kb,
     peak1mb,
     non2xx: kb2.non2xx + mb1.non2xx,
@@ -285,6 +298,34 @@ async function measureFootprint(startSidecar, agent) {
     mbPerSecond1mb: (mb1.rps * MIB) / 1e6,
   };
 }
+
+/**
+ * The floor under the idle figure: bench/peers/bare-server.mjs on the same node, flags and
+ * environment, after one request and the same 3 s of rest.
+ */
+async function bareIdleRss(node, flags, env) {
+  const port = await freePort();
+  const proc = startChild(node, [...flags, join(ROOT, 'bench', 'peers', 'bare-server.mjs')], {
+    env: { PATH: process.env.PATH, PORT: String(port), ...withoutEmpty(env) },
+    logFile: log('bare-server'),
+  });
+  try {
+    await waitForStatus(`http://127.0.0.1:${port}/`, { isAlive: () => !proc.exited });
+    await sleep(3000);
+    return {
+      rss: procStatusBytes(proc.pid, 'VmRSS'),
+      anon: procStatusBytes(proc.pid, 'RssAnon'),
+      file: procStatusBytes(proc.pid, 'RssFile'),
+    };
+  } finally {
+    await proc.stop();
+  }
+}
+
+const withoutEmpty = (env) =>
+  Object.fromEntries(
+    Object.entries(env).filter(([, value]) => value !== undefined && value !== ''),
+  );
 
 async function main() {
   for (const tool of ['nginx', 'wrk', 'openssl']) {
@@ -714,6 +755,13 @@ function markdown({ meta, summary, ratios, tokenCalls, checks, footprint }, targ
           '| idle RSS | peak RSS, 2 KB load (wrk -c50) | peak RSS, 50 × 1 MiB | non-2xx | 2 KB req/s | 1 MiB MB/s |',
           '|---:|---:|---:|---:|---:|---:|',
           `| ${fmt.mib(footprint.idleRss)} | ${fmt.mib(footprint.peak2kb)} | ${fmt.mib(footprint.peak1mb)} | ${footprint.non2xx} | ${fmt.int(footprint.rps2kb)} | ${fmt.int(footprint.mbPerSecond1mb)} |`,
+          '',
+          "Idle RSS split: file-backed pages (mostly the node binary, shared by every process mapping the same file) and anonymous pages (the process's own), beside a bare node:http server loading node:tls and node:http2 on the same runtime (bench/peers/bare-server.mjs).",
+          '',
+          '| idle | RSS | file-backed | anonymous |',
+          '|---|---:|---:|---:|',
+          `| oauth-sidecar | ${fmt.mib(footprint.idleRss)} | ${fmt.mib(footprint.idleRssFile)} | ${fmt.mib(footprint.idleRssAnon)} |`,
+          `| bare node:http + tls + http2 | ${fmt.mib(footprint.bareIdleRss)} | ${fmt.mib(footprint.bareIdleRssFile)} | ${fmt.mib(footprint.bareIdleRssAnon)} |`,
           '',
         ]
       : []),
