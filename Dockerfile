@@ -41,7 +41,7 @@ LABEL org.opencontainers.image.title="oauth-sidecar" \
 #   semi-space 1 (+ tunables)             86       106         121              +40 % (scavenges)
 #   + tunables, --v8-pool-size=2 / 1      86 / 91  108 / 117   127 / 134        -
 #   + tunables, --max-old-space=128 / 96  86 / 87  109 / 112   125 / 123        -
-#   --liftoff-only (cmd line, no tunables) 84     -            -                +27 %
+#   --liftoff-only (cmd line, no tunables) 84     -            -                +27 % (3 runs beside wrk: noise)
 # CPU per 2 KB request, sidecar alone on one core, alternating A/B runs (bench/run.mjs --targets
 # sidecar --only-2kb, 1 round x 8 s each, --trace-gc):
 #   --max-old-space-size=160 alone (V8's young generation grows to 64 MiB semi-spaces)
@@ -54,7 +54,14 @@ LABEL org.opencontainers.image.title="oauth-sidecar" \
 # With a young generation this small, V8's allocation-site pretenuring decides that the
 # per-request objects alive across a scavenge are long-lived and allocates them in old space
 # directly: old space fills with garbage, marking runs most of the time. Off, they die young.
-# NODE_OPTIONS may not carry that flag, so it is in the ENTRYPOINT.
+# --liftoff-only (shipped, ENTRYPOINT below; fourth pass, Node 24.21, bench/run.mjs footprint,
+# alternating runs): idle 79-80 MiB with it, 84-89 MiB without (anonymous pages 26 vs 30-34 MiB);
+# peaks unchanged (2 KB 97-99 vs 101-104, 50 x 1 MiB 112-125 vs 120-126 MiB). It keeps undici's
+# WebAssembly HTTP parser (llhttp) in V8's baseline wasm tier: no optimising compile, and none of
+# the compiler memory that stays behind. Cost: the parser's share of the sidecar's CPU samples
+# (perf record, 2 KB load) went from 2.1-2.6 % to 3.4 %, about one percent more CPU per request;
+# alternating 8 s runs could not tell the two apart (medians 245 vs 250 us, noise +-20 %).
+# NODE_OPTIONS may carry neither flag, so both are in the ENTRYPOINT.
 # GLIBC_TUNABLES: one malloc arena and a 128 KiB trim threshold. V8 optimises undici's
 # WebAssembly HTTP parser on a worker thread with ~10 MiB of scratch memory, which glibc kept in
 # that thread's own arena after the compile. The old-space cap keeps a flood from growing the heap
@@ -73,4 +80,4 @@ EXPOSE 8080 9090
 # No curl in slim images: node asks /healthz on the admin port (following ADMIN_LISTEN if set).
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "const l=process.env.ADMIN_LISTEN||'0.0.0.0:9090';const i=l.lastIndexOf(':');let h=l.slice(0,i).replace(/^\\[|\\]$/g,'');if(h===''||h==='0.0.0.0'||h==='::')h='127.0.0.1';fetch('http://'+(h.includes(':')?'['+h+']':h)+':'+l.slice(i+1)+'/healthz',{signal:AbortSignal.timeout(2500)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
-ENTRYPOINT ["node", "--no-allocation-site-pretenuring", "dist/main.js"]
+ENTRYPOINT ["node", "--no-allocation-site-pretenuring", "--liftoff-only", "dist/main.js"]

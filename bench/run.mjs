@@ -4,7 +4,8 @@
 //
 //   npm run build && node bench/run.mjs [--rounds 4] [--duration 10] [--rate 1000]
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."]
-//     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,floor,http-proxy,hono] [--no-pin]
+//     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,floor,floor-shipped,http-proxy,hono]
+//     [--no-pin]
 //     [--footprint-node /path/to/node24] [--no-footprint] [--keep] [--only-2kb] [--no-shipped-runtime]
 //     [--footprint-node-options "..."] [--footprint-glibc-tunables "..."]
 //
@@ -61,7 +62,8 @@ const { values: args } = parseArgs({
     'sidecar-flags': { type: 'string', default: process.env.BENCH_SIDECAR_FLAGS ?? '' },
     targets: {
       type: 'string',
-      default: 'direct,nginx,sidecar,sidecar-warn,sidecar-limit,floor,http-proxy,hono',
+      default:
+        'direct,nginx,sidecar,sidecar-warn,sidecar-limit,floor,floor-shipped,http-proxy,hono',
     },
     'no-pin': { type: 'boolean', default: false },
     'footprint-node': {
@@ -452,9 +454,18 @@ async function main() {
       s.proc.pid,
     ]);
   }
-  for (const [name, label, script, extraEnv] of [
+  for (const [name, label, script, extraEnv, shipped = false] of [
     ['http-proxy', 'node:http + http-proxy 1.18 (keep-alive agent)', 'http-proxy.mjs', {}],
     ['floor', 'node:http + undici Pool.stream() alone (the engine floor)', 'undici-floor.mjs', {}],
+    // The same engine on the sidecar's runtime (ENTRYPOINT flags, NODE_OPTIONS, GLIBC_TUNABLES):
+    // what the container's heap settings cost before any of the sidecar's own work.
+    [
+      'floor-shipped',
+      'the engine floor on the shipped runtime (heap settings and flags of the image)',
+      'undici-floor.mjs',
+      {},
+      true,
+    ],
     [
       'hono',
       "Hono's proxy() helper (fetch)",
@@ -464,19 +475,27 @@ async function main() {
   ]) {
     if (!wanted.has(name)) continue;
     const port = await freePort();
-    const [peerCommand, peerArgv] = onProxyCpu(NODE, [join(ROOT, 'bench', 'peers', script)]);
+    const [peerCommand, peerArgv] = onProxyCpu(NODE, [
+      ...(shipped ? dockerEntrypointFlags() : []),
+      join(ROOT, 'bench', 'peers', script),
+    ]);
+    const shippedEnv = {
+      NODE_OPTIONS: dockerEnv('NODE_OPTIONS') || undefined,
+      GLIBC_TUNABLES: dockerEnv('GLIBC_TUNABLES') || undefined,
+    };
     const proc = startChild(peerCommand, peerArgv, {
-      env: {
+      env: withoutEmpty({
         PATH: process.env.PATH,
         PORT: String(port),
         UPSTREAM: upstream,
         CA_FILE: pki.caFile,
+        ...(shipped ? shippedEnv : {}),
         // Profiling a peer: BENCH_PEER_NODE_OPTIONS="--cpu-prof --cpu-prof-dir=DIR".
         ...(process.env.BENCH_PEER_NODE_OPTIONS
           ? { NODE_OPTIONS: process.env.BENCH_PEER_NODE_OPTIONS }
           : {}),
         ...extraEnv,
-      },
+      }),
       logFile: log(name),
     });
     cleanups.push(() => proc.stop());
@@ -604,6 +623,8 @@ async function main() {
     cpuSidecarOverNginx: ratio('sidecar', 'nginx', 'cpuUsPerRequest'),
     sidecarWarnOverNginx: ratio('sidecar-warn', 'nginx', 'rps'),
     cpuSidecarWarnOverNginx: ratio('sidecar-warn', 'nginx', 'cpuUsPerRequest'),
+    cpuFloorShippedOverNginx: ratio('floor-shipped', 'nginx', 'cpuUsPerRequest'),
+    cpuSidecarOverFloorShipped: ratio('sidecar', 'floor-shipped', 'cpuUsPerRequest'),
     limitOverSidecar: ratio('sidecar-limit', 'sidecar', 'rps'),
     cpuLimitOverSidecar: ratio('sidecar-limit', 'sidecar', 'cpuUsPerRequest'),
     mb1SidecarOverNginx: ratio('sidecar', 'nginx', 'mbPerSecond', 'mb1'),
@@ -743,6 +764,8 @@ function markdown({ meta, summary, ratios, tokenCalls, checks, footprint }, targ
     `| sidecar at warn / nginx (CPU per request) | ${fmt.x(ratios.cpuSidecarWarnOverNginx)} |`,
     `| sidecar / Hono proxy() (2 KB req/s) | ${fmt.x(ratios.sidecarOverHono)} |`,
     `| sidecar / nginx (CPU per request) | ${fmt.x(ratios.cpuSidecarOverNginx)} |`,
+    `| engine floor on the shipped runtime / nginx (CPU per request) | ${fmt.x(ratios.cpuFloorShippedOverNginx)} |`,
+    `| sidecar / engine floor on the shipped runtime (CPU per request) | ${fmt.x(ratios.cpuSidecarOverFloorShipped)} |`,
     `| sidecar / nginx (1 MB MB/s) | ${fmt.x(ratios.mb1SidecarOverNginx)} |`,
     `| sidecar p99 − direct p99 at ${meta.rate} req/s | ${fmt.ms(ratios.rateP99SidecarMinusDirectMs)} |`,
     `| sidecar with a rate limit / without (2 KB req/s) | ${fmt.x(ratios.limitOverSidecar)} |`,
