@@ -94,7 +94,7 @@ function h2Status(session: ReturnType<typeof connectH2>, path: string): Promise<
 async function probe(
   s: SidecarProcess,
   other: () => Promise<number> = async () => {
-    const res = await request(`${s.proxyUrl}/v1.0/other`, { headersTimeout: 5_000 });
+    const res = await request(`${s.proxyUrl}/v1.0/other`, { headersTimeout: 10_000 });
     await res.body.text();
     return res.statusCode;
   },
@@ -214,8 +214,9 @@ describe('floods under the container heap cap', () => {
       expect(d.metricsMs).toBeLessThan(2_000);
       // Node 24 (the container's runtime): the slowest was 0.3-0.65 s alone, up to 0.98 s in a
       // full parallel test run on 2 cores (before the handler's wait for resets: 1.7 s and 3.5 s).
-      // Node 20 is slower at this storm: 0.8-1.1 s alone, 1.98-2.84 s in CI's parallel runs.
-      expect(d.otherMs).toBeLessThan(CONTAINER_RUNTIME ? 2_000 : 5_000);
+      // Node 20 is slower at this storm: 0.8-1.1 s alone, 1.98-2.84 s in CI's parallel runs, and
+      // 4.6 s in one on a VM running ~1.5x slower than usual (Node 24 1.68 s in that run).
+      expect(d.otherMs).toBeLessThan(CONTAINER_RUNTIME ? 2_000 : 8_000);
       expect([200, 503]).toContain(d.status);
     }
     const session = connectH2(s.proxyUrl);
