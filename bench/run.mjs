@@ -267,11 +267,7 @@ async function measureFootprint(startSidecar, agent) {
   }
   await sleep(3000);
   const pid = s.proc.pid;
-  const idleRss = procStatusBytes(pid, 'VmRSS');
-  // File-backed pages are mostly the node binary's, shared by every process that maps the same
-  // file (every pod of one image on a node); anonymous pages are this process's own.
-  const idleRssAnon = procStatusBytes(pid, 'RssAnon');
-  const idleRssFile = procStatusBytes(pid, 'RssFile');
+  const idle = rssSplit(pid);
   const kb2 = await wrk(`${s.base}${BODY_2KB}`, DURATION);
   const peak2kb = procStatusBytes(pid, 'VmHWM');
   const mb1 = await wrk(`${s.base}${BODY_1MB}`, DURATION, 50);
@@ -287,9 +283,9 @@ async function measureFootprint(startSidecar, agent) {
     nodeOptions,
     nodeFlags: nodeFlags.join(' '),
     glibcTunables,
-    idleRss,
-    idleRssAnon,
-    idleRssFile,
+    idleRss: idle.rss,
+    idleRssAnon: idle.anon,
+    idleRssFile: idle.file,
     bareIdleRss: bare.rss,
     bareIdleRssAnon: bare.anon,
     bareIdleRssFile: bare.file,
@@ -314,15 +310,22 @@ async function bareIdleRss(node, flags, env) {
   try {
     await waitForStatus(`http://127.0.0.1:${port}/`, { isAlive: () => !proc.exited });
     await sleep(3000);
-    return {
-      rss: procStatusBytes(proc.pid, 'VmRSS'),
-      anon: procStatusBytes(proc.pid, 'RssAnon'),
-      file: procStatusBytes(proc.pid, 'RssFile'),
-    };
+    return rssSplit(proc.pid);
   } finally {
     await proc.stop();
   }
 }
+
+/**
+ * VmRSS and its two parts. File-backed pages are mostly the node binary's, shared by every
+ * process that maps the same file (every pod of one image on a node); anonymous pages are the
+ * process's own.
+ */
+const rssSplit = (pid) => ({
+  rss: procStatusBytes(pid, 'VmRSS'),
+  anon: procStatusBytes(pid, 'RssAnon'),
+  file: procStatusBytes(pid, 'RssFile'),
+});
 
 const withoutEmpty = (env) =>
   Object.fromEntries(
@@ -384,14 +387,16 @@ async function main() {
   }
   let standin;
   let sidecarAdmin;
-  const shippedRuntime = args['no-shipped-runtime']
-    ? {}
-    : {
-        NODE_OPTIONS: dockerEnv('NODE_OPTIONS') || undefined,
-        GLIBC_TUNABLES: dockerEnv('GLIBC_TUNABLES') || undefined,
-      };
+  // The image's runtime settings, read once: the sidecar rows use them unless
+  // --no-shipped-runtime; the floor-shipped row always does.
+  const imageEnv = {
+    NODE_OPTIONS: dockerEnv('NODE_OPTIONS') || undefined,
+    GLIBC_TUNABLES: dockerEnv('GLIBC_TUNABLES') || undefined,
+  };
+  const imageFlags = dockerEntrypointFlags();
+  const shippedRuntime = args['no-shipped-runtime'] ? {} : imageEnv;
   // The shipped runtime's ENTRYPOINT flags come first; --sidecar-flags add to them.
-  const shippedFlags = args['no-shipped-runtime'] ? [] : dockerEntrypointFlags();
+  const shippedFlags = args['no-shipped-runtime'] ? [] : imageFlags;
   const startSidecar = async (
     name,
     extra,
@@ -476,20 +481,16 @@ async function main() {
     if (!wanted.has(name)) continue;
     const port = await freePort();
     const [peerCommand, peerArgv] = onProxyCpu(NODE, [
-      ...(shipped ? dockerEntrypointFlags() : []),
+      ...(shipped ? imageFlags : []),
       join(ROOT, 'bench', 'peers', script),
     ]);
-    const shippedEnv = {
-      NODE_OPTIONS: dockerEnv('NODE_OPTIONS') || undefined,
-      GLIBC_TUNABLES: dockerEnv('GLIBC_TUNABLES') || undefined,
-    };
     const proc = startChild(peerCommand, peerArgv, {
       env: withoutEmpty({
         PATH: process.env.PATH,
         PORT: String(port),
         UPSTREAM: upstream,
         CA_FILE: pki.caFile,
-        ...(shipped ? shippedEnv : {}),
+        ...(shipped ? imageEnv : {}),
         // Profiling a peer: BENCH_PEER_NODE_OPTIONS="--cpu-prof --cpu-prof-dir=DIR".
         ...(process.env.BENCH_PEER_NODE_OPTIONS
           ? { NODE_OPTIONS: process.env.BENCH_PEER_NODE_OPTIONS }
