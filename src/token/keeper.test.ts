@@ -2,7 +2,7 @@ import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { busiestWindow } from '../../test/helpers/windows.js';
 import { systemClock } from '../clock.js';
-import { TokenEndpointError, TokenUnavailableError } from '../errors.js';
+import { StoreError, TokenEndpointError, TokenUnavailableError } from '../errors.js';
 import { createLogger } from '../telemetry/logger.js';
 import { createMetrics } from '../telemetry/metrics.js';
 import { createCredentialsReader } from '../config/credentials.js';
@@ -10,7 +10,7 @@ import type { EntryKeys } from '../store/crypto.js';
 import type { SharedTokenSet, StoredEntry, TokenSetStore } from '../store/token-sets.js';
 import { TokenKeeper } from './keeper.js';
 import { RECOVERY_CAP_MS } from './schedule.js';
-import { createTokenCoordinator, type TokenCoordinator } from './shared.js';
+import { LEASE_POLL_MS, createTokenCoordinator, type TokenCoordinator } from './shared.js';
 import type { ClientCredentials, GrantRequest, TokenEndpoint, TokenSet } from './types.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');
@@ -984,6 +984,121 @@ function memoryStore(): TokenSetStore {
     },
   };
 }
+
+/** A coordinator over `store` with the keeper tests' renewal settings (timeoutMs 1 s: lease 3 s). */
+function sharedCoordinator(store: TokenSetStore): TokenCoordinator {
+  return createTokenCoordinator({
+    store,
+    health: () => ({ url: 'memory', up: true, lastError: null }),
+    settings: { refreshMarginSeconds: 60, refreshFraction: 0.2, timeoutMs: 1_000 },
+    now: () => Date.now(),
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    logger: createLogger({ level: 'silent' }),
+  });
+}
+
+/** `store` with its reads counted (the watch's only command) and made to fail on demand. */
+function countedReads(store: TokenSetStore) {
+  const counted = { reads: 0, failReads: false };
+  const wrapped: TokenSetStore = {
+    ...store,
+    read: () => {
+      counted.reads += 1;
+      if (counted.failReads) return Promise.reject(new StoreError('store down'));
+      return store.read();
+    },
+  };
+  return Object.assign(counted, { store: wrapped });
+}
+
+/** What a third process publishes: take the lease, write the set (as its coordinator would). */
+async function publishAsAnotherProcess(
+  store: TokenSetStore,
+  accessToken: string,
+  lifetimeSeconds = 600,
+): Promise<void> {
+  const { lease } = await store.takeLease(3_000);
+  const set: SharedTokenSet = {
+    accessToken,
+    refreshToken: `${accessToken}-refresh`,
+    sentAt: Date.now(),
+    lifetimeSeconds,
+    grant: 'client_credentials',
+  };
+  expect(await store.publish(lease!, set, 0)).toBeGreaterThan(0);
+}
+
+describe('TokenKeeper waiting out a backoff with a shared token store', () => {
+  it('adopts a token another process publishes within one poll, not at its own retry (soak phase e: 503 for 1 s)', async () => {
+    const memory = memoryStore();
+    const counted = countedReads(memory);
+    h.keeper.stop();
+    h = setup({ random: WORST, coordinator: sharedCoordinator(counted.store) });
+    // Another process is mid-renewal when this one starts: it waits for that lease holder...
+    const { lease } = await memory.takeLease(3_000);
+    h.keeper.start();
+    const waiting = outcome(h.keeper.getAccessToken());
+    await advance(500);
+    // ...which leaves without a token (its grant failed): lease-lost, a retry after the backoff.
+    await memory.release(lease!);
+    await advance(LEASE_POLL_MS);
+    expect(logLines().some((l) => l.errorKind === 'lease')).toBe(true);
+    const retryAt = Date.parse(h.keeper.status().nextRenewalAt!);
+    expect(retryAt - Date.now()).toBeGreaterThan(5 * LEASE_POLL_MS);
+
+    // A third process renews meanwhile and publishes.
+    await publishAsAnotherProcess(memory, 'shared-token-1');
+    await advance(LEASE_POLL_MS);
+    expect(Date.now()).toBeLessThan(retryAt);
+    expect(h.keeper.status().ready).toBe(true);
+    expect(await waiting).toBe('shared-token-1');
+    expect(h.keeper.status()).toMatchObject({ ready: true, consecutiveFailures: 0 });
+    expect(h.endpoint.requests).toHaveLength(0);
+    expect(logLines().some((l) => l.outcome === 'adopted')).toBe(true);
+    expect(await counter(h.registry, 'client_credentials', 'success')).toBe(0);
+    // The watch ends with the adoption: no more store reads while the adopted token is valid.
+    const reads = counted.reads;
+    await advance(60_000);
+    expect(counted.reads).toBe(reads);
+    expect(h.endpoint.requests).toHaveLength(0);
+  });
+
+  it('bounded: no read while the held token is valid, at most one per 100 ms after its expiry, none after a store error', async () => {
+    const memory = memoryStore();
+    const counted = countedReads(memory);
+    h.keeper.stop();
+    h = setup({ random: WORST, coordinator: sharedCoordinator(counted.store) });
+    h.endpoint.lifetimeSeconds = 20; // renewed at 10 s (half the lifetime), expires at 20 s
+    h.keeper.start();
+    await advance(0);
+    expect(h.keeper.status().ready).toBe(true);
+    h.endpoint.failWith = serverError();
+    await advanceTo(10.5); // the renewal failed: a retry after the backoff, the token still valid
+    expect(h.keeper.status().consecutiveFailures).toBeGreaterThan(0);
+    const readsBefore = counted.reads;
+    await advanceTo(19.99);
+    // Retries take the lease (not a read); the watch reads nothing while the token is valid.
+    expect(counted.reads).toBe(readsBefore);
+    // After expiry: at most one read per poll interval, while the endpoint keeps failing.
+    await advanceTo(29.99);
+    const polled = counted.reads - readsBefore;
+    expect(polled).toBeGreaterThan(0);
+    expect(polled).toBeLessThanOrEqual(10_000 / LEASE_POLL_MS + 1);
+    // The store fails a read: the watch stops until the next failure.
+    counted.failReads = true;
+    await advance(LEASE_POLL_MS);
+    const failedAt = counted.reads;
+    expect(failedAt).toBeGreaterThan(readsBefore + polled);
+    const nextRetryAt = Date.parse(h.keeper.status().nextRenewalAt!);
+    await advance(nextRetryAt - Date.now() - 1);
+    expect(counted.reads).toBe(failedAt);
+    // And the token a process publishes is adopted once the store reads again.
+    counted.failReads = false;
+    await publishAsAnotherProcess(memory, 'shared-token-2');
+    await advance(RECOVERY_CAP_MS + LEASE_POLL_MS);
+    expect(await h.keeper.getAccessToken()).toBe('shared-token-2');
+  });
+});
 
 describe('TokenKeeper recovery with a shared token store', () => {
   it('two processes, 503 with Retry-After: 3000000 forever: whoever holds the lease or waits for it, every wait ≤ 8 s; both serve within 8 s of the fix', async () => {

@@ -24,7 +24,12 @@ import {
   secondsUntil,
 } from './schedule.js';
 import type { SharedTokenSet } from '../store/token-sets.js';
-import { LeaseWaitError, type RefreshSource, type TokenCoordinator } from './shared.js';
+import {
+  LEASE_POLL_MS,
+  LeaseWaitError,
+  type RefreshSource,
+  type TokenCoordinator,
+} from './shared.js';
 import type {
   ClientCredentials,
   CredentialsReader,
@@ -138,6 +143,11 @@ export class TokenKeeper {
   private refreshToken: string | undefined;
   private inflight: Promise<void> | undefined;
   private timer: LongTimer | undefined;
+  /**
+   * With a shared store, while a retry waits out its backoff: the next look at the store for a set
+   * another process published (see {@link watchStore}).
+   */
+  private watchTimer: LongTimer | undefined;
   /** When the scheduled timer fires. */
   private nextAttemptAt: number | undefined;
   /** Backoff / Retry-After: no token request before this time (ms since the epoch). */
@@ -180,6 +190,7 @@ export class TokenKeeper {
     if (this.stopped) return;
     this.stopped = true;
     this.clearTimer();
+    this.clearWatch();
     this.nextAttemptAt = undefined;
     for (const waiter of this.waiters) {
       this.settleWaiter(waiter);
@@ -330,6 +341,7 @@ export class TokenKeeper {
       return;
     }
     this.clearTimer();
+    this.clearWatch();
     this.nextAttemptAt = undefined;
     this.log.debug({ event: 'token', reason }, 'token request starting');
     this.inflight = this.runGrant();
@@ -501,6 +513,7 @@ export class TokenKeeper {
       lifetimeSeconds,
     };
     this.lastGrant = grant;
+    this.clearWatch();
     this.consecutiveFailures = 0;
     this.failuresBeforeChange = 0;
     this.failure = undefined;
@@ -546,7 +559,64 @@ export class TokenKeeper {
     this.schedule(retryAt, 'retry');
     this.lastError = { kind: errorKind(error), message: errorText(error), at: iso(now) };
     this.logFailure(grant, error, `retrying at ${iso(retryAt)}`);
-    // Waiters keep waiting: the retry may land within their waitMs.
+    // Waiters keep waiting: the retry may land within their waitMs, or another process's token.
+    this.watchStore();
+  }
+
+  /**
+   * With a shared store, a process waiting out a backoff would otherwise serve 503 until its own
+   * retry although another process has published a new token meanwhile (the lease holder's grant
+   * failed, this one gave up waiting for it, and a third renewed). So while the retry waits and no
+   * valid token is held, it looks at the store every {@link LEASE_POLL_MS} (one read, no lease) and
+   * adopts a set it finds; while the held token is still valid, the first look is at its expiry.
+   * Bounded: one read at a time, only between a failure and the next attempt; a store error ends
+   * the watch until the next failure (the retry then decides, as without a store).
+   */
+  private watchStore(): void {
+    this.clearWatch();
+    const { coordinator, failure } = this;
+    if (coordinator === undefined || failure === undefined) return;
+    if (this.stopped || this.inflight !== undefined) return;
+    const now = this.clock.now();
+    const validUntil = this.current?.expiresAt ?? now;
+    const delay = validUntil > now ? validUntil - now : LEASE_POLL_MS;
+    this.watchTimer = setLongTimeout(
+      this.clock,
+      () => {
+        this.watchTimer = undefined;
+        void this.lookAtStore(coordinator, failure);
+      },
+      delay,
+    );
+  }
+
+  private async lookAtStore(coordinator: TokenCoordinator, failure: FailureRecord): Promise<void> {
+    const held = this.current === undefined ? undefined : { accessToken: this.current.accessToken };
+    let found: Awaited<ReturnType<TokenCoordinator['peek']>>;
+    try {
+      found = await coordinator.peek({ held, rejectedToken: this.rejectedToken });
+    } catch (error) {
+      this.log.debug(
+        { event: 'store', error: errorText(error) },
+        'store unreadable while waiting to retry; the retry decides',
+      );
+      return;
+    }
+    // Only if nothing happened meanwhile: no attempt started, no other outcome, not stopped.
+    if (this.stopped || this.inflight !== undefined || this.failure !== failure) return;
+    if (found === undefined) {
+      this.watchStore();
+      return;
+    }
+    this.clearTimer();
+    this.nextAttemptAt = undefined;
+    this.rejectedToken = undefined;
+    this.onAdopted(found.tokenSet, found.generation);
+  }
+
+  private clearWatch(): void {
+    this.watchTimer?.cancel();
+    this.watchTimer = undefined;
   }
 
   private schedule(at: number, reason: AttemptReason): void {

@@ -74,6 +74,15 @@ export interface TokenCoordinator {
     request: { held: HeldRef | undefined; rejectedToken?: string },
     grant: (source: RefreshSource) => Promise<O>,
   ): Promise<Coordinated<O>>;
+  /**
+   * One look at the store (no lease, no grant): a set another process published that this one
+   * could adopt now, or undefined. For a process waiting out a retry (docs/token-store.md "A
+   * process in backoff"). Store errors reject.
+   */
+  peek(request: {
+    held: HeldRef | undefined;
+    rejectedToken?: string;
+  }): Promise<{ tokenSet: SharedTokenSet; generation: number } | undefined>;
   status(): StoreStatus;
 }
 
@@ -192,6 +201,12 @@ export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenC
         if (!(error instanceof StoreError) || phase === 'granting') throw error;
         return local(grant);
       }
+    },
+    async peek({ held, rejectedToken }) {
+      const { entry } = await store.read();
+      seen(entry);
+      const set = adoptable(entry, held, rejectedToken);
+      return set === undefined ? undefined : { tokenSet: set, generation: entry.generation };
     },
     status() {
       const health = options.health();
