@@ -1103,18 +1103,9 @@ describe('TokenKeeper waiting out a backoff with a shared token store', () => {
 describe('TokenKeeper recovery with a shared token store', () => {
   it('two processes, 503 with Retry-After: 3000000 forever: whoever holds the lease or waits for it, every wait ≤ 8 s; both serve within 8 s of the fix', async () => {
     const store = memoryStore();
-    const coordinator = () =>
-      createTokenCoordinator({
-        store,
-        health: () => ({ url: 'memory', up: true, lastError: null }),
-        settings: { refreshMarginSeconds: 60, refreshFraction: 0.2, timeoutMs: 1_000 },
-        now: () => Date.now(),
-        sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
-        logger: createLogger({ level: 'silent' }),
-      });
     h.keeper.stop();
-    h = setup({ random: WORST, coordinator: coordinator() });
-    const other = setup({ random: WORST, coordinator: coordinator() });
+    h = setup({ random: WORST, coordinator: sharedCoordinator(store) });
+    const other = setup({ random: WORST, coordinator: sharedCoordinator(store) });
     try {
       for (const p of [h, other]) p.endpoint.failWith = serverError(3_000_000_000);
       h.keeper.start();
