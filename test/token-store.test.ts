@@ -23,6 +23,7 @@ import {
   type RefreshSource,
 } from '../src/token/shared.js';
 import { startRedisServer, type RedisServer } from './helpers/redis-server.js';
+import { waitFor } from './helpers/sidecar-process.js';
 
 const TOKEN_URL = 'https://id.example.test/oauth/token/';
 const CLIENT_ID = 'client-7f3a9';
@@ -262,6 +263,35 @@ describe('token-set entry', () => {
     expect(await a.publish(lease!, sharedSet('late'), 0)).toBeUndefined();
   });
 
+  it('a lease whose call was given up (no answer in time) but ran on the server later is released at once', async () => {
+    const connection = storeConnection(redis.url, 300);
+    // Every late reply the server sends, whoever asked for it (recorded with or without a callback).
+    const late: unknown[] = [];
+    const recording: StoreConnection = {
+      ...connection,
+      runScript: (script, keys, args, onLateReply) =>
+        connection.runScript(script, keys, args, (reply) => {
+          late.push(reply);
+          onLateReply?.(reply);
+        }),
+    };
+    const slow = tokenStore(recording);
+    const watcher = tokenStore(storeConnection());
+    await slow.read(); // connected, scripts known to the server
+    redis.pause();
+    try {
+      await expect(slow.takeLease(10_000)).rejects.toThrow(/no answer within 300 ms/);
+    } finally {
+      redis.resume();
+    }
+    // The server runs the queued script on resuming: it took the lease, for a caller that has
+    // since renewed without the store. Released within a moment, not after the 10 s TTL.
+    await waitFor(() => late.length > 0, 5_000, 'the late reply');
+    expect((late[0] as unknown[])[2]).toBe(1);
+    await waitFor(async () => !(await watcher.read()).leaseHeld, 2_000, 'the lease released');
+    expect((await watcher.takeLease(1_000)).lease).toBeDefined();
+  });
+
   it('release deletes only its own lease', async () => {
     const a = tokenStore(storeConnection());
     const { lease } = await a.takeLease(5_000);
@@ -404,6 +434,21 @@ describe('coordinator', () => {
     expect(Date.now() - started).toBeLessThan(settings.timeoutMs + 2_000 + 1_000);
     expect(counter.n).toBe(0);
     expect((await b.obtain({ held: undefined }, granter(counter))).kind).toBe('granted');
+  });
+
+  it('a follower whose own token expires before the late holder publishes renews alone then, not after the lease', async () => {
+    const counter = { n: 0, sources: [] as RefreshSource[] };
+    const stuck = tokenStore(storeConnection());
+    await stuck.takeLease(10_000); // a holder that is late (its endpoint hangs) or gone
+    const b = coordinator(storeConnection());
+    const started = Date.now();
+    const held = { accessToken: 'tok-held', expiresAt: started + 800 };
+    const result = await b.obtain({ held }, granter(counter, 10));
+    expect(result).toMatchObject({ kind: 'granted', shared: false });
+    expect(counter.sources).toEqual([{ kind: 'local' }]);
+    // Within a poll of the held token's expiry, not after the 10 s lease.
+    expect(Date.now() - started).toBeLessThan(800 + 500);
+    expect((await stuck.read()).leaseHeld).toBe(true);
   });
 
   it('falls back to a local grant when the store is down, bounded in time', async () => {

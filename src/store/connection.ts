@@ -64,11 +64,14 @@ export interface StoreConnection {
   /**
    * Run `script` atomically. Settles within `commandTimeoutMs`; rejects with StoreError when the
    * store is down, slow, or answers an error. Lua tables come back as arrays, nil as null.
+   * `onLateReply`: the call was given up (timed out) but the server ran the script after all; it
+   * gets the reply then, so the caller can undo what it can no longer use (a lease it took).
    */
   runScript(
     script: StoreScript,
     keys: readonly string[],
     args: readonly string[],
+    onLateReply?: (reply: unknown) => void,
   ): Promise<unknown>;
   /** PING now and return the server's version (for `check`); rejects with StoreError. */
   probe(): Promise<string>;
@@ -177,7 +180,11 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
   };
 
   /** One bounded call: the client's own timeout only covers the write queue, so race a timer. */
-  const call = async <T>(what: string, send: () => Promise<T>): Promise<T> => {
+  const call = async <T>(
+    what: string,
+    send: () => Promise<T>,
+    onLateReply?: (reply: T) => void,
+  ): Promise<T> => {
     if (closed) throw new StoreError(`${what}: the store connection is closed`);
     if (pending >= maxPending) {
       const error = new StoreError(`${what}: ${maxPending} store calls already in progress`);
@@ -204,8 +211,17 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
         }
         return send();
       })();
-      attempt.catch(() => undefined); // a late rejection after the timeout is not unhandled
-      const result = await Promise.race([attempt, timeout]);
+      let givenUp = false;
+      attempt.then(
+        (reply) => {
+          if (givenUp) onLateReply?.(reply);
+        },
+        () => undefined, // a late rejection after the timeout is not unhandled
+      );
+      const result = await Promise.race([attempt, timeout]).catch((error: unknown) => {
+        givenUp = true;
+        throw error;
+      });
       markUp();
       return result;
     } catch (error) {
@@ -219,16 +235,20 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
     }
   };
 
-  const runScript: StoreConnection['runScript'] = (script, keys, args) =>
-    call('store script', async () => {
-      const tail = [String(keys.length), ...keys, ...args];
-      try {
-        return await client.sendCommand(['EVALSHA', script.sha1, ...tail]);
-      } catch (error) {
-        if (!describe(error).startsWith('NOSCRIPT')) throw error;
-        return client.sendCommand(['EVAL', script.lua, ...tail]);
-      }
-    });
+  const runScript: StoreConnection['runScript'] = (script, keys, args, onLateReply) =>
+    call(
+      'store script',
+      async (): Promise<unknown> => {
+        const tail = [String(keys.length), ...keys, ...args];
+        try {
+          return await client.sendCommand(['EVALSHA', script.sha1, ...tail]);
+        } catch (error) {
+          if (!describe(error).startsWith('NOSCRIPT')) throw error;
+          return client.sendCommand(['EVAL', script.lua, ...tail]);
+        }
+      },
+      onLateReply,
+    );
 
   const probe = (): Promise<string> =>
     call('store PING', async () => {

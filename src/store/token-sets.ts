@@ -169,6 +169,12 @@ export function createTokenSetStore(options: TokenSetStoreOptions): TokenSetStor
         TAKE_LEASE,
         [k.entry, k.lease],
         [owner, String(Math.ceil(ttlMs))],
+        // Given up (slow store) but the script ran after all: this process renews without the
+        // store now, so a lease it holds would only keep the fleet waiting one lease TTL.
+        (late) => {
+          if (decode(k, late).flag !== 1) return;
+          connection.runScript(RELEASE, [k.lease], [owner]).catch(() => undefined);
+        },
       );
       const { entry, flag } = decode(k, reply);
       return { lease: flag === 1 ? { owner, keys: k } : undefined, entry };

@@ -363,7 +363,9 @@ export class TokenKeeper {
         outcome = await this.obtain(progress, { kind: 'local' });
       } else {
         const held =
-          this.current === undefined ? undefined : { accessToken: this.current.accessToken };
+          this.current === undefined
+            ? undefined
+            : { accessToken: this.current.accessToken, expiresAt: this.current.expiresAt };
         const result = await this.coordinator.obtain({ held, rejectedToken }, (source) =>
           this.obtain(progress, source),
         );

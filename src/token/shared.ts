@@ -37,6 +37,8 @@ export type Coordinated<O extends GrantOutcome> =
 /** What the keeper holds now, to tell a newer set in the store from its own. */
 export interface HeldRef {
   accessToken: string;
+  /** When it stops being valid (ms since the epoch): a wait for the lease holder ends there. */
+  expiresAt?: number;
 }
 
 /** The lease holder left without publishing; the keeper retries with its backoff. */
@@ -152,7 +154,18 @@ export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenC
           if (lease !== undefined) await store.release(lease);
           return adopted(fresher, entry);
         }
-        if (lease === undefined) return await waitForHolder(held, rejectedToken);
+        if (lease === undefined) {
+          const waited = await waitForHolder(held, rejectedToken);
+          if (waited !== 'token-expiring') return waited;
+          // The holder is late and this process's own token runs out now: renew without the
+          // store rather than serve 503 for the rest of the lease (a holder whose token endpoint
+          // hangs, or a lease whose taker gave up on a slow store). One extra grant at most.
+          log.warn(
+            { event: 'store', lease: 'late' },
+            'renewal lease holder has not published and the held token expires; renewing without the store',
+          );
+          return await local(grant);
+        }
 
         // Holding the lease: the only process that calls the endpoint and uses the refresh token.
         const used = entry.tokenSet?.refreshToken;
@@ -216,14 +229,17 @@ export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenC
 
   /**
    * Another process holds the lease: wait for its new generation, at most one lease TTL (the lease
-   * expires if the holder died). Store errors propagate (the caller grants locally).
+   * expires if the holder died), and never past the held token's expiry (`token-expiring`: the
+   * caller renews alone). Store errors propagate (the caller grants locally).
    */
-  async function waitForHolder<O extends GrantOutcome>(
+  async function waitForHolder(
     held: HeldRef | undefined,
     rejected: string | undefined,
-  ): Promise<Coordinated<O>> {
+  ): Promise<Coordinated<never> | 'token-expiring'> {
     const deadline = now() + leaseTtlMs + LEASE_POLL_MS;
+    const validUntil = held?.expiresAt;
     while (now() < deadline) {
+      if (validUntil !== undefined && now() >= validUntil - LEASE_POLL_MS) return 'token-expiring';
       await options.sleep(LEASE_POLL_MS);
       const { entry, leaseHeld } = await store.read();
       seen(entry);
