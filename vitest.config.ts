@@ -1,12 +1,33 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * The floods (issue 8: "other clients served within 2 s" while one client storms the sidecar) are
+ * measured alone, after everything else: under a full parallel run on 2 cores the other test files'
+ * processes took the sidecar's CPU and the figure swung between 0.6 s and 1.9 s on Node 24 in CI.
+ */
+const FLOODS = ['test/flood.test.ts'];
+
 export default defineConfig({
   test: {
-    include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     // Integration tests start real servers on port 0; a few files at a time keeps a 2-core box honest.
     maxWorkers: 2,
     minWorkers: 1,
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'suite',
+          include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+          exclude: FLOODS,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: { name: 'floods', include: FLOODS, sequence: { groupOrder: 1 } },
+      },
+    ],
   },
 });
