@@ -214,7 +214,12 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
       let givenUp = false;
       attempt.then(
         (reply) => {
-          if (givenUp) onLateReply?.(reply);
+          if (!givenUp || onLateReply === undefined) return;
+          try {
+            onLateReply(reply);
+          } catch {
+            // An undo that throws leaves what it would have undone to its TTL; never unhandled.
+          }
         },
         () => undefined, // a late rejection after the timeout is not unhandled
       );
