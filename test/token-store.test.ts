@@ -451,6 +451,17 @@ describe('coordinator', () => {
     expect((await stuck.read()).leaseHeld).toBe(true);
   });
 
+  it('a follower whose token has already expired waits for the holder as before (no grant of its own in an outage)', async () => {
+    const counter = { n: 0, sources: [] as RefreshSource[] };
+    const holder = tokenStore(storeConnection());
+    await holder.takeLease(settings.timeoutMs + 2_000); // the fleet's one attempt, still running
+    const b = coordinator(storeConnection());
+    const held = { accessToken: 'tok-expired', expiresAt: Date.now() - 1_000 };
+    const result = await b.obtain({ held }, granter(counter, 10));
+    expect(result.kind).toBe('lease-lost');
+    expect(counter.n).toBe(0);
+  });
+
   it('falls back to a local grant when the store is down, bounded in time', async () => {
     const counter = { n: 0, sources: [] as RefreshSource[] };
     const c = coordinator(storeConnection('redis://127.0.0.1:1'));

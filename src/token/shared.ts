@@ -229,15 +229,18 @@ export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenC
 
   /**
    * Another process holds the lease: wait for its new generation, at most one lease TTL (the lease
-   * expires if the holder died), and never past the held token's expiry (`token-expiring`: the
-   * caller renews alone). Store errors propagate (the caller grants locally).
+   * expires if the holder died), and never past the expiry of a token still valid when it starts
+   * (`token-expiring`: the caller renews alone). Store errors propagate (the caller grants locally).
    */
   async function waitForHolder(
     held: HeldRef | undefined,
     rejected: string | undefined,
   ): Promise<Coordinated<never> | 'token-expiring'> {
     const deadline = now() + leaseTtlMs + LEASE_POLL_MS;
-    const validUntil = held?.expiresAt;
+    // Only a token still valid now bounds the wait: a process already without one (an endpoint
+    // outage) waits for the fleet's one attempt as before instead of adding its own.
+    const expiresAt = held?.expiresAt;
+    const validUntil = expiresAt !== undefined && expiresAt > now() ? expiresAt : undefined;
     while (now() < deadline) {
       if (validUntil !== undefined && now() >= validUntil - LEASE_POLL_MS) return 'token-expiring';
       await options.sleep(LEASE_POLL_MS);
