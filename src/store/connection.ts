@@ -195,12 +195,14 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
     const budget = firstAttemptSettled ? timeoutMs : STORE_CONNECT_TIMEOUT_MS + timeoutMs;
     const deadline = clock.now() + budget;
     let timer: TimerHandle | undefined;
+    /** The caller got "no answer": a reply after that goes to `onLateReply`. */
+    let givenUp = false;
     try {
       const timeout = new Promise<never>((_, reject) => {
-        timer = clock.setTimeout(
-          () => reject(new StoreError(`${what}: no answer within ${budget} ms`)),
-          budget,
-        );
+        timer = clock.setTimeout(() => {
+          givenUp = true;
+          reject(new StoreError(`${what}: no answer within ${budget} ms`));
+        }, budget);
         timer.unref?.();
       });
       const attempt = (async () => {
@@ -211,7 +213,6 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
         }
         return send();
       })();
-      let givenUp = false;
       attempt.then(
         (reply) => {
           if (!givenUp || onLateReply === undefined) return;
@@ -223,10 +224,7 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
         },
         () => undefined, // a late rejection after the timeout is not unhandled
       );
-      const result = await Promise.race([attempt, timeout]).catch((error: unknown) => {
-        givenUp = true;
-        throw error;
-      });
+      const result = await Promise.race([attempt, timeout]);
       markUp();
       return result;
     } catch (error) {

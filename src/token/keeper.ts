@@ -27,6 +27,7 @@ import type { SharedTokenSet } from '../store/token-sets.js';
 import {
   LEASE_POLL_MS,
   LeaseWaitError,
+  type HeldRef,
   type RefreshSource,
   type TokenCoordinator,
 } from './shared.js';
@@ -362,12 +363,9 @@ export class TokenKeeper {
       if (this.coordinator === undefined) {
         outcome = await this.obtain(progress, { kind: 'local' });
       } else {
-        const held =
-          this.current === undefined
-            ? undefined
-            : { accessToken: this.current.accessToken, expiresAt: this.current.expiresAt };
-        const result = await this.coordinator.obtain({ held, rejectedToken }, (source) =>
-          this.obtain(progress, source),
+        const result = await this.coordinator.obtain(
+          { held: this.heldRef(), rejectedToken },
+          (source) => this.obtain(progress, source),
         );
         if (result.kind === 'adopted') {
           adopted = result;
@@ -593,10 +591,9 @@ export class TokenKeeper {
   }
 
   private async lookAtStore(coordinator: TokenCoordinator, failure: FailureRecord): Promise<void> {
-    const held = this.current === undefined ? undefined : { accessToken: this.current.accessToken };
     let found: Awaited<ReturnType<TokenCoordinator['peek']>>;
     try {
-      found = await coordinator.peek({ held, rejectedToken: this.rejectedToken });
+      found = await coordinator.peek({ held: this.heldRef(), rejectedToken: this.rejectedToken });
     } catch (error) {
       this.log.debug(
         { event: 'store', error: errorText(error) },
@@ -614,6 +611,14 @@ export class TokenKeeper {
     this.nextAttemptAt = undefined;
     this.rejectedToken = undefined;
     this.onAdopted(found.tokenSet, found.generation);
+  }
+
+  /** The held token as the coordinator compares it with the store's (no refresh token). */
+  private heldRef(): HeldRef | undefined {
+    const held = this.current;
+    return held === undefined
+      ? undefined
+      : { accessToken: held.accessToken, expiresAt: held.expiresAt };
   }
 
   private clearWatch(): void {

@@ -34,6 +34,9 @@ export type Coordinated<O extends GrantOutcome> =
   /** The lease holder went away without a new token (it died, or its grant failed): retry with backoff. */
   | { kind: 'lease-lost'; error: LeaseWaitError };
 
+/** Another process's token set, taken from the store. */
+export type Adopted = Extract<Coordinated<never>, { kind: 'adopted' }>;
+
 /** What the keeper holds now, to tell a newer set in the store from its own. */
 export interface HeldRef {
   accessToken: string;
@@ -84,7 +87,7 @@ export interface TokenCoordinator {
   peek(request: {
     held: HeldRef | undefined;
     rejectedToken?: string;
-  }): Promise<{ tokenSet: SharedTokenSet; generation: number } | undefined>;
+  }): Promise<Adopted | undefined>;
   status(): StoreStatus;
 }
 
@@ -113,9 +116,17 @@ export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenC
     return now() < dueAt ? set : undefined;
   };
 
-  const adopted = (set: SharedTokenSet, entry: StoredEntry): Coordinated<never> => {
+  const adopted = (set: SharedTokenSet, entry: StoredEntry): Adopted => {
     seen(entry);
     return { kind: 'adopted', tokenSet: set, generation: entry.generation };
+  };
+
+  /** One read of the store (no lease): a set to adopt now, if any, and whether a lease is held. */
+  const look = async (held: HeldRef | undefined, rejected: string | undefined) => {
+    const { entry, leaseHeld } = await store.read();
+    seen(entry);
+    const set = adoptable(entry, held, rejected);
+    return { fresh: set === undefined ? undefined : adopted(set, entry), leaseHeld };
   };
 
   /** Newest refresh token after a successful grant (RFC 6749 §6: absent keeps the one used). */
@@ -216,10 +227,7 @@ export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenC
       }
     },
     async peek({ held, rejectedToken }) {
-      const { entry } = await store.read();
-      seen(entry);
-      const set = adoptable(entry, held, rejectedToken);
-      return set === undefined ? undefined : { tokenSet: set, generation: entry.generation };
+      return (await look(held, rejectedToken)).fresh;
     },
     status() {
       const health = options.health();
@@ -244,10 +252,8 @@ export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenC
     while (now() < deadline) {
       if (validUntil !== undefined && now() >= validUntil - LEASE_POLL_MS) return 'token-expiring';
       await options.sleep(LEASE_POLL_MS);
-      const { entry, leaseHeld } = await store.read();
-      seen(entry);
-      const fresh = adoptable(entry, held, rejected);
-      if (fresh !== undefined) return adopted(fresh, entry);
+      const { fresh, leaseHeld } = await look(held, rejected);
+      if (fresh !== undefined) return fresh;
       if (!leaseHeld) break;
     }
     return {
