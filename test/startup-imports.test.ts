@@ -1,123 +1,113 @@
 /**
- * What the serving process loads at start (docs/benchmarks.md "Footprint"): the static import
- * graph of the built `dist/main.js` must not reach the packages and modules that only some
- * configurations or commands use. They stay behind a dynamic `import()` at the point of need:
- * the Redis client with a token store URL, the response cache and lru-cache with cache rules, the
- * YAML parser with `--config`, the stand-in and selfsigned with `demo`. zod and pino-pretty are
- * not loaded at all. Reads the build (`npm test` builds first): that is what a pod runs.
- *
- * The package scan sees `undici` whatever path is imported, so a started sidecar process (token
- * fetched, one request proxied) also reports the files it loaded: undici's package index (fetch,
- * WebSocket, EventSource, cache stores, mock agents: ~13 MiB idle) must not be among them.
+ * What the serving process loads at start (docs/benchmarks.md "Footprint"). The shipped entry
+ * point is one esbuild bundle (`scripts/bundle.mjs`, run by `npm run build`): `dist/main.js` and
+ * the chunks it imports statically must not contain the packages and modules that only some
+ * configurations or commands use. They stay behind a dynamic `import()` at the point of need, in
+ * chunks of their own: the Redis client with a token store URL, the response cache and lru-cache
+ * with cache rules, the YAML parser with `--config`, the stand-in and selfsigned with `demo`. zod
+ * and pino-pretty are not loaded at all, nor undici's package index (fetch, WebSocket,
+ * EventSource, cache stores, mock agents: ~13 MiB idle). Reads the build's metafile (`npm test`
+ * builds first), checked against the files on disk: that is what a pod runs.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
-import ts from 'typescript';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { startStandin } from '../src/standin/index.js';
 import { startSidecarProcess, tempDir, waitReady, writeTemp } from './helpers/sidecar-process.js';
 
-const DIST = join(import.meta.dirname, '..', 'dist');
+const ROOT = join(import.meta.dirname, '..');
 
-/** Package names and dist/ folders (relative to dist/, trailing slash) kept out of the start. */
+/** Packages (node_modules/<name>/) and source folders kept out of the start. */
 const NOT_AT_START = ['@redis/client', 'lru-cache', 'yaml', 'selfsigned', 'zod', 'pino-pretty'];
-const LOCAL_NOT_AT_START = ['store/', 'standin/', 'proxy/cache/'];
+const LOCAL_NOT_AT_START = ['src/store/', 'src/standin/', 'src/proxy/cache/'];
 
-interface ImportGraph {
-  /** dist/ files reached by static imports, relative to dist/. */
-  files: Set<string>;
-  /** Packages imported statically (the specifier as written, e.g. `@hono/node-server/utils/x`). */
-  packages: Set<string>;
-  /** Every `import('...')` specifier seen in those files, resolved to dist/ paths where relative. */
+interface Metafile {
+  outputs: Record<
+    string,
+    {
+      bytes: number;
+      entryPoint?: string;
+      inputs: Record<string, unknown>;
+      imports: { path: string; kind: string; external?: boolean }[];
+    }
+  >;
+}
+
+const meta = JSON.parse(readFileSync(join(ROOT, 'dist', 'bundle-meta.json'), 'utf8')) as Metafile;
+
+/** The output files loaded with `entry` (its static imports, transitively), and their inputs. */
+function loadedWith(entry: string): {
+  outputs: Set<string>;
+  inputs: Set<string>;
   dynamic: Set<string>;
-}
-
-/** One file's module specifiers: static (import/export ... from, side-effect imports) and dynamic. */
-function specifiers(file: string): { static: string[]; dynamic: string[] } {
-  const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest);
-  const found = { static: [] as string[], dynamic: [] as string[] };
-  for (const statement of source.statements) {
-    if (
-      (ts.isImportDeclaration(statement) || ts.isExportDeclaration(statement)) &&
-      statement.moduleSpecifier !== undefined &&
-      ts.isStringLiteral(statement.moduleSpecifier)
-    ) {
-      found.static.push(statement.moduleSpecifier.text);
-    }
-  }
-  const visit = (node: ts.Node): void => {
-    if (
-      ts.isCallExpression(node) &&
-      node.expression.kind === ts.SyntaxKind.ImportKeyword &&
-      node.arguments[0] !== undefined &&
-      ts.isStringLiteral(node.arguments[0])
-    ) {
-      found.dynamic.push(node.arguments[0].text);
-    }
-    ts.forEachChild(node, visit);
-  };
-  visit(source);
-  return found;
-}
-
-const packageName = (specifier: string): string =>
-  specifier
-    .split('/')
-    .slice(0, specifier.startsWith('@') ? 2 : 1)
-    .join('/');
-
-function staticGraph(entry: string): ImportGraph {
-  const graph: ImportGraph = { files: new Set(), packages: new Set(), dynamic: new Set() };
-  const pending = [resolve(DIST, entry)];
+} {
+  const outputs = new Set<string>();
+  const dynamic = new Set<string>();
+  const pending = [entry];
   for (let file = pending.pop(); file !== undefined; file = pending.pop()) {
-    const name = relative(DIST, file);
-    if (graph.files.has(name)) continue;
-    graph.files.add(name);
-    const found = specifiers(file);
-    for (const specifier of found.static) {
-      if (specifier.startsWith('.')) pending.push(resolve(dirname(file), specifier));
-      else if (!specifier.startsWith('node:')) graph.packages.add(packageName(specifier));
-    }
-    for (const specifier of found.dynamic) {
-      graph.dynamic.add(
-        specifier.startsWith('.')
-          ? relative(DIST, resolve(dirname(file), specifier))
-          : packageName(specifier),
-      );
+    if (outputs.has(file)) continue;
+    const output = meta.outputs[file];
+    if (output === undefined) throw new Error(`${file} is not in the metafile`);
+    outputs.add(file);
+    for (const imported of output.imports) {
+      if (imported.external === true) continue;
+      if (imported.kind === 'import-statement') pending.push(imported.path);
+      if (imported.kind === 'dynamic-import') dynamic.add(imported.path);
     }
   }
-  return graph;
+  const inputs = new Set([...outputs].flatMap((file) => Object.keys(meta.outputs[file]!.inputs)));
+  return { outputs, inputs, dynamic };
 }
+
+/** The output whose entry point (the module a dynamic import() names) is `input`. */
+const chunkOf = (input: string): string => {
+  const found = Object.entries(meta.outputs).find(([, output]) => output.entryPoint === input);
+  if (found === undefined) throw new Error(`no chunk has ${input} as its entry`);
+  return found[0];
+};
+
+const fromPackage = (inputs: Set<string>, name: string): string[] =>
+  [...inputs].filter((input) => input.startsWith(`node_modules/${name}/`));
 
 describe('what dist/main.js loads at start', () => {
-  const graph = staticGraph('main.js');
+  const start = loadedWith('dist/main.js');
 
-  it('reaches the serving modules (the scan itself works)', () => {
-    expect(graph.files).toContain('http/start-proxy.js');
-    expect([...graph.packages]).toEqual(expect.arrayContaining(['undici', 'pino', 'hono']));
+  it('is the bundle the build wrote (the metafile matches the files on disk)', () => {
+    expect(meta.outputs['dist/main.js']?.entryPoint).toBe('src/main.ts');
+    for (const file of start.outputs) {
+      expect(statSync(join(ROOT, file)).size, file).toBe(meta.outputs[file]!.bytes);
+    }
   });
 
-  it('does not statically import what only some configurations or commands use', () => {
-    expect([...graph.packages].filter((name) => NOT_AT_START.includes(name))).toEqual([]);
+  it('contains the serving modules (the scan itself works)', () => {
+    expect(start.inputs).toContain('src/http/start-proxy.ts');
+    expect(start.inputs).toContain('node_modules/undici/lib/dispatcher/pool.js');
+    for (const name of ['hono', 'prom-client']) {
+      expect(fromPackage(start.inputs, name).length, name).toBeGreaterThan(0);
+    }
+  });
+
+  it("does not contain what only some configurations or commands use, nor undici's index", () => {
+    expect(NOT_AT_START.flatMap((name) => fromPackage(start.inputs, name))).toEqual([]);
     expect(
-      [...graph.files].filter((file) => LOCAL_NOT_AT_START.some((dir) => file.startsWith(dir))),
+      [...start.inputs].filter((input) => LOCAL_NOT_AT_START.some((dir) => input.startsWith(dir))),
     ).toEqual([]);
+    expect(start.inputs).not.toContain('node_modules/undici/index.js');
   });
 
   it('keeps them reachable at the point of need through a dynamic import()', () => {
-    expect([...graph.dynamic]).toEqual(
-      expect.arrayContaining([
-        'yaml',
-        'store/index.js',
-        'proxy/cache/response-cache.js',
-        'standin/index.js',
-      ]),
-    );
-    // Behind those entries, the packages themselves.
-    expect(staticGraph('store/index.js').packages).toContain('@redis/client');
-    expect(staticGraph('proxy/cache/response-cache.js').packages).toContain('lru-cache');
-    expect(staticGraph('standin/index.js').packages).toContain('selfsigned');
+    const lazy = {
+      'src/store/index.ts': '@redis/client',
+      'src/proxy/cache/response-cache.ts': 'lru-cache',
+      'src/standin/index.ts': 'selfsigned',
+      'node_modules/yaml/dist/index.js': 'yaml',
+    };
+    for (const [input, name] of Object.entries(lazy)) {
+      const chunk = chunkOf(input);
+      expect(start.dynamic, input).toContain(chunk);
+      expect(fromPackage(loadedWith(chunk).inputs, name).length, name).toBeGreaterThan(0);
+    }
   });
 });
 
@@ -129,7 +119,7 @@ process.on('exit', () => {
 `;
 
 describe('a started sidecar process', () => {
-  it("has not loaded undici's package index, only the dispatcher modules it uses", async () => {
+  it('runs from the bundle: no undici file is loaded from node_modules', async () => {
     const standin = await startStandin();
     try {
       const dir = tempDir();
@@ -155,12 +145,9 @@ describe('a started sidecar process', () => {
       const loaded = (JSON.parse(readFileSync(out, 'utf8')) as string[]).map((file) =>
         file.replaceAll('\\', '/'),
       );
-      const undiciFiles = loaded.filter((file) => file.includes('/node_modules/undici/'));
-      // The probe works: the dispatcher's modules are there.
-      expect(undiciFiles.some((file) => file.endsWith('/lib/dispatcher/pool.js'))).toBe(true);
-      expect(undiciFiles.filter((file) => file.endsWith('/node_modules/undici/index.js'))).toEqual(
-        [],
-      );
+      // The probe works: pino, which stays a package, was loaded through require().
+      expect(loaded.some((file) => file.includes('/node_modules/pino/'))).toBe(true);
+      expect(loaded.filter((file) => file.includes('/node_modules/undici/'))).toEqual([]);
     } finally {
       await standin.close();
     }
