@@ -72,7 +72,7 @@ LABEL org.opencontainers.image.title="oauth-sidecar" \
 # (48 file-backed, 25 anonymous) against 79-80 MiB (54 + 26) when the process loaded tsc's
 # output and its packages, 230 files (43 now: pino stays a package). Resolving that many modules
 # made V8 compile node's path functions with TurboFan at start, touching ~6 MiB more of the node
-# binary. Peaks unchanged (2 KB 97-101 MiB, 50 x 1 MiB 118-122 MiB).
+# binary. Peaks unchanged (2 KB 97-105 MiB, 50 x 1 MiB 120-123 MiB; tsc's build 98-105, 118-124).
 ENV NODE_ENV=production \
     NODE_OPTIONS="--max-old-space-size=160 --max-semi-space-size=2" \
     GLIBC_TUNABLES="glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=131072"
