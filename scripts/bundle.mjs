@@ -14,7 +14,7 @@ import { build } from 'esbuild';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-const root = join(import.meta.dirname ?? new URL('.', import.meta.url).pathname, '..');
+const root = join(import.meta.dirname, '..'); // Node >= 20.11, below the engines floor
 const dist = join(root, 'dist');
 
 rmSync(join(dist, 'chunks'), { recursive: true, force: true });
