@@ -3,7 +3,7 @@
 // loopback, in alternating order over several rounds; medians of per-round ratios.
 //
 //   npm run build && node bench/run.mjs [--rounds 4] [--duration 10] [--rate 1000]
-//     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."]
+//     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."] [--peer-flags "..."]
 //     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,floor,floor-shipped,http-proxy,hono]
 //     [--no-pin]
 //     [--footprint-node /path/to/node24] [--no-footprint] [--keep] [--only-2kb] [--no-shipped-runtime]
@@ -60,6 +60,8 @@ const { values: args } = parseArgs({
     connections: { type: 'string', default: '50' },
     node: { type: 'string', default: process.env.BENCH_NODE ?? process.execPath },
     'sidecar-flags': { type: 'string', default: process.env.BENCH_SIDECAR_FLAGS ?? '' },
+    /** Node flags added to the peers' command lines (`--trace-gc`, `--cpu-prof`): NODE_OPTIONS refuses some. */
+    'peer-flags': { type: 'string', default: process.env.BENCH_PEER_FLAGS ?? '' },
     targets: {
       type: 'string',
       default:
@@ -95,6 +97,7 @@ const RATE_DURATION = Number(args['rate-duration']);
 const CONNECTIONS = Number(args.connections);
 const NODE = args.node;
 const SIDECAR_FLAGS = args['sidecar-flags'].split(/\s+/).filter(Boolean);
+const PEER_FLAGS = args['peer-flags'].split(/\s+/).filter(Boolean);
 const PIN = !args['no-pin'] && cpus().length >= 2 && hasTool('taskset');
 /** Proxies under test on CPU 1; load generator, upstream and token endpoint on CPU 0. */
 const onProxyCpu = (command, argv) =>
@@ -440,10 +443,6 @@ async function main() {
     sidecarAdmin = s.admin;
     add('sidecar', 'oauth-sidecar (default log level: info)', s.base, () => [s.proc.pid]);
   }
-  if (wanted.has('sidecar-direct')) {
-    const s = await startSidecar('sidecar-direct', { LOG_LEVEL: undefined, EXP_DIRECT: '1' });
-    add('sidecar-direct', 'EXPERIMENT direct', s.base, () => [s.proc.pid]);
-  }
   if (wanted.has('sidecar-warn')) {
     const s = await startSidecar('sidecar-warn', { LOG_LEVEL: 'warn', ...shippedRuntime });
     add('sidecar-warn', 'oauth-sidecar (LOG_LEVEL=warn)', s.base, () => [s.proc.pid]);
@@ -482,6 +481,7 @@ async function main() {
     const port = await freePort();
     const [peerCommand, peerArgv] = onProxyCpu(NODE, [
       ...(shipped ? imageFlags : []),
+      ...PEER_FLAGS,
       join(ROOT, 'bench', 'peers', script),
     ]);
     const proc = startChild(peerCommand, peerArgv, {
