@@ -59,6 +59,11 @@ export class StandinTokens implements AccessTokenSource {
     return this.current;
   }
 
+  /** The keeper's contract: the token held now, only when nothing would make a caller wait. */
+  currentToken(): string | undefined {
+    return this.held === undefined && this.failure === undefined ? this.current : undefined;
+  }
+
   invalidate(token: string): 'replay' | 'renewing' | 'keep' {
     if (token !== this.current) return 'replay';
     this.current = undefined;

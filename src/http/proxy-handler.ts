@@ -13,6 +13,7 @@ import {
   clientGone,
   type ClientRequest,
   type ClientResponse,
+  type ForwardContext,
   type ForwardOutcome,
   type Forwarder,
 } from '../proxy/forwarder.js';
@@ -80,6 +81,18 @@ function refusal(
   return undefined;
 }
 
+/** The forwarder's context of one request (a class: no closure per request). */
+class RequestContext implements ForwardContext {
+  /** What undici still holds of this request after the forward ended, if anything. */
+  held: Promise<void> | undefined;
+  constructor(readonly requestId: string) {}
+
+  hold(until: Promise<void>): void {
+    this.held =
+      this.held === undefined ? until : Promise.all([this.held, until]).then(() => undefined);
+  }
+}
+
 export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
   const { forwarder, requestLog, inFlight } = options;
   const now = options.clock ? () => options.clock!.now() : Date.now;
@@ -117,19 +130,16 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       if (refused !== undefined) {
         ({ status, code } = await options.refuse(req, res, refused, requestId));
       } else {
-        let held: Promise<void> | undefined;
-        const hold = (until: Promise<void>): void => {
-          held = held === undefined ? until : Promise.all([held, until]).then(() => undefined);
-        };
+        const ctx = new RequestContext(requestId);
         try {
-          outcome = await forwarder.forward(req, res, { requestId, hold });
+          outcome = await forwarder.forward(req, res, ctx);
           status = outcome.status;
         } catch (error) {
           ({ status, code } = answerError(res, error, requestId, errorOptions));
         } finally {
           // A request undici still holds in its pool stays counted until it lets go of it.
-          if (held === undefined) inFlight.release();
-          else void held.then(() => inFlight.release());
+          if (ctx.held === undefined) inFlight.release();
+          else void ctx.held.then(() => inFlight.release());
         }
       }
     }

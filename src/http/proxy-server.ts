@@ -95,14 +95,14 @@ export async function startProxyServer(options: ProxyServerOptions): Promise<Pro
     const http1 = createHttpServer({ ...HTTP1_TIMEOUTS });
     // node drops fields past this count; one more than the limit lets the handler answer 431.
     http1.maxHeadersCount = options.maxHeaders + 1;
-    const gate = createPipelineGate(options.maxPipelined);
-    http1.on('request', (req: IncomingMessage, res: ServerResponse) => {
-      gate.admit(req.socket, (done) => {
-        res.once('close', done);
+    const gate = createPipelineGate<IncomingMessage, ServerResponse>(
+      options.maxPipelined,
+      (req, res) => {
         if (options.drainState.isDraining()) res.setHeader('connection', 'close');
         dispatch(req, res);
-      });
-    });
+      },
+    );
+    http1.on('request', gate.admit);
     http1.on('clientError', createClientErrorHandler({ logger, metrics: options.metrics }));
     server = http1;
   }

@@ -50,10 +50,23 @@ export interface PausableSocket extends EventEmitter {
   resume(): unknown;
 }
 
-interface ConnectionState {
+/** A request as the gate sees it: the connection it came on. */
+export interface GatedRequest {
+  readonly socket: PausableSocket;
+}
+
+/** Its response: emits 'close' once when the request ended, and knows its request. */
+export interface GatedResponse extends EventEmitter {
+  readonly req: GatedRequest;
+}
+
+interface ConnectionState<Q extends GatedRequest, R extends GatedResponse> {
   active: number;
-  /** Requests node already parsed from the same read while `active` was at the limit. */
-  waiting: (() => void)[];
+  /**
+   * Requests node already parsed from the same read while `active` was at the limit, as flat
+   * request, response pairs.
+   */
+  waiting: (Q | R)[];
   paused: boolean;
   watching: boolean;
 }
@@ -64,57 +77,66 @@ interface ConnectionState {
  * client's) instead of becoming objects here. node parses a whole read (up to 64 KiB) at once, so
  * the requests of the read that crossed the limit wait in a queue bounded by that read.
  */
-export interface PipelineGate {
+export interface PipelineGate<Q extends GatedRequest, R extends GatedResponse> {
   /**
-   * Run `start` now, or once an earlier request of the same connection ended. `start` must call
-   * `done` exactly once when its request ended (response closed).
+   * Call `start(req, res)` now, or once an earlier request of the same connection ended. A
+   * request has ended when its response emitted 'close' (the gate listens from `start` on).
    */
-  admit(socket: PausableSocket, start: (done: () => void) => void): void;
+  admit(this: void, req: Q, res: R): void;
 }
 
-export function createPipelineGate(max: number): PipelineGate {
-  const states = new WeakMap<object, ConnectionState>();
+export function createPipelineGate<Q extends GatedRequest, R extends GatedResponse>(
+  max: number,
+  start: (req: Q, res: R) => void,
+): PipelineGate<Q, R> {
+  const states = new WeakMap<object, ConnectionState<Q, R>>();
 
   // node resumes a socket itself once its output drained; a gate at its limit pauses it again.
   function keepPaused(this: PausableSocket): void {
     if (states.get(this)?.paused) this.pause();
   }
 
-  function run(socket: PausableSocket, state: ConnectionState, start: (done: () => void) => void) {
+  // One listener for every response (no closure per request): the response knows its socket.
+  function ended(this: R): void {
+    const socket = this.req.socket;
+    const state = states.get(socket);
+    if (state === undefined) return;
+    state.active -= 1;
+    if (state.waiting.length > 0) {
+      const req = state.waiting.shift() as Q;
+      const res = state.waiting.shift() as R;
+      run(state, req, res);
+    } else if (state.paused && state.active < max) {
+      state.paused = false;
+      socket.resume();
+    }
+  }
+
+  function run(state: ConnectionState<Q, R>, req: Q, res: R): void {
     state.active += 1;
-    let finished = false;
-    start(() => {
-      if (finished) return;
-      finished = true;
-      state.active -= 1;
-      const next = state.waiting.shift();
-      if (next !== undefined) {
-        next();
-      } else if (state.paused && state.active < max) {
-        state.paused = false;
-        socket.resume();
-      }
-    });
+    // 'on', not 'once': a response emits 'close' once (no wrapper per request).
+    res.on('close', ended);
+    start(req, res);
   }
 
   return {
-    admit(socket, start) {
+    admit(req, res) {
+      const socket = req.socket;
       let state = states.get(socket);
       if (state === undefined) {
         state = { active: 0, waiting: [], paused: false, watching: false };
         states.set(socket, state);
       }
       if (state.active < max && state.waiting.length === 0) {
-        run(socket, state, start);
+        run(state, req, res);
         return;
       }
-      const s = state;
-      s.waiting.push(() => run(socket, s, start));
-      if (!s.paused) {
-        s.paused = true;
+      state.waiting.push(req, res);
+      if (!state.paused) {
+        state.paused = true;
         socket.pause();
-        if (!s.watching) {
-          s.watching = true;
+        if (!state.watching) {
+          state.watching = true;
           socket.on('resume', keepPaused);
         }
       }

@@ -28,6 +28,7 @@ import {
 } from './outcome.js';
 import {
   ClientGoneError,
+  NO_BODY,
   REPLAY_BUFFER_BYTES,
   hasNoBody,
   prepareBody,
@@ -42,6 +43,7 @@ import {
   UpstreamCall,
   type Attempt,
   type HeadDecision,
+  type UpstreamCallHooks,
   type UpstreamCallState,
 } from './upstream-call.js';
 import type { AccessTokenSource } from './types.js';
@@ -113,6 +115,49 @@ function errorCode(err: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
+const NO_TAPS: BodyTap[] = [];
+const GONE_ATTEMPT: Attempt = Object.freeze({ kind: 'client_gone' });
+
+/** The forwarder's outcome of the last attempt. */
+function outcomeOf(attempt: Attempt, replayed: boolean): ForwardOutcome {
+  switch (attempt.kind) {
+    case 'answered':
+      return {
+        status: attempt.upstreamStatus,
+        upstreamStatus: attempt.upstreamStatus,
+        replayed,
+        result: 'complete',
+      };
+    case 'cut':
+      return {
+        status: attempt.upstreamStatus,
+        upstreamStatus: attempt.upstreamStatus,
+        replayed,
+        result: attempt.result,
+      };
+    case 'client_gone':
+      return replayed ? { ...CLIENT_GONE, replayed } : CLIENT_GONE;
+  }
+}
+
+/** One proxied exchange as the stages see it (a class: no closure per request). */
+class StageExchange implements Exchange {
+  readonly method: string;
+  readonly target: string;
+  constructor(
+    readonly req: ClientRequest,
+    readonly res: ClientResponse,
+    readonly requestId: string,
+  ) {
+    this.method = req.method ?? 'GET';
+    this.target = req.url ?? '/';
+  }
+
+  clientGone(): boolean {
+    return clientGone(this.req, this.res);
+  }
+}
+
 function isHttp2Response(res: ClientResponse): boolean {
   return 'stream' in res;
 }
@@ -158,27 +203,65 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   const before = stages.filter((s) => s.beforeUpstream !== undefined);
   const answered = stages.filter((s) => s.upstreamAnswered !== undefined);
 
-  function exchangeOf(req: ClientRequest, res: ClientResponse, ctx: ForwardContext): Exchange {
-    return {
-      req,
-      res,
-      requestId: ctx.requestId,
-      method: req.method ?? 'GET',
-      target: req.url ?? '/',
-      clientGone: () => clientGone(req, res),
-    };
+  /** What the shared hooks need to know about one upstream call. */
+  interface CallInfo {
+    readonly ctx: ForwardContext;
+    readonly exchange: Exchange | undefined;
+    readonly method: string;
+    readonly label: string;
+    readonly started: number;
+    readonly token: string;
+    readonly mayReplay: boolean;
   }
 
   function tapsFor(exchange: Exchange, status: number, headers: IncomingHttpHeaders): BodyTap[] {
-    const taps: BodyTap[] = [];
+    let taps: BodyTap[] | undefined;
     for (const stage of answered) {
       const tap = stage.upstreamAnswered?.(exchange, status, headers);
-      if (tap !== undefined) taps.push(tap);
+      if (tap !== undefined) (taps ??= []).push(tap);
     }
-    return taps;
+    return taps ?? NO_TAPS;
   }
 
-  async function attempt(
+  function clearCallTimer(call: UpstreamCall<CallInfo>): void {
+    if (call.timer === undefined) return;
+    clock.clearTimeout(call.timer as ReturnType<typeof clock.setTimeout>);
+    call.timer = undefined;
+  }
+
+  // One set of hooks for every call: the per-request state is the call's `info`.
+  const hooks: UpstreamCallHooks<CallInfo> = {
+    onHead(call, statusCode, headers): HeadDecision {
+      clearCallTimer(call);
+      const info = call.info;
+      observeDuration(info.label, (clock.now() - info.started) / 1000);
+      countRequest(info.label, statusCode);
+      if (statusCode === 401) {
+        // Always report the token: the keeper decides whether it is still current (docs/design.md "Token keeper").
+        const verdict = tokens.invalidate(info.token);
+        const replay = info.mayReplay && verdict !== 'keep';
+        metrics.upstreamUnauthorized.inc({ replayed: String(replay) });
+        if (replay) return { replay: true, bodiless: true, taps: NO_TAPS };
+      }
+      return {
+        replay: false,
+        // STAGE HOOK 2: the answer head, before the client sees it.
+        taps: info.exchange === undefined ? NO_TAPS : tapsFor(info.exchange, statusCode, headers),
+        headers: clientResponseHeaders(headers, info.ctx.requestId, statusCode),
+        bodiless: bodiless(statusCode, info.method),
+      };
+    },
+    onError: (call, err) => classify(err, call, call.info.method, call.info.label, call.info.ctx),
+    onSettled(call) {
+      clearCallTimer(call);
+      // A request undici still holds (answered 504, or its client left while it waited for a
+      // connection) stays counted by the caller until undici lets go of it.
+      if (!call.isReleased) call.info.ctx.hold?.(call.released);
+    },
+  };
+
+  /** One upstream exchange. Not async: on the common path nothing is awaited before dispatch. */
+  function attempt(
     req: ClientRequest,
     res: ClientResponse,
     ctx: ForwardContext,
@@ -187,43 +270,21 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     body: PreparedBody,
     mayReplay: boolean,
   ): Promise<Attempt> {
-    if (clientGone(req, res)) return { kind: 'client_gone' };
+    if (clientGone(req, res)) return Promise.resolve(GONE_ATTEMPT);
     const method = req.method ?? 'GET';
-    const label = methodLabel(method);
-    const started = clock.now();
-    let timer: ReturnType<typeof clock.setTimeout> | undefined;
-
-    const call = new UpstreamCall(
-      res,
-      {
-        onHead(statusCode, headers): HeadDecision {
-          if (timer !== undefined) clock.clearTimeout(timer);
-          timer = undefined;
-          observeDuration(label, (clock.now() - started) / 1000);
-          countRequest(label, statusCode);
-          if (statusCode === 401) {
-            // Always report the token: the keeper decides whether it is still current (docs/design.md "Token keeper").
-            const verdict = tokens.invalidate(token);
-            const replay = mayReplay && verdict !== 'keep';
-            metrics.upstreamUnauthorized.inc({ replayed: String(replay) });
-            if (replay) return { replay: true, bodiless: true, taps: [] };
-          }
-          return {
-            replay: false,
-            // STAGE HOOK 2: the answer head, before the client sees it.
-            taps: exchange === undefined ? [] : tapsFor(exchange, statusCode, headers),
-            headers: clientResponseHeaders(headers, ctx.requestId, statusCode),
-            bodiless: bodiless(statusCode, method),
-          };
-        },
-        onError: (err, state) => classify(err, state, method, label, ctx),
-      },
-      body.kind !== 'stream',
-    );
+    const call = new UpstreamCall<CallInfo>(res, hooks, body.kind !== 'stream', {
+      ctx,
+      exchange,
+      method,
+      label: methodLabel(method),
+      started: clock.now(),
+      token,
+      mayReplay,
+    });
     // undici's headersTimeout starts once the request is written; this one also covers the wait
     // for a free connection under `upstream.maxConnections` (docs/configuration.md: time to response headers).
-    timer = clock.setTimeout(() => {
-      timer = undefined;
+    call.timer = clock.setTimeout(() => {
+      call.timer = undefined;
       call.abort(
         'timeout',
         new SidecarError('upstream_timeout', 'no upstream response headers in time'),
@@ -248,11 +309,10 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         },
         call,
       );
-      return await call.done;
-    } finally {
-      if (timer !== undefined) clock.clearTimeout(timer);
-      if (!call.isReleased) ctx.hold?.(call.released);
+    } catch (err) {
+      call.dispatchFailed(err instanceof Error ? err : new Error(String(err)));
     }
+    return call.done;
   }
 
   /** How a failed or aborted exchange ends: an outcome once the client saw a head, else an error. */
@@ -283,7 +343,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       }
       return { kind: 'cut', upstreamStatus, result };
     }
-    if (abortedBy === 'client' || err instanceof ClientGoneError) return { kind: 'client_gone' };
+    if (abortedBy === 'client' || err instanceof ClientGoneError) return GONE_ATTEMPT;
     if (abortedBy === 'client_body')
       return err instanceof SidecarError ? err : requestTimeoutError(bodyTimeout.ms);
     if (abortedBy === 'timeout' || errorCode(err) === 'UND_ERR_HEADERS_TIMEOUT') {
@@ -312,7 +372,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   }
 
   async function readBody(req: ClientRequest): Promise<PreparedBody | undefined> {
-    if (hasNoBody(req)) return { kind: 'none' };
+    if (hasNoBody(req)) return NO_BODY;
     try {
       return await prepareBody(req, replayLimit, bodyTimeout);
     } catch (err) {
@@ -321,7 +381,28 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     }
   }
 
-  async function forwardUpstream(
+  /**
+   * Steps 2–6. The common case (a token held now, no request body) dispatches without awaiting
+   * anything: no promise per step (docs/benchmarks.md "Hot path").
+   */
+  function forwardUpstream(
+    req: ClientRequest,
+    res: ClientResponse,
+    ctx: ForwardContext,
+    exchange: Exchange | undefined,
+  ): Promise<ForwardOutcome> {
+    const token = tokens.currentToken?.();
+    if (token === undefined || !hasNoBody(req)) return forwardWaiting(req, res, ctx, exchange);
+    if (clientGone(req, res)) return Promise.resolve(CLIENT_GONE);
+    return attempt(req, res, ctx, exchange, token, NO_BODY, true).then((first) =>
+      first.kind === 'answered' && first.replay
+        ? replayOnce(req, res, ctx, exchange, NO_BODY)
+        : outcomeOf(first, false),
+    );
+  }
+
+  /** Steps 2–6 when the token or the request body must be waited for. */
+  async function forwardWaiting(
     req: ClientRequest,
     res: ClientResponse,
     ctx: ForwardContext,
@@ -333,50 +414,66 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     if (body === undefined) return CLIENT_GONE;
     // A client gone since (an h2 reset after the proxy handler's wait for one) is caught at the
     // start of `attempt`: nothing is sent.
-    const replayable = body.kind !== 'stream';
-    let outcome = await attempt(req, res, ctx, exchange, token, body, replayable);
-    let replayed = false;
-    if (outcome.kind === 'answered' && outcome.replay) {
-      replayed = true;
-      const fresh = await accessToken();
-      outcome = await attempt(req, res, ctx, exchange, fresh, body, false);
-    }
-    switch (outcome.kind) {
-      case 'answered':
-        return {
-          status: outcome.upstreamStatus,
-          upstreamStatus: outcome.upstreamStatus,
-          replayed,
-          result: 'complete',
-        };
-      case 'cut':
-        return {
-          status: outcome.upstreamStatus,
-          upstreamStatus: outcome.upstreamStatus,
-          replayed,
-          result: outcome.result,
-        };
-      case 'client_gone':
-        return replayed ? { ...CLIENT_GONE, replayed } : CLIENT_GONE;
-    }
+    const first = await attempt(req, res, ctx, exchange, token, body, body.kind !== 'stream');
+    return first.kind === 'answered' && first.replay
+      ? replayOnce(req, res, ctx, exchange, body)
+      : outcomeOf(first, false);
   }
 
-  async function forward(
+  /** Step 6: the 401 was for a token the keeper has since replaced or dropped; once more. */
+  async function replayOnce(
+    req: ClientRequest,
+    res: ClientResponse,
+    ctx: ForwardContext,
+    exchange: Exchange | undefined,
+    body: PreparedBody,
+  ): Promise<ForwardOutcome> {
+    const fresh = await accessToken();
+    return outcomeOf(await attempt(req, res, ctx, exchange, fresh, body, false), true);
+  }
+
+  /** STAGE HOOK 1 from stage `index` on, once a stage had to be awaited. */
+  async function afterStage(
+    pending: Promise<ForwardOutcome | undefined>,
+    index: number,
+    req: ClientRequest,
+    res: ClientResponse,
+    ctx: ForwardContext,
+    exchange: Exchange,
+  ): Promise<ForwardOutcome> {
+    let served = await pending;
+    for (let i = index + 1; ; i += 1) {
+      if (served !== undefined) return served;
+      if (exchange.clientGone()) return CLIENT_GONE;
+      const stage = before[i];
+      if (stage === undefined) break;
+      const result = stage.beforeUpstream?.(exchange);
+      served = result instanceof Promise ? await result : result;
+    }
+    return forwardUpstream(req, res, ctx, exchange);
+  }
+
+  function forward(
     req: ClientRequest,
     res: ClientResponse,
     ctx: ForwardContext,
   ): Promise<ForwardOutcome> {
-    if (stages.length === 0) return forwardUpstream(req, res, ctx, undefined);
-    const exchange = exchangeOf(req, res, ctx);
-    // STAGE HOOK 1: each stage may wait, refuse (throw) or answer the client itself. A stage that
-    // answers synchronously (no limit, no cache rule for the path) costs no await.
-    for (const stage of before) {
-      const result = stage.beforeUpstream?.(exchange);
-      const served = result instanceof Promise ? await result : result;
-      if (served !== undefined) return served;
-      if (exchange.clientGone()) return CLIENT_GONE;
+    try {
+      if (stages.length === 0) return forwardUpstream(req, res, ctx, undefined);
+      const exchange = new StageExchange(req, res, ctx.requestId);
+      // STAGE HOOK 1: each stage may wait, refuse (throw) or answer the client itself. A stage that
+      // answers synchronously (no limit, no cache rule for the path) costs no await.
+      for (let i = 0; i < before.length; i += 1) {
+        const result = before[i]?.beforeUpstream?.(exchange);
+        if (result instanceof Promise) return afterStage(result, i, req, res, ctx, exchange);
+        if (result !== undefined) return Promise.resolve(result);
+        if (exchange.clientGone()) return Promise.resolve(CLIENT_GONE);
+      }
+      return forwardUpstream(req, res, ctx, exchange);
+    } catch (err) {
+      // A stage that refuses throws: the caller sees a rejection, as from the rest of the path.
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
-    return forwardUpstream(req, res, ctx, exchange);
   }
 
   return { forward };

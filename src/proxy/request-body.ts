@@ -101,7 +101,7 @@ function readUpTo(
   });
 }
 
-const NO_BODY: PreparedBody = Object.freeze({ kind: 'none' });
+export const NO_BODY: PreparedBody = Object.freeze({ kind: 'none' });
 
 /** True when the request cannot carry a body: nothing to read, nothing to time. */
 export function hasNoBody(req: ClientRequest): boolean {

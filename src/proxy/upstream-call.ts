@@ -34,11 +34,20 @@ export interface HeadDecision {
   taps: BodyTap[];
 }
 
-export interface UpstreamCallHooks {
+/**
+ * The caller's rules, one object for every call (no closures per request): each hook gets the
+ * call, whose `info` carries what the caller needs to know about the request.
+ */
+export interface UpstreamCallHooks<I> {
   /** Called once with the answer head (status ≥ 200), before anything is written. */
-  onHead(status: number, headers: IncomingHttpHeaders): HeadDecision;
+  onHead(call: UpstreamCall<I>, status: number, headers: IncomingHttpHeaders): HeadDecision;
   /** The error that ended the exchange (after classification by the caller). */
-  onError(err: Error, state: UpstreamCallState): Attempt | Error;
+  onError(call: UpstreamCall<I>, err: Error): Attempt | Error;
+  /**
+   * The exchange settled (`done` is about to resolve or reject); undici may still hold the
+   * request (`isReleased` false) when it was answered before it got a connection.
+   */
+  onSettled?(call: UpstreamCall<I>): void;
 }
 
 /** What the error classification needs to know. */
@@ -59,20 +68,40 @@ export interface UpstreamCallState {
  */
 export const DRAIN_LIMIT_BYTES = 64 * 1024;
 
-export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallState {
+export class UpstreamCall<I = undefined>
+  implements Dispatcher.DispatchHandler, UpstreamCallState
+{
   abortedBy: AbortCause | undefined;
   headersSeen = false;
   upstreamStatus = 0;
   wrote = false;
   replay = false;
+  /** The caller's timer for this call (time to the answer head), cleared by the caller. */
+  timer: unknown;
   readonly done: Promise<Attempt>;
-  /** Resolves once undici is finished with the request (answered, failed or dropped). */
-  readonly released: Promise<void>;
-  #release!: () => void;
+  /** What the caller's hooks need to know about the request. */
+  readonly info: I;
   #isReleased = false;
+  /** Made only when asked for (a request undici still holds after the exchange settled). */
+  #released: Promise<void> | undefined;
+  #release: (() => void) | undefined;
 
   get isReleased(): boolean {
     return this.#isReleased;
+  }
+
+  /** Resolves once undici is finished with the request (answered, failed or dropped). */
+  get released(): Promise<void> {
+    if (this.#isReleased) return Promise.resolve();
+    this.#released ??= new Promise<void>((resolve) => {
+      this.#release = resolve;
+    });
+    return this.#released;
+  }
+
+  #markReleased(): void {
+    this.#isReleased = true;
+    this.#release?.();
   }
 
   get clientEnded(): boolean {
@@ -94,7 +123,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
   #upstreamEnded = false;
   readonly #res: ClientResponse;
   readonly #client: ReturnType<typeof closesWithClient>;
-  readonly #hooks: UpstreamCallHooks;
+  readonly #hooks: UpstreamCallHooks<I>;
   readonly #onResClose = (): void => {
     // Finished, or destroyed by us after an upstream failure: not the client's doing.
     if (this.#res.writableFinished || this.#settled) return;
@@ -105,22 +134,23 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
    * @param drainable the request body is sent whole (none or buffered): when the client leaves,
    *   the answer can be read to its end and the connection kept.
    */
-  constructor(res: ClientResponse, hooks: UpstreamCallHooks, drainable: boolean) {
+  constructor(res: ClientResponse, hooks: UpstreamCallHooks<I>, drainable: boolean, info: I) {
     this.#res = res;
     this.#hooks = hooks;
     this.#drainable = drainable;
+    this.info = info;
     this.done = new Promise<Attempt>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
     });
-    this.released = new Promise<void>((resolve) => {
-      this.#release = () => {
-        this.#isReleased = true;
-        resolve();
-      };
-    });
     this.#client = closesWithClient(res);
     this.#client.once('close', this.#onResClose);
+  }
+
+  /** `dispatch()` threw instead of calling the handler: the exchange fails with `err`. */
+  dispatchFailed(err: Error): void {
+    this.#markReleased();
+    this.#conclude(err);
   }
 
   /** Abort from this side (timeout, client gone, client body stalled). */
@@ -176,7 +206,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
     }
     this.headersSeen = true;
     this.upstreamStatus = statusCode;
-    const decision = this.#hooks.onHead(statusCode, headers);
+    const decision = this.#hooks.onHead(this, statusCode, headers);
     if (decision.replay) {
       this.replay = true;
       this.#discard = true;
@@ -215,7 +245,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
   }
 
   onResponseEnd(): void {
-    this.#release();
+    this.#markReleased();
     if (this.#settled) return;
     this.#upstreamEnded = true;
     const answered: Attempt = {
@@ -234,14 +264,14 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
-    this.#release();
+    this.#markReleased();
     this.#conclude(err);
   }
 
   /** The exchange failed or was aborted: the caller's classification decides how it ends. */
   #conclude(err: Error): void {
     if (this.#settled) return;
-    const verdict = this.#hooks.onError(err, this);
+    const verdict = this.#hooks.onError(this, err);
     if (verdict instanceof Error) {
       this.#fail(verdict);
       return;
@@ -274,5 +304,6 @@ export class UpstreamCall implements Dispatcher.DispatchHandler, UpstreamCallSta
   #settle(): void {
     this.#settled = true;
     this.#client.off('close', this.#onResClose);
+    this.#hooks.onSettled?.(this);
   }
 }

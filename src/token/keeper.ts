@@ -205,6 +205,15 @@ export class TokenKeeper {
   }
 
   /**
+   * The valid access token held now, or undefined (none held, expired, or the keeper stopped).
+   * Synchronous: the proxy's path for the common case costs no promise (docs/benchmarks.md).
+   * Never starts a token request; `getAccessToken()` does that.
+   */
+  currentToken(): string | undefined {
+    return this.stopped ? undefined : this.validToken();
+  }
+
+  /**
    * A valid access token at once if one is held; otherwise waits up to `waitMs` (triggering a
    * token request unless one is in flight or backoff forbids it), then rejects with
    * TokenUnavailableError carrying the seconds until the next scheduled attempt.
