@@ -4,6 +4,7 @@
 //
 //   npm run build && node bench/run.mjs [--rounds 4] [--duration 10] [--rate 1000]
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."] [--peer-flags "..."]
+//     [--alt-dist ../other-worktree/dist]
 //     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,floor,floor-shipped,http-proxy,hono]
 //     [--no-pin]
 //     [--footprint-node /path/to/node24] [--no-footprint] [--keep] [--only-2kb] [--no-shipped-runtime]
@@ -23,7 +24,7 @@ import { Buffer } from 'node:buffer';
 import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import process from 'node:process';
 import { clearInterval, setInterval } from 'node:timers';
 import { promisify } from 'node:util';
@@ -62,6 +63,12 @@ const { values: args } = parseArgs({
     'sidecar-flags': { type: 'string', default: process.env.BENCH_SIDECAR_FLAGS ?? '' },
     /** Node flags added to the peers' command lines (`--trace-gc`, `--cpu-prof`): NODE_OPTIONS refuses some. */
     'peer-flags': { type: 'string', default: process.env.BENCH_PEER_FLAGS ?? '' },
+    /**
+     * A/B of two builds: another build's dist/ (a worktree of an earlier commit) runs as the
+     * target `sidecar-alt` beside `sidecar`, same settings; rounds alternate, so each round's
+     * ratio pairs the two under the same machine state.
+     */
+    'alt-dist': { type: 'string' },
     targets: {
       type: 'string',
       default:
@@ -403,10 +410,10 @@ async function main() {
   const startSidecar = async (
     name,
     extra,
-    { node = NODE, flags = [...shippedFlags, ...SIDECAR_FLAGS] } = {},
+    { node = NODE, flags = [...shippedFlags, ...SIDECAR_FLAGS], dist = join(ROOT, 'dist') } = {},
   ) => {
     const [port, adminPort] = [await freePort(), await freePort()];
-    const [command, argv] = onProxyCpu(node, [...flags, join(ROOT, 'dist', 'main.js')]);
+    const [command, argv] = onProxyCpu(node, [...flags, join(dist, 'main.js')]);
     const env = sidecarEnv({
       upstream,
       tokenUrl: `${standin.url}/oauth/token/`,
@@ -442,6 +449,11 @@ async function main() {
     const s = await startSidecar('sidecar', { LOG_LEVEL: undefined, ...shippedRuntime });
     sidecarAdmin = s.admin;
     add('sidecar', 'oauth-sidecar (default log level: info)', s.base, () => [s.proc.pid]);
+  }
+  if (args['alt-dist'] !== undefined) {
+    const dist = resolve(args['alt-dist']);
+    const s = await startSidecar('sidecar-alt', { LOG_LEVEL: undefined, ...shippedRuntime }, { dist });
+    add('sidecar-alt', `oauth-sidecar, the other build (${dist})`, s.base, () => [s.proc.pid]);
   }
   if (wanted.has('sidecar-warn')) {
     const s = await startSidecar('sidecar-warn', { LOG_LEVEL: 'warn', ...shippedRuntime });
@@ -626,6 +638,8 @@ async function main() {
     cpuSidecarWarnOverNginx: ratio('sidecar-warn', 'nginx', 'cpuUsPerRequest'),
     cpuFloorShippedOverNginx: ratio('floor-shipped', 'nginx', 'cpuUsPerRequest'),
     cpuSidecarOverFloorShipped: ratio('sidecar', 'floor-shipped', 'cpuUsPerRequest'),
+    cpuSidecarOverAlt: ratio('sidecar', 'sidecar-alt', 'cpuUsPerRequest'),
+    sidecarOverAlt: ratio('sidecar', 'sidecar-alt', 'rps'),
     limitOverSidecar: ratio('sidecar-limit', 'sidecar', 'rps'),
     cpuLimitOverSidecar: ratio('sidecar-limit', 'sidecar', 'cpuUsPerRequest'),
     mb1SidecarOverNginx: ratio('sidecar', 'nginx', 'mbPerSecond', 'mb1'),
@@ -767,6 +781,12 @@ function markdown({ meta, summary, ratios, tokenCalls, checks, footprint }, targ
     `| sidecar / nginx (CPU per request) | ${fmt.x(ratios.cpuSidecarOverNginx)} |`,
     `| engine floor on the shipped runtime / nginx (CPU per request) | ${fmt.x(ratios.cpuFloorShippedOverNginx)} |`,
     `| sidecar / engine floor on the shipped runtime (CPU per request) | ${fmt.x(ratios.cpuSidecarOverFloorShipped)} |`,
+    ...(summary['sidecar-alt']
+      ? [
+          `| sidecar / the other build (CPU per request, per-round pairs) | ${fmt.x(ratios.cpuSidecarOverAlt)} |`,
+          `| sidecar / the other build (2 KB req/s, per-round pairs) | ${fmt.x(ratios.sidecarOverAlt)} |`,
+        ]
+      : []),
     `| sidecar / nginx (1 MB MB/s) | ${fmt.x(ratios.mb1SidecarOverNginx)} |`,
     `| sidecar p99 − direct p99 at ${meta.rate} req/s | ${fmt.ms(ratios.rateP99SidecarMinusDirectMs)} |`,
     `| sidecar with a rate limit / without (2 KB req/s) | ${fmt.x(ratios.limitOverSidecar)} |`,
