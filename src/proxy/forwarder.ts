@@ -13,13 +13,17 @@
  *   6. a 401 on a still-current token: replay once (docs/design.md "Token keeper")
  * Between the steps a client that left (h2 reset, closed socket) stops the request at once.
  */
-import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { Clock } from '../clock.js';
 import { SidecarError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
-import { clientResponseHeaders, upstreamRequestHeaders } from './headers.js';
+import {
+  AnswerHead,
+  clientResponseHeaders,
+  rawClientResponseHeaders,
+  upstreamRequestHeaders,
+} from './headers.js';
 import {
   CLIENT_GONE,
   closesWithClient,
@@ -205,6 +209,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
 
   /** What the shared hooks need to know about one upstream call. */
   interface CallInfo {
+    readonly res: ClientResponse;
     readonly ctx: ForwardContext;
     readonly exchange: Exchange | undefined;
     readonly method: string;
@@ -214,10 +219,10 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     readonly mayReplay: boolean;
   }
 
-  function tapsFor(exchange: Exchange, status: number, headers: IncomingHttpHeaders): BodyTap[] {
+  function tapsFor(exchange: Exchange, status: number, head: AnswerHead): BodyTap[] {
     let taps: BodyTap[] | undefined;
     for (const stage of answered) {
-      const tap = stage.upstreamAnswered?.(exchange, status, headers);
+      const tap = stage.upstreamAnswered?.(exchange, status, head);
       if (tap !== undefined) (taps ??= []).push(tap);
     }
     return taps ?? NO_TAPS;
@@ -231,7 +236,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
 
   // One set of hooks for every call: the per-request state is the call's `info`.
   const hooks: UpstreamCallHooks<CallInfo> = {
-    onHead(call, statusCode, headers): HeadDecision {
+    onHead(call, statusCode, rawHeaders): HeadDecision {
       clearCallTimer(call);
       const info = call.info;
       observeDuration(info.label, (clock.now() - info.started) / 1000);
@@ -243,11 +248,20 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
         metrics.upstreamUnauthorized.inc({ replayed: String(replay) });
         if (replay) return { replay: true, bodiless: true, taps: NO_TAPS };
       }
+      const head = new AnswerHead(rawHeaders);
+      // STAGE HOOK 2: the answer head, before the client sees it.
+      const taps =
+        info.exchange === undefined ? NO_TAPS : tapsFor(info.exchange, statusCode, head);
+      const requestId = info.ctx.requestId;
       return {
         replay: false,
-        // STAGE HOOK 2: the answer head, before the client sees it.
-        taps: info.exchange === undefined ? NO_TAPS : tapsFor(info.exchange, statusCode, headers),
-        headers: clientResponseHeaders(headers, info.ctx.requestId, statusCode),
+        taps,
+        // From the raw list unless a stage parsed (and may have added to) the object, or the
+        // client is on h2 (whose compat API wants the object).
+        headers:
+          head.parsed || isHttp2Response(call.info.res)
+            ? clientResponseHeaders(head.headers, requestId, statusCode)
+            : rawClientResponseHeaders(rawHeaders, requestId, statusCode),
         bodiless: bodiless(statusCode, info.method),
       };
     },
@@ -273,6 +287,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     if (clientGone(req, res)) return Promise.resolve(GONE_ATTEMPT);
     const method = req.method ?? 'GET';
     const call = new UpstreamCall<CallInfo>(res, hooks, body.kind !== 'stream', {
+      res,
       ctx,
       exchange,
       method,

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { clientResponseHeaders, connectionListed, upstreamRequestHeaders } from './headers.js';
+import { createRequire } from 'node:module';
+import {
+  AnswerHead,
+  clientResponseHeaders,
+  connectionListed,
+  rawClientResponseHeaders,
+  upstreamRequestHeaders,
+} from './headers.js';
 
 function pairs(flat: string[]): [string, string][] {
   const out: [string, string][] = [];
@@ -148,6 +155,111 @@ describe('clientResponseHeaders', () => {
       'x-request-id': 'req-9',
       'x-end-to-end': 'kept',
     });
+  });
+});
+
+/** An answer head as undici's parser hands it over: name, value, ... as Buffers, names as sent. */
+function wire(...lines: [string, string][]): Buffer[] {
+  return lines.flatMap(([name, value]) => [
+    Buffer.from(name, 'latin1'),
+    Buffer.from(value, 'latin1'),
+  ]);
+}
+
+/** Field lines of either form, as node writes them: one [name, value] per line, sorted. */
+function linesOf(headers: Record<string, string | string[] | number | undefined> | string[]) {
+  const lines: string[][] = [];
+  if (Array.isArray(headers)) {
+    for (let i = 0; i < headers.length; i += 2) lines.push([headers[i]!, headers[i + 1]!]);
+  } else {
+    for (const [name, value] of Object.entries(headers)) {
+      for (const one of Array.isArray(value) ? value : [value]) lines.push([name, String(one)]);
+    }
+  }
+  return lines.sort((a, b) => (a.join(':') < b.join(':') ? -1 : 1));
+}
+
+describe('rawClientResponseHeaders (the same rules on the raw list)', () => {
+  const cases: [string, Buffer[], number][] = [
+    [
+      'hop-by-hop, Connection-listed, repeated Set-Cookie, the upstream x-request-id',
+      wire(
+        ['Connection', 'keep-alive, X-Hop'],
+        ['Keep-Alive', 'timeout=5'],
+        ['Transfer-Encoding', 'chunked'],
+        ['Upgrade', 'h2c'],
+        ['Proxy-Connection', 'close'],
+        ['TE', 'trailers'],
+        ['X-Hop', 'secret'],
+        ['Set-Cookie', 'a=1'],
+        ['Set-Cookie', 'b=2'],
+        ['Content-Type', 'text/csv'],
+        ['X-Request-Id', 'upstream-id'],
+        ['x-end-to-end', 'kept'],
+      ),
+      200,
+    ],
+    [
+      'a 204 with Content-Length',
+      wire(['Content-Length', '0'], ['Date', 'Mon, 23 Nov 2026 10:00:00 GMT']),
+      204,
+    ],
+    [
+      'two Connection fields, one plain keep-alive',
+      wire(['Connection', 'keep-alive'], ['connection', 'x-a'], ['X-A', '1'], ['X-B', '2']),
+      200,
+    ],
+    [
+      'a typical answer',
+      wire(
+        ['content-type', 'application/json'],
+        ['content-length', '2048'],
+        ['connection', 'keep-alive'],
+      ),
+      200,
+    ],
+  ];
+  it.each(cases)('%s: the lines node writes equal those of the object form', (_, raw, status) => {
+    const require = createRequire(import.meta.url);
+    // undici's public parse of the same list, as the controller API hands it to a handler.
+    const { parseHeaders } = require('undici').util as {
+      parseHeaders(h: Buffer[]): Record<string, string | string[]>;
+    };
+    const fromObject = clientResponseHeaders(parseHeaders(raw), 'req-9', status);
+    const fromRaw = rawClientResponseHeaders(raw, 'req-9', status);
+    expect(linesOf(fromRaw)).toEqual(linesOf(fromObject as Record<string, string | string[]>));
+    expect(fromRaw.slice(-2)).toEqual(['x-request-id', 'req-9']);
+  });
+
+  it('keeps repeated fields as separate lines in the upstream order', () => {
+    const out = rawClientResponseHeaders(
+      wire(['Set-Cookie', 'a=1'], ['Vary', 'accept'], ['Set-Cookie', 'b=2']),
+      'r',
+    );
+    expect(out).toEqual([
+      'set-cookie',
+      'a=1',
+      'vary',
+      'accept',
+      'set-cookie',
+      'b=2',
+      'x-request-id',
+      'r',
+    ]);
+  });
+});
+
+describe('AnswerHead', () => {
+  it('parses the object only when asked, once, and keeps what a stage adds', () => {
+    const head = new AnswerHead(
+      wire(['Retry-After', '5'], ['Set-Cookie', 'a'], ['set-cookie', 'b']),
+    );
+    expect(head.parsed).toBe(false);
+    const headers = head.headers;
+    expect(head.parsed).toBe(true);
+    expect(headers).toEqual({ 'retry-after': '5', 'set-cookie': ['a', 'b'] });
+    headers['cache-status'] = 'sidecar; hit';
+    expect(head.headers['cache-status']).toBe('sidecar; hit');
   });
 });
 

@@ -3,6 +3,9 @@
  * so each rule is tested without a socket.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+// undici's own helpers (its parser and handlers use them; bundled with the pool). Typed in
+// src/types/undici-deep.d.ts; headers.test.ts checks them against undici's public behaviour.
+import { headerNameToString, parseHeaders } from 'undici/lib/core/util.js';
 
 /** RFC 9110 §7.6.1: connection-specific fields a proxy must not forward, plus the legacy ones it names. */
 const HOP_BY_HOP = new Set([
@@ -134,5 +137,59 @@ export function clientResponseHeaders(
   }
   // The client correlates by the id it sent or was given, whatever the upstream echoes.
   out['x-request-id'] = requestId;
+  return out;
+}
+
+/**
+ * The upstream's answer head as undici read it (name, value, ... as Buffers), parsed into an
+ * object only when something asks for `headers` (a stage that reads or adds a field). The common
+ * answer goes to the client from the raw list (`rawClientResponseHeaders`).
+ */
+export class AnswerHead {
+  #parsed: IncomingHttpHeaders | undefined;
+  constructor(readonly raw: Buffer[]) {}
+
+  /** Lower-case names, repeated fields as arrays; a stage may add fields for the client. */
+  get headers(): IncomingHttpHeaders {
+    return (this.#parsed ??= parseHeaders(this.raw) as IncomingHttpHeaders);
+  }
+
+  /** True once `headers` was read: the client's headers must then come from the object. */
+  get parsed(): boolean {
+    return this.#parsed !== undefined;
+  }
+}
+
+/**
+ * `clientResponseHeaders` on the raw list: the same rules, as node's flat `[name, value, ...]`
+ * form for `writeHead` (repeated fields stay separate lines, in the upstream's order). Names are
+ * lower-cased as in the object form.
+ */
+export function rawClientResponseHeaders(
+  raw: readonly Buffer[],
+  requestId: string,
+  /** The upstream status, when it is 204: RFC 9110 §8.6, a 204 carries no Content-Length. */
+  status = 200,
+): string[] {
+  let listed: Set<string> | undefined;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i] as Buffer;
+    if (name.length !== 10 || headerNameToString(name) !== 'connection') continue;
+    const value = (raw[i + 1] as Buffer).toString('latin1');
+    // `keep-alive` / `close` (nearly every answer) list no field beyond the hop-by-hop set.
+    if (value === 'keep-alive' || value === 'close') continue;
+    listed ??= new Set();
+    for (const listedName of connectionListed([value])) listed.add(listedName);
+  }
+  const out: string[] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = headerNameToString(raw[i] as Buffer);
+    if (HOP_BY_HOP.has(name) || listed?.has(name) === true) continue;
+    if (status === 204 && name === 'content-length') continue;
+    // Replaced below: the client correlates by the id it sent or was given.
+    if (name === 'x-request-id') continue;
+    out.push(name, (raw[i + 1] as Buffer).toString('latin1'));
+  }
+  out.push('x-request-id', requestId);
   return out;
 }

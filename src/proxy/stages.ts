@@ -20,6 +20,14 @@ export interface Exchange {
   clientGone(): boolean;
 }
 
+/**
+ * The upstream's answer head. `headers` is parsed when first read (most answers are never looked
+ * at); fields a stage adds to it are written to the client.
+ */
+export interface UpstreamHead {
+  readonly headers: IncomingHttpHeaders;
+}
+
 /** Sees every chunk of the upstream's answer body as it is written to the client. */
 export interface BodyTap {
   chunk(data: Buffer): void;
@@ -42,9 +50,5 @@ export interface ForwardStage {
    * The upstream's answer head, before it is written to the client (not called for a 401 that is
    * replayed). Return a tap to see the body (a cache capturing a 200), or undefined.
    */
-  upstreamAnswered?(
-    exchange: Exchange,
-    status: number,
-    headers: IncomingHttpHeaders,
-  ): BodyTap | undefined;
+  upstreamAnswered?(exchange: Exchange, status: number, head: UpstreamHead): BodyTap | undefined;
 }

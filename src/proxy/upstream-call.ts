@@ -8,7 +8,7 @@
  * Ends in one of three ways: the promise resolves with an `Attempt` (answered, cut after the
  * head, client gone), or rejects with the error that came before anything was written.
  */
-import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { closesWithClient, type ClientResponse } from './outcome.js';
 import { ClientGoneError } from './request-body.js';
@@ -26,8 +26,8 @@ export type AbortCause = 'timeout' | 'client' | 'client_body';
 export interface HeadDecision {
   /** Swallow the body: a 401 about to be replayed. Nothing is written to the client. */
   replay: boolean;
-  /** Headers to write, with the status; undefined when `replay`. */
-  headers?: OutgoingHttpHeaders;
+  /** Headers to write, with the status (an object, or node's flat name, value list); undefined when `replay`. */
+  headers?: OutgoingHttpHeaders | string[];
   /** The answer carries no content (204, 304, HEAD): end the client response at its head. */
   bodiless: boolean;
   /** The stages' body taps. */
@@ -39,8 +39,11 @@ export interface HeadDecision {
  * call, whose `info` carries what the caller needs to know about the request.
  */
 export interface UpstreamCallHooks<I> {
-  /** Called once with the answer head (status ≥ 200), before anything is written. */
-  onHead(call: UpstreamCall<I>, status: number, headers: IncomingHttpHeaders): HeadDecision;
+  /**
+   * Called once with the answer head (status ≥ 200), before anything is written. `rawHeaders`
+   * as undici read them: name, value, name, value, ... (names as sent).
+   */
+  onHead(call: UpstreamCall<I>, status: number, rawHeaders: Buffer[]): HeadDecision;
   /** The error that ended the exchange (after classification by the caller). */
   onError(call: UpstreamCall<I>, err: Error): Attempt | Error;
   /**
@@ -108,7 +111,11 @@ export class UpstreamCall<I = undefined>
     return this.#res.writableEnded;
   }
 
-  #controller: Dispatcher.DispatchController | undefined;
+  /** undici's abort for this request, from `onConnect` (undefined while it waits for a connection). */
+  #abortUpstream: ((err?: Error) => void) | undefined;
+  /** undici's resume of a paused body, from `onHeaders`. */
+  #resumeUpstream: (() => void) | undefined;
+  #paused = false;
   /** Set when the exchange was aborted before undici handed over its controller. */
   #pendingAbort: Error | undefined;
   #settled = false;
@@ -162,7 +169,7 @@ export class UpstreamCall<I = undefined>
       this.#conclude(reason);
       return;
     }
-    if (this.#controller !== undefined) {
+    if (this.#abortUpstream !== undefined) {
       if (cause === 'client' && this.#drainable) {
         // The request is written: read the rest of the answer and drop it (at most
         // DRAIN_LIMIT_BYTES, within undici's own timeouts) instead of destroying the
@@ -170,11 +177,11 @@ export class UpstreamCall<I = undefined>
         // leaves; under an h2 reset storm that churn went past `upstream.maxConnections`.
         this.#draining = true;
         this.#discard = true;
-        this.#controller.resume();
+        this.#resume();
         this.#conclude(reason);
         return;
       }
-      this.#controller.abort(reason);
+      this.#abortUpstream(reason);
       return;
     }
     // Still queued for a connection: answer now; undici drops it the moment it would start
@@ -183,37 +190,41 @@ export class UpstreamCall<I = undefined>
     this.#conclude(reason);
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.#controller = controller;
+  // undici's dispatch handler, in the protocol its core calls (onConnect, onHeaders, onData,
+  // onComplete, onError). The controller-style methods (onRequestStart, onResponseStart, ...) are an
+  // adapter over these that costs two objects and two header parses per request
+  // (docs/benchmarks.md "Hot path"); package.json pins undici to ~7.30 and the proxy tests
+  // exercise every method here.
+
+  onConnect(abort: (err?: Error) => void): void {
+    this.#abortUpstream = abort;
     if (this.#pendingAbort !== undefined) {
-      // Thrown, not `controller.abort()`: undici then drops the request before writing it and
-      // keeps the connection (an abort destroys it, and the pool opens another: under an h2
-      // reset storm that was connection churn past `upstream.maxConnections` at the kernel).
+      // Thrown, not `abort()`: undici then drops the request before writing it and keeps the
+      // connection (an abort destroys it, and the pool opens another: under an h2 reset storm
+      // that was connection churn past `upstream.maxConnections` at the kernel).
       throw this.#pendingAbort;
     }
   }
 
-  onResponseStart(
-    _controller: Dispatcher.DispatchController,
-    statusCode: number,
-    headers: IncomingHttpHeaders,
-  ): void {
-    if (statusCode < 200 || this.#settled) return;
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    this.#resumeUpstream = resume;
+    if (statusCode < 200 || this.#settled) return true;
     if (this.#client.destroyed) {
       // Gone before its answer came (its close may have been missed): nothing to write to.
       this.abort('client', new ClientGoneError());
-      return;
+      return !this.#paused;
     }
     this.headersSeen = true;
     this.upstreamStatus = statusCode;
-    const decision = this.#hooks.onHead(this, statusCode, headers);
+    const decision = this.#hooks.onHead(this, statusCode, rawHeaders);
     if (decision.replay) {
       this.replay = true;
       this.#discard = true;
-      return;
+      return true;
     }
     const res = this.#res;
-    res.writeHead(statusCode, decision.headers);
+    // Both node responses take either form; their overloads differ only in the array's type.
+    (res as ServerResponse).writeHead(statusCode, decision.headers as OutgoingHttpHeaders);
     this.wrote = true;
     this.#taps = decision.taps;
     if (decision.bodiless) {
@@ -222,29 +233,32 @@ export class UpstreamCall<I = undefined>
       res.end();
       this.#endTaps(true);
     }
+    return true;
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  onData(chunk: Buffer): boolean {
     if (this.#draining) {
       this.#drained += chunk.length;
-      if (this.#drained > DRAIN_LIMIT_BYTES) controller.abort(new ClientGoneError());
-      return;
+      if (this.#drained > DRAIN_LIMIT_BYTES) this.#abortUpstream?.(new ClientGoneError());
+      return true;
     }
-    if (this.#discard || this.#settled) return;
+    if (this.#discard || this.#settled) return true;
     const res = this.#res;
     if (this.#client.destroyed) {
       this.abort('client', new ClientGoneError());
-      return;
+      return !this.#paused;
     }
     for (const tap of this.#taps) tap.chunk(chunk);
     // Both node responses write a Buffer the same way; their overloads differ only in encoding.
     if (!(res as ServerResponse).write(chunk)) {
-      controller.pause();
-      res.once('drain', () => controller.resume());
+      this.#paused = true;
+      res.once('drain', () => this.#resume());
+      return false;
     }
+    return true;
   }
 
-  onResponseEnd(): void {
+  onComplete(): void {
     this.#markReleased();
     if (this.#settled) return;
     this.#upstreamEnded = true;
@@ -263,9 +277,16 @@ export class UpstreamCall<I = undefined>
     });
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+  onError(err: Error): void {
     this.#markReleased();
     this.#conclude(err);
+  }
+
+  /** Let undici read the body again after backpressure (or to drain it). */
+  #resume(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    this.#resumeUpstream?.();
   }
 
   /** The exchange failed or was aborted: the caller's classification decides how it ends. */

@@ -100,7 +100,7 @@ function harness(cache: ResponseCache, answers: Answer[]) {
     }
     const status = answer.status ?? 200;
     const upstream: IncomingHttpHeaders = { ...answer.headers };
-    const tap = cache.upstreamAnswered!(exchange, status, upstream);
+    const tap = cache.upstreamAnswered!(exchange, status, { headers: upstream });
     res.writeHead(status, { ...upstream, 'x-request-id': exchange.requestId });
     for (const chunk of answer.chunks ?? []) {
       tap?.chunk(Buffer.from(chunk));

@@ -8,13 +8,13 @@
  * Safe only because one identity (the organisation's client) serves every caller: an answer the
  * API gave the sidecar is the answer it would give any caller of the sidecar.
  */
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import type { OutgoingHttpHeaders } from 'node:http';
 import type { Clock } from '../../clock.js';
 import type { CacheRule, Config } from '../../config/types.js';
 import type { SidecarMetrics } from '../../telemetry/metrics.js';
 import { clientResponseHeaders } from '../headers.js';
 import { CLIENT_GONE, type ClientResponse, type ForwardOutcome } from '../outcome.js';
-import type { BodyTap, Exchange, ForwardStage } from '../stages.js';
+import type { BodyTap, Exchange, ForwardStage, UpstreamHead } from '../stages.js';
 import { requestDirective, storableSeconds, varyFields } from './directives.js';
 import {
   answerSize,
@@ -295,10 +295,11 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
   function upstreamAnswered(
     exchange: Exchange,
     status: number,
-    headers: IncomingHttpHeaders,
+    head: UpstreamHead,
   ): BodyTap | undefined {
     const p = plans.get(exchange);
     if (!p) return undefined;
+    const headers = head.headers;
     const upstreamCacheStatus = headers['cache-status'];
     // The forwarder writes these headers to the client after this hook.
     headers['cache-status'] = withCacheStatus(upstreamCacheStatus, p.member);

@@ -2,10 +2,9 @@
  * The quota guard on the request path (proxy/stages.ts): admission before the token is fetched and
  * anything is sent upstream, and a look at every answer head for a 429/503 `Retry-After`.
  */
-import type { IncomingHttpHeaders } from 'node:http';
 import { CLIENT_GONE, type ForwardOutcome } from '../outcome.js';
 import { ClientGoneError } from '../request-body.js';
-import type { Exchange, ForwardStage } from '../stages.js';
+import type { Exchange, ForwardStage, UpstreamHead } from '../stages.js';
 import type { QuotaGuard } from './guard.js';
 
 type Guard = Pick<QuotaGuard, 'admit' | 'observe' | 'limited'>;
@@ -25,8 +24,9 @@ export function quotaStage(guard: Guard): ForwardStage {
       }
       return waitForSlot(guard, exchange);
     },
-    upstreamAnswered(_exchange: Exchange, status: number, headers: IncomingHttpHeaders) {
-      guard.observe(status, headers);
+    upstreamAnswered(_exchange: Exchange, status: number, head: UpstreamHead) {
+      // Only these two can start a cooldown: any other answer's headers are never parsed.
+      if (status === 429 || status === 503) guard.observe(status, head.headers);
       return undefined;
     },
   };
