@@ -84,12 +84,24 @@ export function createRequestLog(options: {
   };
 }
 
-/** The last time formatted: under load many lines share a millisecond. */
-let isoOf = { time: Number.NaN, text: '' };
+/** `Date#toISOString()` up to the seconds' dot, for the second last formatted. */
+let secondPrefix = '';
+let secondStart = Number.NaN;
+/** "000" … "999": the milliseconds' digits. */
+const MILLIS = Array.from({ length: 1000 }, (_, ms) => String(ms).padStart(3, '0'));
 
-function isoTime(time: number): string {
-  if (time !== isoOf.time) isoOf = { time, text: new Date(time).toISOString() };
-  return isoOf.text;
+/** `new Date(time).toISOString()`, formatting the date once per second (under load, thousands of lines). */
+export function isoTime(time: number): string {
+  const ms = time - secondStart;
+  if (!(ms >= 0 && ms < 1000)) {
+    const text = new Date(time).toISOString();
+    // Years 0–9999 only: anything else keeps the full formatting every time.
+    if (text.length !== 24) return text;
+    secondStart = time - (((time % 1000) + 1000) % 1000);
+    secondPrefix = text.slice(0, 20);
+    return text;
+  }
+  return `${secondPrefix}${MILLIS[ms] as string}Z`;
 }
 
 /** The one builder of the request line: a pino-compatible JSON line (level, time, fields, msg). */

@@ -186,7 +186,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   // prom-client hashes the label object on every call; the children are looked up once per
   // (method, status) instead (bounded: 8 method labels × the status codes seen).
   const durationOf = new Map<string, { observe(value: number): void }>();
-  const countOf = new Map<string, { inc(): void }>();
+  const countOf = new Map<string, Map<number | 'error', { inc(): void }>>();
   const observeDuration = (method: string, seconds: number) => {
     let child = durationOf.get(method);
     if (child === undefined) {
@@ -196,11 +196,15 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     child.observe(seconds);
   };
   const countRequest = (method: string, code: number | 'error') => {
-    const key = `${method} ${code}`;
-    let child = countOf.get(key);
+    let byCode = countOf.get(method);
+    if (byCode === undefined) {
+      byCode = new Map();
+      countOf.set(method, byCode);
+    }
+    let child = byCode.get(code);
     if (child === undefined) {
       child = metrics.upstreamRequests.labels({ method, code: String(code) });
-      countOf.set(key, child);
+      byCode.set(code, child);
     }
     child.inc();
   };
@@ -250,8 +254,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       }
       const head = new AnswerHead(rawHeaders);
       // STAGE HOOK 2: the answer head, before the client sees it.
-      const taps =
-        info.exchange === undefined ? NO_TAPS : tapsFor(info.exchange, statusCode, head);
+      const taps = info.exchange === undefined ? NO_TAPS : tapsFor(info.exchange, statusCode, head);
       const requestId = info.ctx.requestId;
       return {
         replay: false,

@@ -71,9 +71,22 @@ export interface UpstreamCallState {
  */
 export const DRAIN_LIMIT_BYTES = 64 * 1024;
 
-export class UpstreamCall<I = undefined>
-  implements Dispatcher.DispatchHandler, UpstreamCallState
-{
+const kCurrentCall = Symbol('upstreamCall');
+
+/** A client response (or h2 stream) with the call that writes into it now. */
+type WatchedClient = ReturnType<typeof closesWithClient> & {
+  [kCurrentCall]?: { clientClosed(): void; clientFinished(): void };
+};
+
+function onClientClose(this: WatchedClient): void {
+  this[kCurrentCall]?.clientClosed();
+}
+
+function onClientFinish(this: WatchedClient): void {
+  this[kCurrentCall]?.clientFinished();
+}
+
+export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, UpstreamCallState {
   abortedBy: AbortCause | undefined;
   headersSeen = false;
   upstreamStatus = 0;
@@ -123,6 +136,8 @@ export class UpstreamCall<I = undefined>
   #reject!: (err: Error) => void;
   #taps: BodyTap[] = [];
   #discard = false;
+  /** The answer that `clientFinished` settles with once node wrote all of it. */
+  #answered: Attempt | undefined;
   /** The client left after the request was written: the answer is read and dropped. */
   #draining = false;
   #drained = 0;
@@ -131,11 +146,13 @@ export class UpstreamCall<I = undefined>
   readonly #res: ClientResponse;
   readonly #client: ReturnType<typeof closesWithClient>;
   readonly #hooks: UpstreamCallHooks<I>;
-  readonly #onResClose = (): void => {
+
+  /** The client's side closed (shared listener, below). */
+  clientClosed(): void {
     // Finished, or destroyed by us after an upstream failure: not the client's doing.
     if (this.#res.writableFinished || this.#settled) return;
     this.abort('client', new ClientGoneError());
-  };
+  }
 
   /**
    * @param drainable the request body is sent whole (none or buffered): when the client leaves,
@@ -150,8 +167,12 @@ export class UpstreamCall<I = undefined>
       this.#resolve = resolve;
       this.#reject = reject;
     });
-    this.#client = closesWithClient(res);
-    this.#client.once('close', this.#onResClose);
+    const client = closesWithClient(res) as WatchedClient;
+    this.#client = client;
+    // One listener per response, shared by every call on it (a 401 replay is a second call),
+    // finding the current call through the response: no closure, no `once` wrapper, no removal.
+    if (client[kCurrentCall] === undefined) client.on('close', onClientClose);
+    client[kCurrentCall] = this;
   }
 
   /** `dispatch()` threw instead of calling the handler: the exchange fails with `err`. */
@@ -271,10 +292,20 @@ export class UpstreamCall<I = undefined>
       this.#succeed(answered);
       return;
     }
-    (this.#res as ServerResponse).end(() => {
-      this.#endTaps(true);
-      this.#succeed(answered);
-    });
+    this.#answered = answered;
+    // Settled when node has handed the last bytes over ('finish'); a shared listener, as for 'close'.
+    const res = this.#res as ServerResponse & WatchedClient;
+    res[kCurrentCall] = this;
+    res.on('finish', onClientFinish);
+    res.end();
+  }
+
+  /** The client response finished after the upstream's answer ended. */
+  clientFinished(): void {
+    const answered = this.#answered;
+    if (answered === undefined) return;
+    this.#endTaps(true);
+    this.#succeed(answered);
   }
 
   onError(err: Error): void {
@@ -324,7 +355,6 @@ export class UpstreamCall<I = undefined>
 
   #settle(): void {
     this.#settled = true;
-    this.#client.off('close', this.#onResClose);
     this.#hooks.onSettled?.(this);
   }
 }
