@@ -319,9 +319,12 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
             accessToken: token,
             requestId: ctx.requestId,
           }),
-          body: upstreamBody(req, body, bodyTimeout, () => {
-            call.abortedBy ??= 'client_body';
-          }),
+          body:
+            body.kind === 'none'
+              ? null
+              : upstreamBody(req, body, bodyTimeout, () => {
+                  call.abortedBy ??= 'client_body';
+                }),
           headersTimeout: timeoutMs,
           bodyTimeout: upstreamBodyTimeoutMs,
         },
