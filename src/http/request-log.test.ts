@@ -91,6 +91,8 @@ describe('isoTime', () => {
       -999,
       -1000,
       1,
+      base + 0.5,
+      base + 1.75,
     ];
     for (let i = 0; i < 2000; i += 1) times.push(base + Math.floor(Math.random() * 5000) - 2500);
     for (const t of times) expect(isoTime(t)).toBe(new Date(t).toISOString());

@@ -92,6 +92,8 @@ const MILLIS = Array.from({ length: 1000 }, (_, ms) => String(ms).padStart(3, '0
 
 /** `new Date(time).toISOString()`, formatting the date once per second (under load, thousands of lines). */
 export function isoTime(time: number): string {
+  // A clock with fractions of a millisecond: `toISOString` truncates them; so does this.
+  if (!Number.isInteger(time)) return new Date(time).toISOString();
   const ms = time - secondStart;
   if (!(ms >= 0 && ms < 1000)) {
     const text = new Date(time).toISOString();

@@ -144,6 +144,16 @@ function outcomeOf(attempt: Attempt, replayed: boolean): ForwardOutcome {
   }
 }
 
+/**
+ * The client's headers come from the raw list unless a stage parsed (and may have added to) the
+ * object, the client is on h2 (its compat API wants the object), or a header was already set on
+ * the response (the drain's `Connection: close`): node 20's `writeHead` then stores the flat list
+ * with `setHeader`, and of a repeated field (Set-Cookie) only the last line would survive.
+ */
+function objectHeadersFor(res: ClientResponse, head: AnswerHead): boolean {
+  return head.parsed || isHttp2Response(res) || res.getHeaderNames().length > 0;
+}
+
 /** One proxied exchange as the stages see it (a class: no closure per request). */
 class StageExchange implements Exchange {
   readonly method: string;
@@ -259,12 +269,9 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       return {
         replay: false,
         taps,
-        // From the raw list unless a stage parsed (and may have added to) the object, or the
-        // client is on h2 (whose compat API wants the object).
-        headers:
-          head.parsed || isHttp2Response(call.info.res)
-            ? clientResponseHeaders(head.headers, requestId, statusCode)
-            : rawClientResponseHeaders(rawHeaders, requestId, statusCode),
+        headers: objectHeadersFor(call.info.res, head)
+          ? clientResponseHeaders(head.headers, requestId, statusCode)
+          : rawClientResponseHeaders(rawHeaders, requestId, statusCode),
         bodiless: bodiless(statusCode, info.method),
       };
     },

@@ -198,8 +198,10 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
         // leaves; under an h2 reset storm that churn went past `upstream.maxConnections`.
         this.#draining = true;
         this.#discard = true;
-        this.#resume();
+        // Concluded first: resuming can run the parser over buffered bytes at once, and the
+        // answer's end must then find the exchange already settled as the client's leaving.
         this.#conclude(reason);
+        this.#resume();
         return;
       }
       this.#abortUpstream(reason);
@@ -293,11 +295,11 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
       return;
     }
     this.#answered = answered;
-    // Settled when node has handed the last bytes over ('finish'); a shared listener, as for 'close'.
-    const res = this.#res as ServerResponse & WatchedClient;
-    res[kCurrentCall] = this;
-    res.on('finish', onClientFinish);
-    res.end();
+    // Settled when node has handed the last bytes over: 'finish' of the response, or on h2 of
+    // the stream (the compat response emits 'finish' on any close of its stream, a reset too).
+    // A shared listener, as for 'close'; the constructor pointed the client at this call.
+    this.#client.on('finish', onClientFinish);
+    (this.#res as ServerResponse).end();
   }
 
   /** The client response finished after the upstream's answer ended. */

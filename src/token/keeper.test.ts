@@ -238,6 +238,30 @@ function deferredAnswer(): Deferred<Partial<TokenSet>> {
   return pending;
 }
 
+describe('TokenKeeper currentToken (the proxy asks it before getAccessToken)', () => {
+  it('is the valid token held now: undefined before the first, after expiry and once stopped; it never asks the endpoint', async () => {
+    expect(h.keeper.currentToken()).toBeUndefined();
+    await flush();
+    expect(h.endpoint.requests).toHaveLength(0);
+    h.keeper.start();
+    await flush();
+    await flush();
+    expect(h.keeper.currentToken()).toBe('access-1');
+    // The renewal at 790 s hangs: at 1000 s the held token has expired and nothing replaced it.
+    h.endpoint.script.push(deferredAnswer());
+    await advanceTo(999.999);
+    expect(h.keeper.currentToken()).toBe('access-1');
+    await advanceTo(1000);
+    expect(h.keeper.currentToken()).toBeUndefined();
+    expect(h.endpoint.requests).toHaveLength(2);
+    pending.resolve({});
+    await flush();
+    expect(h.keeper.currentToken()).toBe('access-2');
+    h.keeper.stop();
+    expect(h.keeper.currentToken()).toBeUndefined();
+  });
+});
+
 describe('TokenKeeper renewal', () => {
   it('renews at expiresAt - max(margin, fraction × lifetime) - jitter', async () => {
     // lifetime 1000 s: lead max(60, 200) = 200 s, + 5% jitter (random 0.5) = 210 s → at 790 s.

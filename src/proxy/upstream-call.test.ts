@@ -1,0 +1,92 @@
+/**
+ * The upstream call against real node responses, driven the way undici drives a dispatch handler
+ * (onConnect, onHeaders, onData, onComplete): how the exchange settles when the client stays or
+ * leaves after the upstream's answer ended.
+ */
+import { once } from 'node:events';
+import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
+import http2, { type Http2ServerResponse } from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { BodyTap } from './stages.js';
+import { UpstreamCall, type Attempt, type UpstreamCallHooks } from './upstream-call.js';
+
+const closers: (() => void)[] = [];
+afterEach(() => {
+  for (const close of closers.splice(0)) close();
+});
+
+/** A call whose answer is `size` bytes, its tap's verdict recorded. */
+function drive(res: ServerResponse | Http2ServerResponse, size: number) {
+  const tapEnds: boolean[] = [];
+  const tap: BodyTap = { chunk() {}, end: (complete) => void tapEnds.push(complete) };
+  const hooks: UpstreamCallHooks<undefined> = {
+    onHead: () => ({
+      replay: false,
+      headers: { 'content-type': 'application/octet-stream' },
+      bodiless: false,
+      taps: [tap],
+    }),
+    onError: (call) => ({
+      kind: 'cut',
+      upstreamStatus: call.upstreamStatus,
+      result: call.abortedBy === 'client' ? 'client_closed' : 'upstream_failed',
+    }),
+  };
+  const call = new UpstreamCall(res, hooks, true, undefined);
+  call.onConnect(() => {});
+  call.onHeaders(200, [], () => {});
+  call.onData(Buffer.alloc(size));
+  call.onComplete();
+  return { done: call.done, tapEnds };
+}
+
+describe('UpstreamCall settles when node has written the answer, not before', () => {
+  it('HTTP/1.1: a client that reads it all gets "answered", the tap a complete body', async () => {
+    let settled!: Promise<Attempt>;
+    let tapEnds!: boolean[];
+    const server = createServer((_req, res) => ({ done: settled, tapEnds } = drive(res, 300_000)));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    closers.push(() => server.close());
+    const res = await new Promise<IncomingMessage>((resolve) =>
+      request(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, resolve).end(),
+    );
+    let bytes = 0;
+    for await (const chunk of res) bytes += (chunk as Buffer).length;
+    expect(bytes).toBe(300_000);
+    await expect(settled).resolves.toEqual({
+      kind: 'answered',
+      upstreamStatus: 200,
+      replay: false,
+    });
+    expect(tapEnds).toEqual([true]);
+  });
+
+  it('h2: a client that resets its stream before reading the end is "client_closed", the tap incomplete', async () => {
+    let settled!: Promise<Attempt>;
+    let tapEnds!: boolean[];
+    let upstreamDone!: () => void;
+    const upstreamEnded = new Promise<void>((resolve) => (upstreamDone = resolve));
+    const server = http2.createServer((_req, res) => {
+      ({ done: settled, tapEnds } = drive(res, 300_000));
+      upstreamDone();
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    closers.push(() => server.close());
+    const session = http2.connect(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    closers.push(() => session.close());
+    const stream = session.request({ ':path': '/' });
+    stream.pause(); // the flow-control window (64 KiB) holds the rest of the 300 KB on the server
+    await once(stream, 'response');
+    await upstreamEnded;
+    stream.close(http2.constants.NGHTTP2_CANCEL);
+    await expect(settled).resolves.toEqual({
+      kind: 'cut',
+      upstreamStatus: 200,
+      result: 'client_closed',
+    });
+    expect(tapEnds).toEqual([false]);
+  });
+});
