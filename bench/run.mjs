@@ -452,7 +452,11 @@ async function main() {
   }
   if (args['alt-dist'] !== undefined) {
     const dist = resolve(args['alt-dist']);
-    const s = await startSidecar('sidecar-alt', { LOG_LEVEL: undefined, ...shippedRuntime }, { dist });
+    const s = await startSidecar(
+      'sidecar-alt',
+      { LOG_LEVEL: undefined, ...shippedRuntime },
+      { dist },
+    );
     add('sidecar-alt', `oauth-sidecar, the other build (${dist})`, s.base, () => [s.proc.pid]);
   }
   if (wanted.has('sidecar-warn')) {
