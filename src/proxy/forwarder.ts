@@ -223,7 +223,6 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
 
   /** What the shared hooks need to know about one upstream call. */
   interface CallInfo {
-    readonly res: ClientResponse;
     readonly ctx: ForwardContext;
     readonly exchange: Exchange | undefined;
     readonly method: string;
@@ -269,7 +268,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       return {
         replay: false,
         taps,
-        headers: objectHeadersFor(call.info.res, head)
+        headers: objectHeadersFor(call.res, head)
           ? clientResponseHeaders(head.headers, requestId, statusCode)
           : rawClientResponseHeaders(rawHeaders, requestId, statusCode),
         bodiless: bodiless(statusCode, info.method),
@@ -297,7 +296,6 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     if (clientGone(req, res)) return Promise.resolve(GONE_ATTEMPT);
     const method = req.method ?? 'GET';
     const call = new UpstreamCall<CallInfo>(res, hooks, body.kind !== 'stream', {
-      res,
       ctx,
       exchange,
       method,
@@ -423,9 +421,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     if (token === undefined || !hasNoBody(req)) return forwardWaiting(req, res, ctx, exchange);
     if (clientGone(req, res)) return Promise.resolve(CLIENT_GONE);
     return attempt(req, res, ctx, exchange, token, NO_BODY, true).then((first) =>
-      first.kind === 'answered' && first.replay
-        ? replayOnce(req, res, ctx, exchange, NO_BODY)
-        : outcomeOf(first, false),
+      afterFirst(first, req, res, ctx, exchange, NO_BODY),
     );
   }
 
@@ -443,6 +439,18 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     // A client gone since (an h2 reset after the proxy handler's wait for one) is caught at the
     // start of `attempt`: nothing is sent.
     const first = await attempt(req, res, ctx, exchange, token, body, body.kind !== 'stream');
+    return afterFirst(first, req, res, ctx, exchange, body);
+  }
+
+  /** The first attempt's outcome, or step 6 when it met a 401 to replay. */
+  function afterFirst(
+    first: Attempt,
+    req: ClientRequest,
+    res: ClientResponse,
+    ctx: ForwardContext,
+    exchange: Exchange | undefined,
+    body: PreparedBody,
+  ): ForwardOutcome | Promise<ForwardOutcome> {
     return first.kind === 'answered' && first.replay
       ? replayOnce(req, res, ctx, exchange, body)
       : outcomeOf(first, false);

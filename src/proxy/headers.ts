@@ -131,13 +131,27 @@ export function clientResponseHeaders(
     const value = upstream[rawName];
     if (value === undefined) continue;
     const name = rawName.toLowerCase();
-    if (HOP_BY_HOP.has(name) || listed?.has(name) === true) continue;
-    if (status === 204 && name === 'content-length') continue;
+    if (dropsFromAnswer(name, listed, status)) continue;
     out[name] = value;
   }
-  // The client correlates by the id it sent or was given, whatever the upstream echoes.
   out['x-request-id'] = requestId;
   return out;
+}
+
+/**
+ * The one rule of both answer-header builders: a field of the upstream's answer the client does
+ * not get (`name` lower-case; `listed`: the names the answer's `Connection` lists).
+ */
+function dropsFromAnswer(name: string, listed: Set<string> | undefined, status: number): boolean {
+  return (
+    HOP_BY_HOP.has(name) ||
+    listed?.has(name) === true ||
+    // RFC 9110 §8.6: a 204 carries no Content-Length.
+    (status === 204 && name === 'content-length') ||
+    // Set by the builder: the client correlates by the id it sent or was given, whatever the
+    // upstream echoes.
+    name === 'x-request-id'
+  );
 }
 
 /**
@@ -184,10 +198,7 @@ export function rawClientResponseHeaders(
   const out: string[] = [];
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = headerNameToString(raw[i] as Buffer);
-    if (HOP_BY_HOP.has(name) || listed?.has(name) === true) continue;
-    if (status === 204 && name === 'content-length') continue;
-    // Replaced below: the client correlates by the id it sent or was given.
-    if (name === 'x-request-id') continue;
+    if (dropsFromAnswer(name, listed, status)) continue;
     out.push(name, (raw[i + 1] as Buffer).toString('latin1'));
   }
   out.push('x-request-id', requestId);

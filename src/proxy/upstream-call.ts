@@ -120,6 +120,11 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
     this.#release?.();
   }
 
+  /** The client response this call writes into. */
+  get res(): ClientResponse {
+    return this.#res;
+  }
+
   get clientEnded(): boolean {
     return this.#res.writableEnded;
   }

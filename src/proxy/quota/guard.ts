@@ -119,6 +119,11 @@ class StoreTimeout extends Error {
   }
 }
 
+/** Only these answers are read for a cooldown (their `Retry-After`): 429 and 503. */
+export function mayStartCooldown(status: number): status is CooldownStatus {
+  return status === 429 || status === 503;
+}
+
 export class QuotaGuard {
   private readonly clock: QuotaGuardOptions['clock'];
   private readonly logger: Logger;
@@ -217,7 +222,7 @@ export class QuotaGuard {
    * `Retry-After` starts a cooldown (capped). Anything else is ignored at the cost of one compare.
    */
   observe(status: number, headers: Record<string, HeaderValue>): void {
-    if (status !== 429 && status !== 503) return;
+    if (!mayStartCooldown(status)) return;
     const now = this.clock.now();
     const ms = retryAfterMs(headers['retry-after'], now, headers.date);
     // A 429 without Retry-After starts none (docs/quota-guard.md); neither does a time already past.

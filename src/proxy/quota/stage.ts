@@ -5,7 +5,7 @@
 import { CLIENT_GONE, type ForwardOutcome } from '../outcome.js';
 import { ClientGoneError } from '../request-body.js';
 import type { Exchange, ForwardStage, UpstreamHead } from '../stages.js';
-import type { QuotaGuard } from './guard.js';
+import { mayStartCooldown, type QuotaGuard } from './guard.js';
 
 type Guard = Pick<QuotaGuard, 'admit' | 'observe' | 'limited'>;
 
@@ -25,8 +25,8 @@ export function quotaStage(guard: Guard): ForwardStage {
       return waitForSlot(guard, exchange);
     },
     upstreamAnswered(_exchange: Exchange, status: number, head: UpstreamHead) {
-      // Only these two can start a cooldown: any other answer's headers are never parsed.
-      if (status === 429 || status === 503) guard.observe(status, head.headers);
+      // Any other answer's headers are never parsed.
+      if (mayStartCooldown(status)) guard.observe(status, head.headers);
       return undefined;
     },
   };
