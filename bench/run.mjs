@@ -4,7 +4,7 @@
 //
 //   npm run build && node bench/run.mjs [--rounds 4] [--duration 10] [--rate 1000]
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."] [--peer-flags "..."]
-//     [--alt-dist ../other-worktree/dist]
+//     [--alt-dist ../other-worktree/dist] [--alt-flags "..."] [--alt-node-options "..."]
 //     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,floor,floor-shipped,http-proxy,hono]
 //     [--no-pin]
 //     [--footprint-node /path/to/node24] [--no-footprint] [--keep] [--only-2kb] [--no-shipped-runtime]
@@ -69,6 +69,10 @@ const { values: args } = parseArgs({
      * ratio pairs the two under the same machine state.
      */
     'alt-dist': { type: 'string' },
+    /** A/B of runtime settings: node flags added to `sidecar-alt` (this build unless --alt-dist). */
+    'alt-flags': { type: 'string' },
+    /** A/B of runtime settings: NODE_OPTIONS of `sidecar-alt` instead of the image's. */
+    'alt-node-options': { type: 'string' },
     targets: {
       type: 'string',
       default:
@@ -450,14 +454,30 @@ async function main() {
     sidecarAdmin = s.admin;
     add('sidecar', 'oauth-sidecar (default log level: info)', s.base, () => [s.proc.pid]);
   }
-  if (args['alt-dist'] !== undefined) {
-    const dist = resolve(args['alt-dist']);
+  if (
+    args['alt-dist'] !== undefined ||
+    args['alt-flags'] !== undefined ||
+    args['alt-node-options'] !== undefined
+  ) {
+    const dist = resolve(args['alt-dist'] ?? join(ROOT, 'dist'));
+    const altFlags = (args['alt-flags'] ?? '').split(/\s+/).filter(Boolean);
+    const altRuntime =
+      args['alt-node-options'] === undefined
+        ? shippedRuntime
+        : { ...shippedRuntime, NODE_OPTIONS: args['alt-node-options'] || undefined };
     const s = await startSidecar(
       'sidecar-alt',
-      { LOG_LEVEL: undefined, ...shippedRuntime },
-      { dist },
+      { LOG_LEVEL: undefined, ...altRuntime },
+      { dist, flags: [...shippedFlags, ...SIDECAR_FLAGS, ...altFlags] },
     );
-    add('sidecar-alt', `oauth-sidecar, the other build (${dist})`, s.base, () => [s.proc.pid]);
+    const what = [
+      args['alt-dist'] === undefined ? 'this build' : `the build in ${dist}`,
+      altFlags.length > 0 ? `flags ${altFlags.join(' ')}` : '',
+      args['alt-node-options'] === undefined ? '' : `NODE_OPTIONS=${args['alt-node-options']}`,
+    ].filter(Boolean);
+    add('sidecar-alt', `oauth-sidecar, the other variant (${what.join(', ')})`, s.base, () => [
+      s.proc.pid,
+    ]);
   }
   if (wanted.has('sidecar-warn')) {
     const s = await startSidecar('sidecar-warn', { LOG_LEVEL: 'warn', ...shippedRuntime });
