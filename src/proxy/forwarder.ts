@@ -42,6 +42,7 @@ import {
   type ClientRequest,
   type PreparedBody,
 } from './request-body.js';
+import { ExpiryQueue } from './expiry-queue.js';
 import type { BodyTap, Exchange, ForwardStage } from './stages.js';
 import {
   UpstreamCall,
@@ -241,11 +242,16 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     return taps ?? NO_TAPS;
   }
 
-  function clearCallTimer(call: UpstreamCall<CallInfo>): void {
-    if (call.timer === undefined) return;
-    clock.clearTimeout(call.timer as ReturnType<typeof clock.setTimeout>);
-    call.timer = undefined;
-  }
+  // undici's headersTimeout starts once the request is written; this deadline also covers the
+  // wait for a free connection under `upstream.maxConnections` (docs/configuration.md: time to
+  // response headers). One queue and one timer for every call (expiry-queue.ts).
+  const headDeadlines = new ExpiryQueue<UpstreamCall<CallInfo>>(clock, timeoutMs, (call) =>
+    call.abort(
+      'timeout',
+      new SidecarError('upstream_timeout', 'no upstream response headers in time'),
+    ),
+  );
+  const clearCallTimer = (call: UpstreamCall<CallInfo>): void => headDeadlines.remove(call);
 
   // One set of hooks for every call: the per-request state is the call's `info`.
   const hooks: UpstreamCallHooks<CallInfo> = {
@@ -304,15 +310,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       token,
       mayReplay,
     });
-    // undici's headersTimeout starts once the request is written; this one also covers the wait
-    // for a free connection under `upstream.maxConnections` (docs/configuration.md: time to response headers).
-    call.timer = clock.setTimeout(() => {
-      call.timer = undefined;
-      call.abort(
-        'timeout',
-        new SidecarError('upstream_timeout', 'no upstream response headers in time'),
-      );
-    }, timeoutMs);
+    headDeadlines.add(call);
     try {
       dispatcher.dispatch(
         {

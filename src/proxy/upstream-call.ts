@@ -10,6 +10,7 @@
  */
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
+import type { Expiring } from './expiry-queue.js';
 import { closesWithClient, type ClientResponse } from './outcome.js';
 import { ClientGoneError } from './request-body.js';
 import type { BodyTap } from './stages.js';
@@ -86,14 +87,19 @@ function onClientFinish(this: WatchedClient): void {
   this[kCurrentCall]?.clientFinished();
 }
 
-export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, UpstreamCallState {
+export class UpstreamCall<I = undefined>
+  implements Dispatcher.DispatchHandler, UpstreamCallState, Expiring
+{
   abortedBy: AbortCause | undefined;
   headersSeen = false;
   upstreamStatus = 0;
   wrote = false;
   replay = false;
-  /** The caller's timer for this call (time to the answer head), cleared by the caller. */
-  timer: unknown;
+  // The caller's deadline for the answer head (expiry-queue.ts): links owned by that queue.
+  expiryTick = 0;
+  expiryPrev: Expiring | undefined = undefined;
+  expiryNext: Expiring | undefined = undefined;
+  expiryQueued = false;
   readonly done: Promise<Attempt>;
   /** What the caller's hooks need to know about the request. */
   readonly info: I;

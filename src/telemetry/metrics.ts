@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { registerDefaultMetrics } from './default-metrics.js';
 import { LeanCounter, LeanHistogram } from './lean-metrics.js';
 
 export const METRIC_PREFIX = 'oauth_sidecar_';
@@ -68,7 +69,7 @@ export interface StoreGaugeSource {
 
 export interface MetricsOptions {
   registry: Registry;
-  /** prom-client's process metrics (CPU, memory, event loop lag, handles) under the same prefix. */
+  /** prom-client's process metrics (CPU, memory, event loop lag, handles; no GC histogram) under the same prefix. */
   defaultMetrics?: boolean;
 }
 
@@ -208,6 +209,6 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
     },
   };
 
-  if (defaultMetrics) collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
+  if (defaultMetrics) registerDefaultMetrics(registry, METRIC_PREFIX);
   return metrics;
 }
