@@ -1,54 +1,57 @@
 /**
  * Many concurrent items that all expire after the same time (every upstream call's time to its
- * answer head, `upstream.timeoutMs`), served by one ticking timer instead of a node timer each.
+ * answer head, `upstream.timeoutMs`), served by one timer instead of a node timer each.
  *
  * Items expire in the order they were added, so a list in that order is also in expiry order:
- * adding appends, removing unlinks, and a tick expires from the front until it meets an item not
- * yet due. The links live on the items themselves, so queuing allocates nothing; a `setTimeout`
- * per request allocated a Timeout and a closure and read libuv's clock twice (docs/benchmarks.md,
- * "Eighth pass").
+ * adding appends, removing unlinks, and the timer, aimed at the oldest item's deadline, expires
+ * from the front until it meets an item not yet due, then aims at the new front. An item removed
+ * before its deadline (nearly every one) costs no timer work: the timer runs out at the old
+ * front's deadline and re-aims. The links live on the items, so queuing allocates nothing; a
+ * `setTimeout` per request allocated a Timeout and a closure and read libuv's clock twice
+ * (docs/benchmarks.md, "Timers and observers").
  *
- * Time is counted in ticks of the queue's own timer, never read from a clock: an item added
- * between ticks T and T+1 expires at tick T+K, so it never expires early (node's timers never
- * fire early) and a wall-clock step cannot move it. It expires late by less than two ticks: a
- * tick is a twentieth of the time, and at most {@link MAX_TICK_MS}. The timer runs only while
- * an item is queued and is unref'd: it never keeps the process alive.
+ * Deadlines are read from a monotonic clock (`performance.now()`), so a wall-clock step cannot
+ * move them. An item never expires before its time; it expires as late as node's timer fires
+ * (event-loop lag, once: each aim is computed afresh from the clock, so lag never accumulates).
+ * The timer is unref'd and runs only while an item is queued.
  */
+import { performance } from 'node:perf_hooks';
 import type { Clock, TimerHandle } from '../clock.js';
-
-/** The longest tick: an item expires at most twice this late. */
-export const MAX_TICK_MS = 250;
-/** Ticks per expiry time (the lateness is below two of them). */
-const TICKS_PER_PERIOD = 20;
 
 /** The links an item carries while queued. Owned by the queue: nothing else writes them. */
 export interface Expiring {
-  expiryTick: number;
+  expiryAt: number;
   expiryPrev: Expiring | undefined;
   expiryNext: Expiring | undefined;
   expiryQueued: boolean;
 }
 
+/** Milliseconds from an arbitrary origin, never going back. */
+export type MonotonicNow = () => number;
+
+const performanceNow: MonotonicNow = () => performance.now();
+
 export class ExpiryQueue<T extends Expiring> {
   readonly #clock: Pick<Clock, 'setTimeout'>;
+  readonly #now: MonotonicNow;
+  readonly #ms: number;
   readonly #onExpire: (item: T) => void;
-  readonly #tickMs: number;
-  /** Ticks from the one after an item's addition to its expiry. */
-  readonly #ticksToExpire: number;
-  #ticks = 0;
   #head: T | undefined;
   #tail: T | undefined;
   #size = 0;
   #timer: TimerHandle | undefined;
-  readonly #tick = (): void => this.#onTick();
+  readonly #fire = (): void => this.#onTimer();
 
-  constructor(clock: Pick<Clock, 'setTimeout'>, ms: number, onExpire: (item: T) => void) {
+  constructor(
+    clock: Pick<Clock, 'setTimeout'>,
+    ms: number,
+    onExpire: (item: T) => void,
+    now: MonotonicNow = performanceNow,
+  ) {
     this.#clock = clock;
+    this.#ms = ms;
     this.#onExpire = onExpire;
-    this.#tickMs = Math.max(1, Math.min(MAX_TICK_MS, Math.ceil(ms / TICKS_PER_PERIOD)));
-    // Added between ticks T and T+1, expired at tick T+K: at least (K−1) ticks later, which is
-    // at least `ms`; at most K ticks later, less than `ms` + 2 ticks.
-    this.#ticksToExpire = Math.ceil(ms / this.#tickMs) + 1;
+    this.#now = now;
   }
 
   /** Items queued now. */
@@ -58,7 +61,7 @@ export class ExpiryQueue<T extends Expiring> {
 
   add(item: T): void {
     if (item.expiryQueued) this.remove(item);
-    item.expiryTick = this.#ticks + this.#ticksToExpire;
+    item.expiryAt = this.#now() + this.#ms;
     item.expiryQueued = true;
     item.expiryNext = undefined;
     item.expiryPrev = this.#tail;
@@ -66,7 +69,7 @@ export class ExpiryQueue<T extends Expiring> {
     else this.#tail.expiryNext = item;
     this.#tail = item;
     this.#size++;
-    if (this.#timer === undefined) this.#arm();
+    if (this.#timer === undefined) this.#aim(this.#ms);
   }
 
   /** Takes the item out; nothing happens if it is not queued (expired or removed already). */
@@ -82,26 +85,28 @@ export class ExpiryQueue<T extends Expiring> {
     item.expiryPrev = undefined;
     item.expiryNext = undefined;
     this.#size--;
-    // The timer is left to run out: the next tick finds the queue empty and stops.
+    // The timer is left to run out: it finds the new front (or nothing) and re-aims (or stops).
   }
 
-  #arm(): void {
-    this.#timer = this.#clock.setTimeout(this.#tick, this.#tickMs);
+  #aim(delayMs: number): void {
+    // node runs a timer after whole milliseconds: never aim below the time still to go.
+    this.#timer = this.#clock.setTimeout(this.#fire, Math.max(1, Math.ceil(delayMs)));
     this.#timer.unref?.();
   }
 
-  #onTick(): void {
+  #onTimer(): void {
     this.#timer = undefined;
-    this.#ticks++;
     try {
-      // Items added by an expiry are due later than this tick: the loop stops at them.
-      while (this.#head !== undefined && this.#head.expiryTick <= this.#ticks) {
+      // Items added by an expiry are due `ms` from now: the loop stops at them.
+      while (this.#head !== undefined && this.#head.expiryAt <= this.#now()) {
         const item = this.#head;
         this.remove(item);
         this.#onExpire(item);
       }
     } finally {
-      if (this.#head !== undefined && this.#timer === undefined) this.#arm();
+      if (this.#head !== undefined && this.#timer === undefined) {
+        this.#aim(this.#head.expiryAt - this.#now());
+      }
     }
   }
 }

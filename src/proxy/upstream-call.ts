@@ -96,7 +96,7 @@ export class UpstreamCall<I = undefined>
   wrote = false;
   replay = false;
   // The caller's deadline for the answer head (expiry-queue.ts): links owned by that queue.
-  expiryTick = 0;
+  expiryAt = 0;
   expiryPrev: Expiring | undefined = undefined;
   expiryNext: Expiring | undefined = undefined;
   expiryQueued = false;
