@@ -8,16 +8,18 @@ import httpProxy from 'http-proxy';
 
 const ca = readFileSync(process.env.CA_FILE, 'utf8');
 const agent = new Agent({ keepAlive: true, maxSockets: 256, ca });
+// The bearer goes in through `headers`, merged before the request is made: setting it in the
+// `proxyReq` event threw ERR_HTTP_HEADERS_SENT once in a 40-minute run (the event fires on the
+// socket, after a bodiless request on a reused keep-alive socket may already be flushed), which
+// killed the peer and the run.
 const proxy = httpProxy.createProxyServer({
   target: process.env.UPSTREAM,
   agent,
   ca,
   secure: true,
   changeOrigin: true,
+  headers: { authorization: 'Bearer bench-static-token' },
 });
-proxy.on('proxyReq', (proxyReq) =>
-  proxyReq.setHeader('authorization', 'Bearer bench-static-token'),
-);
 proxy.on('error', (_err, _req, res) => {
   if (typeof res.writeHead === 'function' && !res.headersSent) res.writeHead(502);
   res.end();
