@@ -674,6 +674,21 @@ async function main() {
   };
   const check = (name, value, limit, pass) => ({ name, value, limit, pass });
   const checks = [];
+  // A target that stopped answering (a peer that hung or died mid-run) leaves rounds without a
+  // figure: its ratios then rest on the other rounds (median() skips them). Say so, do not hide it.
+  const silent = rounds.flatMap((r, i) =>
+    Object.entries(r.results)
+      .filter(([, res]) => !(res.kb2?.requests > 0))
+      .map(([name]) => `${name} (round ${i + 1})`),
+  );
+  checks.push(
+    check(
+      `every target answered the 2 KB load in every round${silent.length > 0 ? `; not: ${silent.join(', ')}` : ''}`,
+      silent.length,
+      '= 0',
+      silent.length === 0,
+    ),
+  );
   if (summary.sidecar) {
     checks.push(
       check(
