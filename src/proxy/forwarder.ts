@@ -18,6 +18,7 @@ import type { Clock } from '../clock.js';
 import { SidecarError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
+import { ExpiryQueue } from './expiry-queue.js';
 import {
   AnswerHead,
   clientResponseHeaders,
@@ -42,7 +43,6 @@ import {
   type ClientRequest,
   type PreparedBody,
 } from './request-body.js';
-import { ExpiryQueue } from './expiry-queue.js';
 import type { BodyTap, Exchange, ForwardStage } from './stages.js';
 import {
   UpstreamCall,
@@ -251,12 +251,11 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       new SidecarError('upstream_timeout', 'no upstream response headers in time'),
     ),
   );
-  const clearCallTimer = (call: UpstreamCall<CallInfo>): void => headDeadlines.remove(call);
 
   // One set of hooks for every call: the per-request state is the call's `info`.
   const hooks: UpstreamCallHooks<CallInfo> = {
     onHead(call, statusCode, rawHeaders): HeadDecision {
-      clearCallTimer(call);
+      headDeadlines.remove(call);
       const info = call.info;
       observeDuration(info.label, (clock.now() - info.started) / 1000);
       countRequest(info.label, statusCode);
@@ -282,7 +281,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     },
     onError: (call, err) => classify(err, call, call.info.method, call.info.label, call.info.ctx),
     onSettled(call) {
-      clearCallTimer(call);
+      headDeadlines.remove(call);
       // A request undici still holds (answered 504, or its client left while it waited for a
       // connection) stays counted by the caller until undici lets go of it.
       if (!call.isReleased) call.info.ctx.hold?.(call.released);

@@ -5,8 +5,8 @@
  * The GC histogram observes every collection through a `PerformanceObserver`: node builds a
  * PerformanceEntry per collection with deprecated accessors (DEP0152) and delivers it in a
  * macrotask. Under load that is 100+ entries a second, about 1 µs per forwarded request in the
- * CPU profile, about 1 % of the sidecar's CPU (docs/benchmarks.md, "Eighth pass"), for a figure
- * the dashboard and alerts do not use: GC shows in CPU and event-loop lag, which stay.
+ * CPU profile, about 1 % of the sidecar's CPU (docs/benchmarks.md, "Timers and observers"), for
+ * a figure the dashboard and alerts do not use: GC shows in CPU and event-loop lag, which stay.
  * `collectDefaultMetrics` has no switch for one collector, so the others are registered one by
  * one from prom-client's own modules (src/types/prom-client-deep.d.ts).
  */
