@@ -113,6 +113,7 @@ export interface StackOptions {
   limits?: Partial<ProxySettings['proxy']> & {
     maxConnections?: number;
     upstreamBodyTimeoutMs?: number;
+    keepAliveTimeoutMs?: number;
   };
   stages?: ForwardStage[];
   logLevel?: string;
@@ -179,6 +180,7 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
         maxPipelined: limits.maxPipelined ?? DEFAULT_LIMITS.maxPipelined,
         maxHeaders: limits.maxHeaders ?? DEFAULT_LIMITS.maxHeaders,
         bodyTimeoutMs: limits.bodyTimeoutMs ?? DEFAULT_LIMITS.clientBodyTimeoutMs,
+        keepAliveTimeoutMs: limits.keepAliveTimeoutMs,
       },
     },
     {

@@ -8,6 +8,7 @@ import {
   createServer as createHttpServer,
   type IncomingMessage,
   type Server,
+  type ServerOptions,
   type ServerResponse,
 } from 'node:http';
 import {
@@ -17,6 +18,7 @@ import {
   type Http2ServerResponse,
   type Http2Session,
 } from 'node:http2';
+import type { Socket } from 'node:net';
 import { systemClock, type Clock } from '../clock.js';
 import type { HostPort } from '../config/types.js';
 import { createPipelineGate, type InFlightLimit } from '../proxy/admission.js';
@@ -25,6 +27,12 @@ import type { SidecarMetrics } from '../telemetry/metrics.js';
 import { createClientErrorHandler } from './client-errors.js';
 import { installConnectRefusal } from './connect-refusal.js';
 import { createDrain, type DrainState } from './drain.js';
+import {
+  advertiseKeepAlive,
+  createIdleSweep,
+  KEEP_ALIVE_GRACE_MS,
+  KEEP_ALIVE_TIMEOUT_MS,
+} from './idle-connections.js';
 import { listen } from './listen.js';
 import type { ProxyHandler } from './proxy-handler.js';
 import type { RequestLog } from './request-log.js';
@@ -46,6 +54,8 @@ export interface ProxyServerOptions {
   /** Counts refusals that never reach the app (CONNECT, parse errors). */
   metrics?: Pick<SidecarMetrics, 'proxyRejected'>;
   clock?: Clock;
+  /** HTTP/1.1 keep-alive timeout (advertised; idle connections closed 1 s after it). Tests shorten it. */
+  keepAliveTimeoutMs?: number;
 }
 
 export interface ProxyServer {
@@ -58,14 +68,24 @@ export interface ProxyServer {
   drain(timeoutMs?: number): Promise<void>;
 }
 
-/** HTTP/1.1 server timeouts. Request bodies are bounded by `proxy.bodyTimeoutMs` (a pause). */
-export const HTTP1_TIMEOUTS = {
+/**
+ * HTTP/1.1 server settings. Request bodies are bounded by `proxy.bodyTimeoutMs` (a pause). The
+ * keep-alive timeout is the idle sweep's (idle-connections.ts), not node's.
+ */
+export const HTTP1_OPTIONS = {
   /** Slow-loris guard: all request headers within this. */
   headersTimeout: 30_000,
   /** 0: a request body streams at the upstream's pace; `proxy.bodyTimeoutMs` bounds its pauses. */
   requestTimeout: 0,
-  /** Longer than typical client pools' idle time, so the server is not the one racing to close. */
-  keepAliveTimeout: 65_000,
+  /** Off: node would arm a socket timer after every answer; the idle sweep closes idle connections. */
+  keepAliveTimeout: 0,
+  /**
+   * A request without Content-Length or Transfer-Encoding has no body (RFC 9112 §6.3): node (24.x)
+   * then skips its request stream's life cycle (no 'data', 'end' or 'close' events; about 4 % of
+   * the CPU per request, docs/benchmarks.md "Keep-alive sweep (ninth pass)"). The forwarder never
+   * reads the body of such a request (request-body.ts `mayHaveBody`). Node 20 ignores the option.
+   */
+  optimizeEmptyRequests: true,
 } as const;
 
 /** RFC 9113 §5.1.2: the h2 streams one session may have open at once (docs/design.md "Bounded work"). */
@@ -74,6 +94,7 @@ export const H2_MAX_CONCURRENT_STREAMS = 100;
 export async function startProxyServer(options: ProxyServerOptions): Promise<ProxyServer> {
   const { logger } = options;
   const clock = options.clock ?? systemClock;
+  const keepAliveMs = options.keepAliveTimeoutMs ?? KEEP_ALIVE_TIMEOUT_MS;
 
   const { handler } = options;
   const dispatch = (
@@ -92,17 +113,26 @@ export async function startProxyServer(options: ProxyServerOptions): Promise<Pro
     });
     server.on('request', dispatch);
   } else {
-    const http1 = createHttpServer({ ...HTTP1_TIMEOUTS });
+    // `optimizeEmptyRequests` is newer than the Node 20 types.
+    const http1 = createHttpServer({ ...HTTP1_OPTIONS } as ServerOptions);
     // node drops fields past this count; one more than the limit lets the handler answer 431.
     http1.maxHeadersCount = options.maxHeaders + 1;
     const gate = createPipelineGate<IncomingMessage, ServerResponse>(
       options.maxPipelined,
       (req, res) => {
         if (options.drainState.isDraining()) res.setHeader('connection', 'close');
+        else advertiseKeepAlive(res, keepAliveMs);
         dispatch(req, res);
       },
     );
     http1.on('request', gate.admit);
+    const idle = createIdleSweep<Socket>({
+      closeAfterMs: keepAliveMs + KEEP_ALIVE_GRACE_MS,
+      busy: gate.busy,
+      clock,
+    });
+    http1.on('connection', idle.track);
+    http1.once('close', () => idle.stop());
     http1.on('clientError', createClientErrorHandler({ logger, metrics: options.metrics }));
     server = http1;
   }

@@ -23,7 +23,10 @@ export interface ProxySettings {
   proxy: Pick<
     Config['proxy'],
     'listen' | 'http2' | 'maxInFlight' | 'maxPipelined' | 'maxHeaders' | 'bodyTimeoutMs'
-  >;
+  > & {
+    /** HTTP/1.1 keep-alive timeout; not a configuration key (65 s), tests shorten it. */
+    keepAliveTimeoutMs?: number;
+  };
 }
 
 export interface ProxyDeps {
@@ -86,6 +89,7 @@ export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Prom
     requestLog,
     metrics,
     clock,
+    keepAliveTimeoutMs: settings.proxy.keepAliveTimeoutMs,
   });
   return { ...server, isDraining: drainState.isDraining };
 }

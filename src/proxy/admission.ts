@@ -83,6 +83,8 @@ export interface PipelineGate<Q extends GatedRequest, R extends GatedResponse> {
    * request has ended when its response emitted 'close' (the gate listens from `start` on).
    */
   admit(this: void, req: Q, res: R): void;
+  /** True while a request of this connection is in progress or waiting to start. */
+  busy(this: void, socket: PausableSocket): boolean;
 }
 
 export function createPipelineGate<Q extends GatedRequest, R extends GatedResponse>(
@@ -120,6 +122,10 @@ export function createPipelineGate<Q extends GatedRequest, R extends GatedRespon
   }
 
   return {
+    busy(socket) {
+      const state = states.get(socket);
+      return state !== undefined && (state.active > 0 || state.waiting.length > 0);
+    },
     admit(req, res) {
       const socket = req.socket;
       let state = states.get(socket);

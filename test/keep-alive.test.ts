@@ -1,0 +1,142 @@
+/**
+ * The HTTP/1.1 listener's keep-alive timeout (src/http/idle-connections.ts) against real servers:
+ * advertised in every answer that keeps its connection, idle connections closed after it (never
+ * before), busy and used connections kept. node's own per-answer timer is off on this listener.
+ */
+import { connect, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestPki, startStandin, type Standin, type TestPki } from '../src/standin/index.js';
+import { waitFor } from './helpers/sidecar-process.js';
+import { startCountingUpstream } from './helpers/upstream.js';
+import { startStack, type Stack } from './proxy-stack.js';
+
+let pki: TestPki;
+let standin: Standin;
+
+beforeAll(async () => {
+  pki = await createTestPki();
+  standin = await startStandin({ pki });
+});
+
+afterAll(async () => {
+  await standin.close();
+});
+
+/** A raw HTTP/1.1 connection that records what arrives and when it was closed. */
+function rawConnection(port: number) {
+  const socket: Socket = connect({ port, host: '127.0.0.1' });
+  const state = { text: '', closedAt: 0 };
+  socket.on('data', (chunk: Buffer) => (state.text += chunk.toString('latin1')));
+  socket.on('close', () => (state.closedAt = Date.now()));
+  socket.on('error', () => undefined);
+  return {
+    socket,
+    state,
+    answers: () => [...state.text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].length,
+    get: (path: string, extra = '') =>
+      socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${extra}\r\n`),
+  };
+}
+
+describe('keep-alive at the shipped timeout', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack(standin);
+  });
+  afterAll(async () => {
+    await stack.close();
+  });
+
+  it('advertises Keep-Alive: timeout=65 in forwarded answers and in the sidecar’s own', async () => {
+    const conn = rawConnection(stack.port);
+    conn.get('/v1.0/contracts/');
+    await waitFor(() => conn.answers() === 1, 5_000, 'forwarded answer');
+    conn.get('/not-allowed/');
+    await waitFor(() => conn.answers() === 2, 5_000, 'error answer');
+    const heads = conn.state.text.split(/HTTP\/1\.1 /).slice(1);
+    expect(heads[0]).toMatch(/^200 /);
+    expect(heads[1]).toMatch(/^404 /);
+    for (const head of heads) {
+      expect(head).toMatch(/\r\nConnection: keep-alive\r\n/i);
+      expect(head).toMatch(/\r\nKeep-Alive: timeout=65\r\n/i);
+    }
+    expect(conn.state.closedAt).toBe(0);
+    conn.socket.destroy();
+  });
+
+  it('advertises nothing on an answer that closes its connection', async () => {
+    const conn = rawConnection(stack.port);
+    conn.get('/v1.0/contracts/', 'Connection: close\r\n');
+    await waitFor(() => conn.state.closedAt > 0, 5_000, 'close');
+    expect(conn.state.text).toMatch(/\r\nConnection: close\r\n/i);
+    expect(conn.state.text).not.toMatch(/Keep-Alive:/i);
+  });
+});
+
+describe('keep-alive timeout (shortened to 1 s: closed after 2 s quiet)', () => {
+  let stack: Stack;
+  let slow: Awaited<ReturnType<typeof startCountingUpstream>>;
+
+  beforeAll(async () => {
+    // Answers /v1.0/slow after 3.5 s, longer than the quiet time that closes a connection.
+    slow = await startCountingUpstream(pki, (req, res, done) => {
+      const delay = req.url === '/v1.0/slow' ? 3_500 : 0;
+      setTimeout(() => {
+        res.end('{"ok":true}');
+        done();
+      }, delay);
+    });
+    stack = await startStack(standin, {
+      upstream: slow.url,
+      limits: { keepAliveTimeoutMs: 1_000 },
+    });
+  });
+  afterAll(async () => {
+    await stack.close();
+    await slow.close();
+  });
+
+  it('closes an idle connection once it was quiet for the timeout plus 1 s, not before', async () => {
+    const conn = rawConnection(stack.port);
+    conn.get('/v1.0/contracts/');
+    await waitFor(() => conn.answers() === 1, 5_000, 'answer');
+    const answeredAt = Date.now();
+    expect(conn.state.text).toMatch(/\r\nKeep-Alive: timeout=1\r\n/i);
+    await waitFor(() => conn.state.closedAt > 0, 10_000, 'idle close');
+    const quiet = conn.state.closedAt - answeredAt;
+    expect(quiet).toBeGreaterThanOrEqual(2_000 - 100);
+    // The sweep runs every second; two sweeps late at most.
+    expect(quiet).toBeLessThan(2_000 + 2_000 + 500);
+  });
+
+  it('keeps a connection whose request is in progress past the timeout, and one used more often', async () => {
+    const busy = rawConnection(stack.port);
+    const used = rawConnection(stack.port);
+    busy.get('/v1.0/slow');
+    const started = Date.now();
+    const ticker = setInterval(() => used.get('/v1.0/contracts/'), 500);
+    try {
+      await waitFor(() => busy.answers() === 1, 10_000, 'slow answer');
+      expect(Date.now() - started).toBeGreaterThanOrEqual(3_400);
+      expect(busy.state.closedAt).toBe(0);
+      expect(used.state.closedAt).toBe(0);
+      expect(used.answers()).toBeGreaterThanOrEqual(6);
+    } finally {
+      clearInterval(ticker);
+    }
+    // Both go quiet now, and both are closed.
+    await waitFor(
+      () => busy.state.closedAt > 0 && used.state.closedAt > 0,
+      10_000,
+      'both closed once quiet',
+    );
+  });
+
+  it('closes a connection that never sent a request', async () => {
+    const conn = rawConnection(stack.port);
+    await new Promise<void>((resolve) => conn.socket.once('connect', resolve));
+    const connectedAt = Date.now();
+    await waitFor(() => conn.state.closedAt > 0, 10_000, 'idle close');
+    expect(conn.state.closedAt - connectedAt).toBeGreaterThanOrEqual(2_000 - 100);
+  });
+});
