@@ -80,7 +80,7 @@ export const HTTP1_OPTIONS = {
   /** Off: node would arm a socket timer after every answer; the idle sweep closes idle connections. */
   keepAliveTimeout: 0,
   /**
-   * A request without Content-Length or Transfer-Encoding has no body (RFC 9112 §6.3): node (24.x)
+   * A request without Content-Length or Transfer-Encoding has no body (RFC 9112 §6.3): node (≥ 24.12)
    * then skips its request stream's life cycle (no 'data', 'end' or 'close' events; about 4 % of
    * the CPU per request, docs/benchmarks.md "Keep-alive sweep (ninth pass)"). The forwarder never
    * reads the body of such a request (request-body.ts `mayHaveBody`). Node 20 ignores the option.
