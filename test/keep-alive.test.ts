@@ -25,8 +25,11 @@ afterAll(async () => {
 /** A raw HTTP/1.1 connection that records what arrives and when it was closed. */
 function rawConnection(port: number) {
   const socket: Socket = connect({ port, host: '127.0.0.1' });
-  const state = { text: '', closedAt: 0 };
-  socket.on('data', (chunk: Buffer) => (state.text += chunk.toString('latin1')));
+  const state = { text: '', closedAt: 0, lastDataAt: 0 };
+  socket.on('data', (chunk: Buffer) => {
+    state.text += chunk.toString('latin1');
+    state.lastDataAt = Date.now();
+  });
   socket.on('close', () => (state.closedAt = Date.now()));
   socket.on('error', () => undefined);
   return {
@@ -100,7 +103,8 @@ describe('keep-alive timeout (shortened to 1 s: closed after 2 s quiet)', () => 
     const conn = rawConnection(stack.port);
     conn.get('/v1.0/contracts/');
     await waitFor(() => conn.answers() === 1, 5_000, 'answer');
-    const answeredAt = Date.now();
+    // When its last byte arrived (not when the poll saw it): the server wrote it before that.
+    const answeredAt = conn.state.lastDataAt;
     expect(conn.state.text).toMatch(/\r\nKeep-Alive: timeout=1\r\n/i);
     await waitFor(() => conn.state.closedAt > 0, 10_000, 'idle close');
     const quiet = conn.state.closedAt - answeredAt;
