@@ -30,7 +30,7 @@ export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
  */
 export const KEEP_ALIVE_GRACE_MS = 1_000;
 
-/** The sweep interval: how late, at most, an idle connection is closed. */
+/** The sweep interval: an idle connection is closed at most this late (twice this right after a request). */
 export const SWEEP_INTERVAL_MS = 1_000;
 
 /** A connection as the sweep needs it: node's byte counters, and a way to close it. */
