@@ -2,12 +2,23 @@
  * Time as a dependency (docs/design.md "Practices" 6): the keeper's schedule, backoff and token ages read this, so
  * tests drive them with fake timers or a hand-made clock.
  */
+import { performance } from 'node:perf_hooks';
+
 export interface Clock {
   /** Milliseconds since the epoch. */
   now(): number;
   setTimeout(fn: () => void, ms: number): TimerHandle;
   clearTimeout(handle: TimerHandle): void;
 }
+
+/**
+ * Milliseconds from an arbitrary origin, never going back: for deadlines and idle times, which a
+ * wall-clock step must not move. Tests pass a fake one.
+ */
+export type MonotonicNow = () => number;
+
+/** The real monotonic clock (`performance.now()`). */
+export const monotonicNow: MonotonicNow = () => performance.now();
 
 export interface TimerHandle {
   unref?(): unknown;

@@ -17,9 +17,14 @@
  *
  * The sweep timer is unref'd and runs only while connections are tracked.
  */
-import { performance } from 'node:perf_hooks';
 import type { ServerResponse } from 'node:http';
-import { systemClock, type Clock, type TimerHandle } from '../clock.js';
+import {
+  monotonicNow,
+  systemClock,
+  type Clock,
+  type MonotonicNow,
+  type TimerHandle,
+} from '../clock.js';
 
 /** The keep-alive timeout the listener advertises (`Keep-Alive: timeout=65`). */
 export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
@@ -48,8 +53,7 @@ export interface IdleSweepOptions<S extends SweptSocket> {
   busy(this: void, socket: S): boolean;
   intervalMs?: number;
   clock?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
-  /** Monotonic milliseconds (tests pass a fake one). */
-  now?: () => number;
+  now?: MonotonicNow;
 }
 
 export interface IdleSweep<S extends SweptSocket> {
@@ -57,8 +61,6 @@ export interface IdleSweep<S extends SweptSocket> {
   track(this: void, socket: S): void;
   /** Connections watched now. */
   readonly size: number;
-  /** One sweep now (the timer calls this). */
-  sweep(): void;
   /** Stop the timer; tracked connections are left to whoever closes the server. */
   stop(): void;
 }
@@ -69,8 +71,6 @@ interface Watched {
   quietSince: number;
 }
 
-const performanceNow = (): number => performance.now();
-
 /** Not yet seen quiet since its last request. */
 const UNKNOWN = -1;
 
@@ -78,7 +78,7 @@ export function createIdleSweep<S extends SweptSocket>(options: IdleSweepOptions
   const { closeAfterMs, busy } = options;
   const intervalMs = options.intervalMs ?? SWEEP_INTERVAL_MS;
   const clock = options.clock ?? systemClock;
-  const now = options.now ?? performanceNow;
+  const now = options.now ?? monotonicNow;
   const watched = new Map<S, Watched>();
   let timer: TimerHandle | undefined;
   let stopped = false;
@@ -130,7 +130,6 @@ export function createIdleSweep<S extends SweptSocket>(options: IdleSweepOptions
     get size() {
       return watched.size;
     },
-    sweep,
     stop() {
       stopped = true;
       if (timer !== undefined) clock.clearTimeout(timer);

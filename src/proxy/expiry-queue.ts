@@ -15,8 +15,7 @@
  * (event-loop lag, once: each aim is computed afresh from the clock, so lag never accumulates).
  * The timer is unref'd and runs only while an item is queued.
  */
-import { performance } from 'node:perf_hooks';
-import type { Clock, TimerHandle } from '../clock.js';
+import { monotonicNow, type Clock, type MonotonicNow, type TimerHandle } from '../clock.js';
 
 /** The links an item carries while queued. Owned by the queue: nothing else writes them. */
 export interface Expiring {
@@ -25,11 +24,6 @@ export interface Expiring {
   expiryNext: Expiring | undefined;
   expiryQueued: boolean;
 }
-
-/** Milliseconds from an arbitrary origin, never going back. */
-export type MonotonicNow = () => number;
-
-const performanceNow: MonotonicNow = () => performance.now();
 
 export class ExpiryQueue<T extends Expiring> {
   readonly #clock: Pick<Clock, 'setTimeout'>;
@@ -46,7 +40,7 @@ export class ExpiryQueue<T extends Expiring> {
     clock: Pick<Clock, 'setTimeout'>,
     ms: number,
     onExpire: (item: T) => void,
-    now: MonotonicNow = performanceNow,
+    now: MonotonicNow = monotonicNow,
   ) {
     this.#clock = clock;
     this.#ms = ms;
