@@ -111,37 +111,21 @@ async function openTokenStore(
 }
 
 /**
- * The fleet-wide half of the quota guard, when `token.store.url` is set (docs/quota-guard.md).
- * The Redis client is loaded only then; until the store answers, each process limits alone.
- * `connection`: the process's one store connection when the token store already opened it (then
- * closing stays with its owner); without it one is opened here.
+ * The fleet-wide half of the quota guard, on the token store's connection when `token.store.url`
+ * is set (docs/quota-guard.md); until the store answers, each process limits alone.
  */
 async function openQuotaStore(
   config: Config,
-  deps: { logger: Logger; clock: Clock; connection?: StoreConnection },
-): Promise<{ quota: SharedQuota; close(): Promise<void> } | undefined> {
-  const { url, keyPrefix } = config.token.store;
-  if (url === undefined) return undefined;
+  connection: StoreConnection | undefined,
+): Promise<SharedQuota | undefined> {
+  if (connection === undefined) return undefined;
   const { createStoreQuota } = await import('./store/quota.js');
-  let connection = deps.connection;
-  let owned = false;
-  if (connection === undefined) {
-    const { createStoreConnection } = await import('./store/connection.js');
-    connection = createStoreConnection({
-      url,
-      logger: deps.logger.child({ component: 'store' }),
-      clock: deps.clock,
-    });
-    owned = true;
-  }
-  const quota = createStoreQuota({
+  return createStoreQuota({
     connection,
-    keyPrefix,
+    keyPrefix: config.token.store.keyPrefix,
     upstream: config.upstream.baseUrl,
     rateLimit: config.upstream.rateLimit,
   });
-  const opened = connection;
-  return { quota, close: () => (owned ? opened.close() : Promise.resolve()) };
 }
 
 /** Wire and start the token keeper, the proxy listener and the admin listener. */
@@ -200,13 +184,9 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
         })
       : undefined;
 
-  const quotaStore = await openQuotaStore(config, {
-    logger,
-    clock,
-    ...(store !== undefined && { connection: store.connection }),
-  });
+  const sharedQuota = await openQuotaStore(config, store?.connection);
   const quota = new QuotaGuard({
-    shared: quotaStore?.quota,
+    shared: sharedQuota,
     rateLimit: config.upstream.rateLimit,
     queueMs: config.upstream.queueMs,
     maxCooldownSeconds: config.upstream.maxCooldownSeconds,
@@ -265,12 +245,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
     keeper.stop();
     quota.close();
     await proxy?.drain(0);
-    await Promise.allSettled([
-      tokenDispatcher.close(),
-      upstreamDispatcher.close(),
-      quotaStore?.close(),
-      store?.close(),
-    ]);
+    await Promise.allSettled([tokenDispatcher.close(), upstreamDispatcher.close(), store?.close()]);
     throw error;
   }
   const proxyServer = proxy;
@@ -305,7 +280,6 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
         tokenDispatcher.close(),
         upstreamDispatcher.close(),
         store?.close(),
-        quotaStore?.close(),
       ]);
       logger.info('shut down');
     })();

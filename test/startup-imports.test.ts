@@ -101,7 +101,7 @@ describe('what dist/main.js loads at start', () => {
       'src/store/index.ts': '@redis/client',
       'src/proxy/cache/response-cache.ts': 'lru-cache',
       'src/standin/index.ts': 'selfsigned',
-      'node_modules/yaml/dist/index.js': 'yaml',
+      'src/config/yaml.ts': 'yaml',
     };
     for (const [input, name] of Object.entries(lazy)) {
       const chunk = chunkOf(input);

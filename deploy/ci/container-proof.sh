@@ -136,6 +136,37 @@ upstream=$(sed -n 's/^url=//p' "$work/standin.out")
 chmod 0644 "$work/ca.pem"
 echo "stand-in at $upstream"
 
+step "check --config with a mounted YAML file (the YAML parser's chunk, from the image)"
+cat >"$work/sidecar.yaml" <<EOF
+upstream:
+  baseUrl: $upstream
+  caFile: /etc/oauth-sidecar/upstream-ca.pem
+credentials:
+  clientIdFile: /var/run/secrets/oauth-sidecar/client-id
+  clientSecretFile: /var/run/secrets/oauth-sidecar/client-secret
+EOF
+chmod 0644 "$work/sidecar.yaml"
+podman run --rm --network host --read-only --cap-drop ALL --security-opt no-new-privileges --user 1000:1000 \
+  -v "$secrets:/var/run/secrets/oauth-sidecar:ro" -v "$work/ca.pem:/etc/oauth-sidecar/upstream-ca.pem:ro" \
+  -v "$work/sidecar.yaml:/etc/oauth-sidecar/sidecar.yaml:ro" \
+  "$image" check --config /etc/oauth-sidecar/sidecar.yaml >"$work/check.out" 2>&1 ||
+  { echo "check --config failed in the image:" >&2; cat "$work/check.out" >&2; exit 1; }
+grep -q 'proof-secret' "$work/check.out" && { echo "client secret in check's output" >&2; exit 1; }
+echo "ok: check --config (mounted YAML) exits 0"
+printf 'upstream:\n  timeoutMS: 5000\n' >"$work/typo.yaml" && chmod 0644 "$work/typo.yaml"
+set +e
+podman run --rm --network none --read-only --user 1000:1000 \
+  -v "$work/typo.yaml:/etc/oauth-sidecar/typo.yaml:ro" \
+  "$image" check --config /etc/oauth-sidecar/typo.yaml >"$work/typo.out" 2>&1
+typo_code=$?
+set -e
+if [ "$typo_code" != 78 ] || ! grep -q 'did you mean upstream.timeoutMs' "$work/typo.out"; then
+  echo "check --config with a misspelt key: expected exit 78 naming upstream.timeoutMs, got $typo_code:" >&2
+  cat "$work/typo.out" >&2
+  exit 1
+fi
+echo "ok: a misspelt key in the mounted YAML exits 78 with the suggestion"
+
 step "run the image like the Deployment: --read-only --tmpfs /tmp --cap-drop ALL no-new-privileges uid 1000"
 podman rm -f -t 0 "$container" >/dev/null 2>&1 || true
 podman run -d --name "$container" --network host --read-only --tmpfs /tmp:rw,size=16m,mode=1777 \

@@ -224,21 +224,13 @@ async function readYamlLayer(
     problems.push(`--config ${file}: cannot read configuration file (${readFailure(error)})`);
     return values;
   }
-  // Loaded only when a --config file is given: the parser is ~10 MiB of RSS a sidecar without
-  // one never needs (docs/benchmarks.md, footprint).
-  const { LineCounter, parseDocument } = await import('yaml');
-  const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter });
-  const [firstError] = doc.errors;
-  if (firstError !== undefined) {
-    // prettyErrors is off: a pretty message carries a source excerpt, which may hold a secret.
-    const reason = (firstError.message.split('\n')[0] ?? '').replace(/:\s*$/, '');
-    const where = lineCounter.linePos(firstError.pos[0]);
-    const at = ` at line ${where.line}, column ${where.col}`;
-    problems.push(`--config ${file}: invalid YAML${at}: ${reason}`);
+  const { parseYaml } = await import('./yaml.js');
+  const parsed = parseYaml(text);
+  if (!parsed.ok) {
+    problems.push(`--config ${file}: ${parsed.problem}`);
     return values;
   }
-  const root: unknown = doc.toJS();
+  const root = parsed.value;
   if (root === null || root === undefined) return values;
   if (!isMapping(root)) {
     problems.push(`--config ${file}: must be a YAML mapping with sections ${SECTIONS.join(', ')}`);

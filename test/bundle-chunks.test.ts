@@ -1,0 +1,186 @@
+/**
+ * What ships is what is tested (docs/testing.md "What runs the bundle"). `dist/main.js` keeps the
+ * parts only some configurations use behind dynamic import()s, in chunks of their own: a chunk that
+ * breaks only in the bundle (as `--config` did: esbuild's chunk for the CommonJS `yaml` package
+ * exported only `default`) passes every test that imports the TypeScript sources. Here real
+ * processes run the bundle through every lazy path, with `NODE_V8_COVERAGE` (node's public
+ * coverage output) naming the files each process loaded, and the last test fails if any chunk
+ * the metafile lists was loaded by none of them: a new lazy chunk cannot go untested.
+ */
+import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStandin, type Standin } from '../src/standin/index.js';
+import { missingRedisServer, startRedisServer, type RedisServer } from './helpers/redis-server.js';
+import {
+  MAIN,
+  runCli,
+  startSidecarProcess,
+  tempDir,
+  waitFor,
+  waitReady,
+  writeTemp,
+} from './helpers/sidecar-process.js';
+
+const ROOT = join(import.meta.dirname, '..');
+
+interface Metafile {
+  outputs: Record<string, { imports: { path: string; kind: string; external?: boolean }[] }>;
+}
+
+/** Every chunk `dist/main.js` can load (static and dynamic imports, transitively). */
+function chunksOfTheBundle(): Set<string> {
+  const meta = JSON.parse(readFileSync(join(ROOT, 'dist', 'bundle-meta.json'), 'utf8')) as Metafile;
+  const seen = new Set<string>();
+  const pending = ['dist/main.js'];
+  for (let file = pending.pop(); file !== undefined; file = pending.pop()) {
+    if (seen.has(file)) continue;
+    seen.add(file);
+    for (const imported of meta.outputs[file]?.imports ?? []) {
+      if (imported.external !== true && imported.path.startsWith('dist/')) {
+        pending.push(imported.path);
+      }
+    }
+  }
+  return new Set([...seen].filter((file) => file.startsWith('dist/chunks/')));
+}
+
+/** The coverage directory every process of this file writes to. */
+const coverage = tempDir('oauth-sidecar-coverage-');
+
+/** The bundle's chunk files the processes of this file loaded, from their coverage output. */
+function chunksLoaded(): Set<string> {
+  const loaded = new Set<string>();
+  for (const name of readdirSync(coverage)) {
+    const report = JSON.parse(readFileSync(join(coverage, name), 'utf8')) as {
+      result: { url: string }[];
+    };
+    for (const { url } of report.result) {
+      const marker = url.indexOf('/dist/chunks/');
+      if (marker !== -1) loaded.add(`dist/chunks/${basename(url)}`);
+    }
+  }
+  return loaded;
+}
+
+let standin: Standin;
+let redis: RedisServer | undefined;
+
+beforeAll(async () => {
+  const missing = missingRedisServer();
+  if (missing !== undefined) throw new Error(missing);
+  standin = await startStandin({ clientId: 'bundle-client', clientSecret: 'bundle-secret' });
+  redis = await startRedisServer();
+});
+
+afterAll(async () => {
+  await redis?.close();
+  await standin?.close();
+});
+
+describe('the bundle, through every lazily loaded part', () => {
+  it('serves with --config YAML, the Redis store, the quota guard and the response cache', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'sidecar.yaml');
+    writeFileSync(
+      file,
+      [
+        'upstream:',
+        `  baseUrl: ${standin.url}`,
+        `  caFile: ${writeTemp('ca.pem', standin.caCert)}`,
+        '  rateLimit: 100/s',
+        'token:',
+        '  store:',
+        `    url: ${redis!.url}`,
+        'proxy:',
+        '  listen: 127.0.0.1:0',
+        'admin:',
+        '  listen: 127.0.0.1:0',
+        'cache:',
+        '  rules:',
+        '    - prefix: /v1.0/contracts/',
+        '      ttlSeconds: 60',
+        '',
+      ].join('\n'),
+    );
+    const sidecar = await startSidecarProcess(
+      {
+        CLIENT_ID: 'bundle-client',
+        CLIENT_SECRET: 'bundle-secret',
+        NODE_V8_COVERAGE: coverage,
+      },
+      ['--config', file],
+    );
+    try {
+      await waitReady(sidecar);
+      const first = await request(`${sidecar.proxyUrl}/v1.0/contracts/`);
+      await first.body.text();
+      expect(first.statusCode).toBe(200);
+      const second = await request(`${sidecar.proxyUrl}/v1.0/contracts/`);
+      await second.body.text();
+      expect(second.headers['cache-status']).toMatch(/hit/);
+      await waitFor(
+        async () => {
+          const res = await request(`${sidecar.adminUrl}/status`);
+          const status = (await res.body.json()) as { store?: { up?: boolean } };
+          return status.store?.up === true;
+        },
+        10_000,
+        'the store up in /status',
+      );
+      const keys = await redis!.dump();
+      expect(keys.size).toBeGreaterThan(0); // the token set (and the quota) went through Redis
+      expect([...keys.values()].join('\n')).not.toContain('bundle-secret');
+    } finally {
+      expect(await sidecar.stop()).toBe(0); // a clean exit writes the coverage report
+    }
+  });
+
+  it('runs the demo: the stand-in and its self-signed certificate', async () => {
+    const child = spawn(process.execPath, [MAIN, 'demo'], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        PROXY_LISTEN: '127.0.0.1:0',
+        ADMIN_LISTEN: '127.0.0.1:0',
+        NODE_V8_COVERAGE: coverage,
+      },
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    try {
+      const curl = /curl (http:\/\/127\.0\.0\.1:\d+\/v1\.0\/contracts\/)/;
+      await waitFor(() => curl.test(out), 15_000, 'the curl line');
+      const res = await request(curl.exec(out)![1]!);
+      await res.body.text();
+      expect(res.statusCode).toBe(200);
+      child.kill('SIGINT');
+      expect(await exited).toBe(0);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
+  it('checks a YAML file: a misspelt key and a syntax error exit 78 with their messages', async () => {
+    const misspelt = writeTemp('misspelt.yaml', 'upstream:\n  timeoutMS: 5000\n');
+    const bad = writeTemp('bad.yaml', 'upstream:\n  baseUrl: [https://x\n');
+    const env = { NODE_V8_COVERAGE: coverage };
+    const first = await runCli(['check', '--config', misspelt], env);
+    expect(first.code).toBe(78);
+    expect(first.stderr).toContain('did you mean upstream.timeoutMs?');
+    expect(first.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    const second = await runCli(['check', '--config', bad], env);
+    expect(second.code).toBe(78);
+    expect(second.stderr).toMatch(/invalid YAML at line \d+, column \d+/);
+    expect(second.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('left no chunk of the bundle unloaded (a new lazy chunk needs a process test here)', () => {
+    const loaded = chunksLoaded();
+    const unloaded = [...chunksOfTheBundle()].filter((chunk) => !loaded.has(chunk));
+    expect(unloaded).toEqual([]);
+  });
+});
