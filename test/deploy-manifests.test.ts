@@ -41,12 +41,15 @@ const podSpec = (deployment: Manifest): any =>
 describe('deploy/ manifests', () => {
   it('render to the expected objects', () => {
     const ids = (name: string) => rendered.get(name)!.map((d) => `${d.kind}/${d.metadata.name}`);
-    expect(ids('base').sort()).toEqual([
+    const fromComponent = [
       'ConfigMap/oauth-sidecar',
-      'Deployment/legacy-app',
-      'NetworkPolicy/legacy-app-egress',
-      'Service/legacy-app-oauth-sidecar',
-    ]);
+      'NetworkPolicy/oauth-sidecar-egress',
+      'Service/oauth-sidecar-metrics',
+    ];
+    expect(ids('base').sort()).toEqual([...fromComponent, 'Deployment/legacy-app'].sort());
+    expect(ids('examples/your-app').sort()).toEqual(
+      [...fromComponent, 'Deployment/price-reports'].sort(),
+    );
     expect(ids('monitoring').sort()).toEqual([
       'ConfigMap/oauth-sidecar-dashboard',
       'PrometheusRule/oauth-sidecar',
@@ -123,8 +126,8 @@ describe('deploy/ manifests', () => {
       .map((d) => d.metadata.name);
     // The gateway Service renders in both gateway overlays.
     expect([...new Set(selected)].sort()).toEqual([
-      'legacy-app-oauth-sidecar',
       'oauth-sidecar-gateway',
+      'oauth-sidecar-metrics',
     ]);
   });
 
@@ -139,6 +142,43 @@ describe('deploy/ manifests', () => {
     expect(
       find('overlays/shared-gateway', 'ConfigMap', 'oauth-sidecar-gateway').data,
     ).toMatchObject({ PROXY_LISTEN: '0.0.0.0:8080' });
+  });
+
+  it('the component adds the sidecar to a Deployment that is not ours and keeps everything of it', () => {
+    const deployment = find('examples/your-app', 'Deployment', 'price-reports');
+    const pod = podSpec(deployment);
+    const names = (list: { name: string }[]) => list.map((item) => item.name);
+    // First among the init containers: the app's own init containers may call the API through it.
+    expect(names(pod.initContainers)).toEqual(['oauth-sidecar', 'fetch-templates']);
+    expect(pod.initContainers[0].restartPolicy).toBe('Always');
+    expect(names(pod.containers)).toEqual(['web']);
+    expect(names(pod.volumes)).toEqual([
+      'oauth-sidecar-credentials',
+      'oauth-sidecar-tmp',
+      'templates',
+      'cache',
+    ]);
+    // Readable by the sidecar's uid 1000 whatever the pod's fsGroup (2000 here).
+    expect(pod.volumes[0].secret.defaultMode).toBe(0o444);
+    expect(pod.securityContext.fsGroup).toBe(2000);
+    expect(deployment.spec).toMatchObject({
+      replicas: 2,
+      selector: { matchLabels: { app: 'price-reports' } },
+      template: {
+        metadata: { labels: { app: 'price-reports', 'oauth-sidecar/injected': 'true' } },
+      },
+    });
+    // The Service and the NetworkPolicy select the pod through the label the patch adds.
+    const docs = rendered.get('examples/your-app')!;
+    expect(crossReferences(docs, secretExample)).toEqual([]);
+    const unlabelled = structuredClone(docs);
+    const template = (unlabelled.find((d) => d.kind === 'Deployment')!.spec as never as {
+      template: { metadata: { labels: Record<string, string> } };
+    }).template;
+    delete template.metadata.labels['oauth-sidecar/injected'];
+    expect(crossReferences(unlabelled, secretExample).join('\n')).toMatch(
+      /NetworkPolicy\/oauth-sidecar-egress: selector matches no/,
+    );
   });
 
   describe('metric names in alerts and the dashboard', () => {
@@ -180,7 +220,7 @@ describe('deploy/ manifests', () => {
     });
 
     it('a wrong type or enum is caught by schema validation', () => {
-      const service = find('base', 'Service', 'legacy-app-oauth-sidecar');
+      const service = find('base', 'Service', 'oauth-sidecar-metrics');
       (service.spec as { ports: { protocol: string }[] }).ports[0]!.protocol = 'HTTP';
       expect(validateSchemas([service])).toEqual([expect.stringContaining('protocol')]);
     });

@@ -11,7 +11,7 @@ trap 'rm -rf "$work"' EXIT
 
 if command -v kubectl >/dev/null; then
   echo "--- kubectl kustomize ($(kubectl version --client 2>/dev/null | grep -i kustomize || echo 'kustomize version unknown'))"
-  for k in base monitoring overlays/shared-gateway overlays/shared-gateway-redis; do
+  for k in base monitoring overlays/shared-gateway overlays/shared-gateway-redis examples/your-app; do
     kubectl kustomize "deploy/$k" >"$work/${k//\//_}.yaml"
     echo "  deploy/$k: $(grep -c '^kind:' "$work/${k//\//_}.yaml") objects"
   done

@@ -157,6 +157,7 @@ interface Container {
     readOnlyRootFilesystem?: boolean;
     allowPrivilegeEscalation?: boolean;
     runAsNonRoot?: boolean;
+    runAsUser?: number;
     capabilities?: { drop?: string[] };
   };
 }
@@ -262,9 +263,6 @@ export function crossReferences(docs: Manifest[], others: Manifest[] = []): stri
       problems.push(`${id}: terminationGracePeriodSeconds must exceed the sidecar's 10 s drain`);
     }
     const podSecurity = pod.securityContext;
-    if (podSecurity?.runAsNonRoot !== true || podSecurity.runAsUser !== 1000) {
-      problems.push(`${id}: pod securityContext needs runAsNonRoot: true and runAsUser: 1000`);
-    }
     if (podSecurity?.seccompProfile?.type !== 'RuntimeDefault') {
       problems.push(`${id}: pod securityContext needs seccompProfile RuntimeDefault`);
     }
@@ -272,6 +270,14 @@ export function crossReferences(docs: Manifest[], others: Manifest[] = []): stri
     for (const container of podContainers(spec.template)) {
       const where = `${id} container ${container.name}`;
       const sc = container.securityContext;
+      // The container's own settings win over the pod's (as the kubelet applies them).
+      if ((sc?.runAsNonRoot ?? podSecurity?.runAsNonRoot) !== true) {
+        problems.push(`${where}: runAsNonRoot (pod or container securityContext)`);
+      }
+      const uid = sc?.runAsUser ?? podSecurity?.runAsUser;
+      if (container.name === SIDECAR_CONTAINER ? uid !== 1000 : uid === undefined || uid === 0) {
+        problems.push(`${where}: runAsUser (1000 for the sidecar, the image's user)`);
+      }
       if (sc?.readOnlyRootFilesystem !== true) problems.push(`${where}: readOnlyRootFilesystem`);
       if (sc?.allowPrivilegeEscalation !== false)
         problems.push(`${where}: allowPrivilegeEscalation`);

@@ -1,6 +1,7 @@
 /**
  * A small renderer for the kustomizations in deploy/: just the features they use (resources,
- * configMapGenerator without hash suffixes). It lets `npm test` validate the manifests on machines
+ * configMapGenerator without hash suffixes, components, strategic merge patches on labelled
+ * targets). It lets `npm test` validate the manifests on machines
  * without kubectl; deploy/ci/validate-manifests.sh compares its output with `kubectl kustomize`.
  * Anything else in a kustomization is refused, so the two cannot silently drift apart.
  */
@@ -21,7 +22,15 @@ const SUPPORTED_KEYS = new Set([
   'resources',
   'configMapGenerator',
   'generatorOptions',
+  'components',
+  'patches',
 ]);
+
+/** A strategic merge patch from a file, applied to the objects of `kind` carrying a label. */
+interface Patch {
+  path: string;
+  target: { kind: string; labelSelector: string };
+}
 
 interface ConfigMapGenerator {
   name: string;
@@ -31,7 +40,10 @@ interface ConfigMapGenerator {
 }
 
 interface Kustomization {
+  kind?: string;
   resources?: string[];
+  components?: string[];
+  patches?: Patch[];
   configMapGenerator?: ConfigMapGenerator[];
   generatorOptions?: { disableNameSuffixHash?: boolean };
 }
@@ -52,6 +64,7 @@ export const KUSTOMIZATIONS = [
   'monitoring',
   'overlays/shared-gateway',
   'overlays/shared-gateway-redis',
+  'examples/your-app',
 ] as const;
 
 /** Each of {@link KUSTOMIZATIONS} rendered, by name; `root` is the repository. */
@@ -96,6 +109,15 @@ export function renderKustomization(dir: string): Manifest[] {
     }
     out.push(generateConfigMap(dir, generator));
   }
+  // A Component's resources and patches act on the including kustomization's objects.
+  for (const component of kustomization.components ?? []) {
+    const path = resolve(dir, component);
+    const included = parse(readFileSync(join(path, 'kustomization.yaml'), 'utf8')) as Kustomization;
+    if (included.kind !== 'Component') throw new Error(`${path}: not a kustomize Component`);
+    out.push(...renderKustomization(path));
+    applyPatches(path, included.patches ?? [], out);
+  }
+  if (kustomization.kind !== 'Component') applyPatches(dir, kustomization.patches ?? [], out);
 
   const seen = new Set<string>();
   for (const doc of out) {
@@ -104,6 +126,41 @@ export function renderKustomization(dir: string): Manifest[] {
     seen.add(id);
   }
   return out;
+}
+
+function applyPatches(dir: string, patches: Patch[], docs: Manifest[]): void {
+  for (const { path, target } of patches) {
+    const [patch] = readManifests(resolve(dir, path));
+    const [label, value] = target.labelSelector.split('=') as [string, string];
+    for (const [index, doc] of docs.entries()) {
+      if (doc.kind !== target.kind || doc.metadata.labels?.[label] !== value) continue;
+      const { metadata, ...rest } = patch!;
+      const { name: _name, ...otherMetadata } = metadata;
+      docs[index] = merge(doc, { ...rest, metadata: otherMetadata }) as Manifest;
+    }
+  }
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+const named = (value: unknown): value is { name: string }[] =>
+  Array.isArray(value) && value.every((item) => isObject(item) && typeof item.name === 'string');
+
+/**
+ * Strategic merge as kustomize does it for what deploy/ patches: maps merge key by key; lists of
+ * named objects (containers, volumes) merge by name, the patch's items first; other lists replace.
+ */
+function merge(base: unknown, patch: unknown): unknown {
+  if (isObject(base) && isObject(patch)) {
+    const out: Record<string, unknown> = { ...base };
+    for (const [key, value] of Object.entries(patch)) out[key] = merge(base[key], value);
+    return out;
+  }
+  if (named(base) && named(patch)) {
+    const fromPatch = patch.map((item) => merge(base.find((b) => b.name === item.name), item));
+    return [...fromPatch, ...base.filter((b) => !patch.some((item) => item.name === b.name))];
+  }
+  return patch === undefined ? base : patch;
 }
 
 function generateConfigMap(dir: string, generator: ConfigMapGenerator): Manifest {
