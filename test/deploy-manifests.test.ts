@@ -172,9 +172,11 @@ describe('deploy/ manifests', () => {
     const docs = rendered.get('examples/your-app')!;
     expect(crossReferences(docs, secretExample)).toEqual([]);
     const unlabelled = structuredClone(docs);
-    const template = (unlabelled.find((d) => d.kind === 'Deployment')!.spec as never as {
-      template: { metadata: { labels: Record<string, string> } };
-    }).template;
+    const template = (
+      unlabelled.find((d) => d.kind === 'Deployment')!.spec as never as {
+        template: { metadata: { labels: Record<string, string> } };
+      }
+    ).template;
     delete template.metadata.labels['oauth-sidecar/injected'];
     expect(crossReferences(unlabelled, secretExample).join('\n')).toMatch(
       /NetworkPolicy\/oauth-sidecar-egress: selector matches no/,

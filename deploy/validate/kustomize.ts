@@ -157,7 +157,12 @@ function merge(base: unknown, patch: unknown): unknown {
     return out;
   }
   if (named(base) && named(patch)) {
-    const fromPatch = patch.map((item) => merge(base.find((b) => b.name === item.name), item));
+    const fromPatch = patch.map((item) =>
+      merge(
+        base.find((b) => b.name === item.name),
+        item,
+      ),
+    );
     return [...fromPatch, ...base.filter((b) => !patch.some((item) => item.name === b.name))];
   }
   return patch === undefined ? base : patch;
