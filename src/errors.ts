@@ -184,3 +184,24 @@ export class StoreError extends Error {
     this.name = 'StoreError';
   }
 }
+
+/** What a listener's socket error means for the operator, by `code`. */
+const LISTEN_FAILURES: Record<string, string> = {
+  EADDRINUSE:
+    'address already in use (another process, e.g. a second sidecar or demo, listens there)',
+  EACCES: 'permission denied (ports below 1024 need privileges)',
+  EADDRNOTAVAIL: 'no such address on this host',
+};
+
+/** A listener could not bind: names the setting to change, e.g. `PROXY_LISTEN (proxy.listen)`. */
+export class ListenError extends Error {
+  constructor(setting: { env: string; key: string }, address: string, cause: unknown) {
+    const code = (cause as { code?: unknown } | null)?.code;
+    const why = (typeof code === 'string' && LISTEN_FAILURES[code]) || errorText(cause);
+    super(
+      `${setting.env} (${setting.key}) ${address}: ${why}; set ${setting.env} to a free address`,
+      { cause },
+    );
+    this.name = 'ListenError';
+  }
+}

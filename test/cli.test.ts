@@ -384,6 +384,75 @@ describe('oauth-sidecar serve', () => {
 });
 
 describe('oauth-sidecar demo', () => {
+  /** Start `demo` with `env` on top of loopback listeners; resolves once it exits. */
+  function startDemo(env: Record<string, string>) {
+    const child = spawn(process.execPath, [MAIN, 'demo'], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        PROXY_LISTEN: '127.0.0.1:0',
+        ADMIN_LISTEN: '127.0.0.1:0',
+        ...env,
+      },
+    });
+    const output = { text: '' };
+    child.stdout.on('data', (d: Buffer) => (output.text += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output.text += d.toString()));
+    const exited = new Promise<number | null>((resolve) =>
+      child.on('exit', (code) => resolve(code)),
+    );
+    return { child, output, exited };
+  }
+
+  it('passes every setting through (cache, rate limit), lists the routes, and a second demo on its ports names the setting', async () => {
+    const first = startDemo({
+      CACHE_RULES: '/v1.0/contracts/=60',
+      UPSTREAM_RATE_LIMIT: '50/s',
+      CLIENT_ID: 'not-used',
+    });
+    try {
+      const banner =
+        /curl (http:\/\/127\.0\.0\.1:(\d+))\/v1\.0\/contracts\/\n[\s\S]*Status: curl (http:\/\/127\.0\.0\.1:(\d+))\/status/;
+      await waitFor(() => banner.test(first.output.text), 15_000, 'the banner');
+      const [, proxyUrl, proxyPort, adminUrl, adminPort] = banner.exec(first.output.text)!;
+      expect(first.output.text).toContain('/v1.0/status/429?retry-after=30');
+      expect(first.output.text).toContain('Cache: /v1.0/contracts/=60s');
+      expect(first.output.text).toContain('Rate limit: 50 per 1 s');
+      expect(first.output.text).toContain("Ignored (the demo uses the stand-in's): CLIENT_ID");
+      const status = (await (await request(`${adminUrl!}/status`)).body.json()) as {
+        cache: { enabled: boolean; rules: number };
+        quota: { rateLimit: { count: number; periodSeconds: number } | null };
+      };
+      expect(status.cache).toMatchObject({ enabled: true, rules: 1 });
+      expect(status.quota.rateLimit).toMatchObject({ count: 50, periodSeconds: 1 });
+      for (const expected of [/fwd=uri-miss; stored/, /hit/]) {
+        const res = await request(`${proxyUrl!}/v1.0/contracts/`);
+        await res.body.text();
+        expect(res.statusCode).toBe(200);
+        expect(res.headers['cache-status']).toMatch(expected);
+      }
+
+      const second = startDemo({
+        PROXY_LISTEN: `127.0.0.1:${proxyPort!}`,
+        ADMIN_LISTEN: `127.0.0.1:${adminPort!}`,
+      });
+      try {
+        expect(await second.exited).not.toBe(0);
+        expect(second.output.text).toMatch(
+          new RegExp(
+            `PROXY_LISTEN \\(proxy\\.listen\\) 127\\.0\\.0\\.1:${proxyPort!}: address already in use`,
+          ),
+        );
+        expect(second.output.text).not.toMatch(/\n\s+at /);
+      } finally {
+        second.child.kill('SIGKILL');
+      }
+      first.child.kill('SIGINT');
+      expect(await first.exited).toBe(0);
+    } finally {
+      first.child.kill('SIGKILL');
+    }
+  });
+
   it('starts the stand-in and the sidecar with no configuration and prints a curl line that works', async () => {
     const child = spawn(process.execPath, [MAIN, 'demo'], {
       env: {

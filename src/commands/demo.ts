@@ -2,6 +2,7 @@
  * `oauth-sidecar demo`: the embedded stand-in API and the sidecar in front of it (docs/reference.md
  * "Command line"). The stand-in and its certificate generator are loaded only here.
  */
+import { FIELDS } from '../config/schema.js';
 import type { Config } from '../config/types.js';
 import type { Io } from './check.js';
 
@@ -10,15 +11,29 @@ type Env = Record<string, string | undefined>;
 /** The demo's token lifetime: short, so renewals show in the log within a minute. */
 export const DEMO_TOKEN_LIFETIME_SECONDS = 30;
 
-/** Environment for the demo: only listener and log settings pass through; the rest is the stand-in's. */
-export function demoEnv(env: Env, standinUrl: string): Env {
-  const passThrough = [
-    'PROXY_LISTEN',
-    'ADMIN_LISTEN',
-    'LOG_LEVEL',
-    'PROXY_HTTP2',
-    'UPSTREAM_HTTP2',
-  ];
+/** What the demo sets itself: the stand-in is the API, its token endpoint and its client. */
+const DEMO_OWNED = new Set([
+  'UPSTREAM_BASE_URL',
+  'UPSTREAM_CA_FILE',
+  'UPSTREAM_ALLOW_INSECURE_HTTP',
+  'TOKEN_URL',
+  'CLIENT_ID',
+  'CLIENT_SECRET',
+  'CLIENT_ID_FILE',
+  'CLIENT_SECRET_FILE',
+  'CLIENT_CREDENTIALS_CSV',
+]);
+
+/**
+ * Environment for the demo: every configuration variable of `env` passes through (the cache,
+ * rate limit, listeners, log level, store...), except those naming the API and the client, which
+ * are the stand-in's; `ignored` lists those the caller set, for the banner.
+ */
+export function demoEnv(
+  env: Env,
+  standinUrl: string,
+  variables: readonly string[],
+): { env: Env; ignored: string[] } {
   const out: Env = {
     UPSTREAM_BASE_URL: standinUrl,
     CLIENT_ID: 'demo-client',
@@ -26,9 +41,25 @@ export function demoEnv(env: Env, standinUrl: string): Env {
     // The demo's admin listener stays on loopback unless asked otherwise.
     ADMIN_LISTEN: '127.0.0.1:9090',
   };
-  for (const key of passThrough) if (env[key] !== undefined) out[key] = env[key];
-  return out;
+  const ignored: string[] = [];
+  for (const name of variables) {
+    const value = env[name];
+    if (value === undefined || value === '') continue;
+    if (DEMO_OWNED.has(name)) ignored.push(name);
+    else out[name] = value;
+  }
+  return { env: out, ignored };
 }
+
+/** The stand-in's routes worth trying through the demo (src/standin/api.ts has them all). */
+export const DEMO_ROUTES: readonly [string, string][] = [
+  ['/v1.0/contracts/', 'sample contracts (JSON; Accept: text/csv for CSV)'],
+  ['/v1.0/echo/any', 'the request as the stand-in saw it, the demo token included'],
+  ['/v1.0/slow/2000', 'answers after 2000 ms'],
+  ['/v1.0/bytes/1048576', 'a 1 MiB body'],
+  ['/v1.0/status/429?retry-after=30', 'a 429 with Retry-After: starts a 30 s cooldown'],
+  ['/v1.0/status/503', 'any status 200..599'],
+];
 
 export function curlTarget(address: { host: string; port: number }): string {
   const host = address.host.includes(':') ? `[${address.host}]` : address.host;
@@ -53,20 +84,38 @@ export async function runDemo<
 >(env: Env, io: Io, deps: DemoDeps<S>): Promise<number | undefined> {
   const { startStandin } = await import('../standin/index.js');
   const standin = await startStandin({ tokenLifetimeSeconds: DEMO_TOKEN_LIFETIME_SECONDS });
+  const variables = Object.values(FIELDS).map((field) => field.env);
+  const { env: demoEnvironment, ignored } = demoEnv(env, standin.url, variables);
   let sidecar: S;
+  let config: Config;
   try {
-    const config = await deps.loadConfig(demoEnv(env, standin.url));
+    config = await deps.loadConfig(demoEnvironment);
     sidecar = await deps.startSidecar(config, standin.caCert);
   } catch (error) {
     await standin.close();
     throw error;
   }
   deps.serve(sidecar, () => standin.close());
+  const base = curlTarget(sidecar.proxyAddress).replace(/\/v1\.0\/contracts\/$/, '');
+  const rules = config.cache.rules.map((rule) => `${rule.prefix}=${rule.ttlSeconds}s`);
+  const limit = config.upstream.rateLimit;
   io.out('');
   io.out('oauth-sidecar demo is running (stand-in API, no network, no credentials). Try:');
   io.out('');
   io.out(`  curl ${curlTarget(sidecar.proxyAddress)}`);
   io.out('');
+  io.out('Other routes of the stand-in:');
+  for (const [path, what] of DEMO_ROUTES.slice(1)) io.out(`  curl '${base}${path}'   ${what}`);
+  io.out('');
+  io.out(
+    `Cache: ${rules.length > 0 ? rules.join(', ') : 'off (set CACHE_RULES=/v1.0/contracts/=60)'}`,
+  );
+  io.out(
+    `Rate limit: ${limit === undefined ? 'none (set UPSTREAM_RATE_LIMIT=2/m)' : `${limit.count} per ${limit.periodMs / 1000} s`}`,
+  );
+  if (ignored.length > 0) {
+    io.out(`Ignored (the demo uses the stand-in's): ${ignored.join(', ')}`);
+  }
   io.out(`Status: curl http://127.0.0.1:${sidecar.adminAddress.port}/status   Stop: Ctrl-C`);
   io.out('');
   return undefined;

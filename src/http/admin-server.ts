@@ -8,13 +8,16 @@ export interface AdminServer {
   close(): Promise<void>;
 }
 
-/** Listen with the admin app. Rejects with the listen error (EADDRINUSE, EACCES) as it is. */
+/** Listen with the admin app. Rejects with a ListenError naming ADMIN_LISTEN. */
 export async function startAdminServer(options: {
   app: Hono;
   listen: HostPort;
 }): Promise<AdminServer> {
   const server = createAdaptorServer({ fetch: options.app.fetch });
-  const address = await listen(server, options.listen);
+  const address = await listen(server, options.listen, {
+    env: 'ADMIN_LISTEN',
+    key: 'admin.listen',
+  });
   return {
     address,
     close: () =>

@@ -149,7 +149,10 @@ export async function startProxyServer(options: ProxyServerOptions): Promise<Pro
     });
   }
 
-  const address = await listen(server, options.listen);
+  const address = await listen(server, options.listen, {
+    env: 'PROXY_LISTEN',
+    key: 'proxy.listen',
+  });
   logger.info({ address, http2: options.http2 }, 'proxy listening');
 
   const drain = createDrain({
