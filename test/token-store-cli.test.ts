@@ -20,7 +20,7 @@ beforeAll(async () => {
   caFile = writeTemp('ca.pem', standin.caCert);
 });
 afterAll(async () => {
-  await Promise.all([standin.close(), redis.close()]);
+  await Promise.all([standin?.close(), redis?.close()]); // undefined when a start failed
 });
 
 const env = (storeUrl: string): Record<string, string> => ({
