@@ -23,7 +23,24 @@ export function describeBody(contentType: string | null, text: string): string {
   return `content-type ${type}, ${Buffer.byteLength(text)} bytes`;
 }
 
-/** undici wraps the real failure (`fetch failed`) in `cause`; name that one, with its code. */
+/** TLS verification codes that mean "signed by a CA this process does not trust". */
+const UNTRUSTED_CA = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+]);
+
+/** What to do about an untrusted certificate: the setting that adds a CA. */
+export const UNTRUSTED_CA_HINT =
+  "the server's certificate is not from a CA this process trusts: set UPSTREAM_CA_FILE " +
+  '(upstream.caFile) to the PEM bundle of the CA that signed it';
+
+/**
+ * undici wraps the real failure (`fetch failed`) in `cause`; name that one, with its code, and
+ * for an untrusted certificate the setting that fixes it.
+ */
 export function describeCause(error: unknown): string {
   let inner: unknown = error;
   while (inner instanceof Error && inner.message === 'fetch failed' && inner.cause !== undefined) {
@@ -32,7 +49,10 @@ export function describeCause(error: unknown): string {
   if (!(inner instanceof Error)) return 'unknown error';
   const code = (inner as { code?: unknown }).code;
   const text = clean(inner.message);
-  return typeof code === 'string' && !text.includes(code) ? `${code} ${text}` : text;
+  const described = typeof code === 'string' && !text.includes(code) ? `${code} ${text}` : text;
+  return typeof code === 'string' && UNTRUSTED_CA.has(code)
+    ? `${described} (${UNTRUSTED_CA_HINT})`
+    : described;
 }
 
 /** Messages may quote the request path: keep the URL's query and user-info out of `text`. */

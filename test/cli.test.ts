@@ -134,6 +134,14 @@ describe('oauth-sidecar check', () => {
     expect(lines[0]).toMatch(/invalid_client/);
     expect(result.stdout + result.stderr).not.toContain('wrong-secret-123');
   });
+
+  it("without the stand-in's CA, the certificate error names UPSTREAM_CA_FILE", async () => {
+    const { UPSTREAM_CA_FILE: _ca, ...withoutCa } = baseEnv();
+    const result = await runCli(['check'], withoutCa);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT_IN_CHAIN/);
+    expect(result.stderr).toContain('set UPSTREAM_CA_FILE (upstream.caFile)');
+  });
 });
 
 describe('oauth-sidecar serve', () => {
@@ -376,7 +384,9 @@ describe('oauth-sidecar serve', () => {
         ADMIN_LISTEN: '127.0.0.1:0',
       });
       expect(result.code).toBe(1);
-      expect(result.stderr).toMatch(/EADDRINUSE/);
+      expect(result.stderr).toContain(
+        `PROXY_LISTEN (proxy.listen) ${taken}: address already in use`,
+      );
     } finally {
       await first.stop();
     }

@@ -90,8 +90,21 @@ const FS_REASONS: Record<string, string> = {
 export function readFailure(error: unknown): string {
   if (error instanceof FileReadError) return error.reason;
   const code = (error as { code?: unknown } | null)?.code;
+  if (code === 'EACCES' || code === 'EPERM') return permissionDenied(process.getuid?.());
   if (typeof code === 'string') return FS_REASONS[code] ?? code;
   return 'unreadable';
+}
+
+/**
+ * A file the process's user cannot read: names the uid, since in the image it is 1000 and a file
+ * protected for its owner on the host (`chmod 600`, root) is unreadable there.
+ */
+export function permissionDenied(uid: number | undefined): string {
+  if (uid === undefined) return 'permission denied';
+  return (
+    `permission denied for uid ${uid} (the image runs as uid 1000): make it readable to that ` +
+    'user, e.g. chown it to that uid or chmod 0644 a copy that only this container mounts'
+  );
 }
 
 async function readOrThrow(readFile: ReadTextFile, path: string, what: string): Promise<string> {

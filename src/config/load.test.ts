@@ -5,6 +5,7 @@ import { inspect } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError } from '../errors.js';
 import { formatConfigProblems, loadConfig, type LoadConfigOptions } from './load.js';
+import { permissionDenied, readFailure } from './credentials.js';
 import { FIELDS } from './schema.js';
 
 let dir: string;
@@ -933,7 +934,17 @@ describe('loadConfig: credential sources', () => {
         CLIENT_CREDENTIALS_CSV: csv,
       }),
     ).toEqual([
-      `CLIENT_CREDENTIALS_CSV (credentials.csvFile): ${csv}: cannot read (permission denied)`,
+      `CLIENT_CREDENTIALS_CSV (credentials.csvFile): ${csv}: cannot read (${permissionDenied(process.getuid?.())})`,
     ]);
+  });
+
+  it('a permission error names the uid and the fix (root reads anything, so the error is made)', () => {
+    const denied = Object.assign(new Error('EACCES: permission denied, open /s/c.csv'), {
+      code: 'EACCES',
+    });
+    expect(readFailure(denied)).toBe(permissionDenied(process.getuid?.()));
+    expect(permissionDenied(1000)).toMatch(
+      /^permission denied for uid 1000 \(the image runs as uid 1000\): .*chown.*chmod 0644/,
+    );
   });
 });
