@@ -465,6 +465,32 @@ describe('drain', () => {
   });
 });
 
+describe('drain deadline', () => {
+  it('a request the deadline cuts is logged drain_deadline (444: nothing sent), not client_closed', async () => {
+    const own = await startStack(standin);
+    const ownClient = new Agent();
+    try {
+      const arrived = new Promise((resolve) => own.proxy.server.once('request', resolve));
+      const slow = request(`${own.url}/v1.0/slow/5000`, { dispatcher: ownClient }).catch(
+        (error: unknown) => error,
+      );
+      await arrived;
+      await own.proxy.drain(100);
+      expect(await slow).toBeInstanceOf(Error);
+      await waitFor(
+        () => own.logs.some((line) => line.path === '/v1.0/slow/5000'),
+        9_000,
+        `the request line in ${JSON.stringify(own.logs)}`,
+      );
+      const line = own.logs.find((entry) => entry.path === '/v1.0/slow/5000')!;
+      expect(line).toMatchObject({ status: 444, result: 'drain_deadline' });
+    } finally {
+      await ownClient.close();
+      await own.close();
+    }
+  });
+});
+
 describe('HTTP/2', () => {
   it('serves h2c with prior knowledge', async () => {
     const h2 = await startStack(standin, { http2: true });

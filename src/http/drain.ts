@@ -12,14 +12,22 @@ export interface DrainState {
   isDraining: () => boolean;
   /** Mark the drain begun (new requests get 503 `shutting_down`); idempotent. */
   begin: () => void;
+  /** True once the drain deadline closed the connections still open (their requests were cut). */
+  isCutOff: () => boolean;
+  cutOff: () => void;
 }
 
 export function createDrainState(): DrainState {
   let draining = false;
+  let cut = false;
   return {
     isDraining: () => draining,
     begin() {
       draining = true;
+    },
+    isCutOff: () => cut,
+    cutOff() {
+      cut = true;
     },
   };
 }
@@ -65,6 +73,7 @@ export function createDrain(options: DrainOptions): (timeoutMs?: number) => Prom
             { inFlight: inFlight.count },
             'drain timed out; closing the remaining connections',
           );
+          state.cutOff();
           resolve();
         }, timeoutMs);
       }),

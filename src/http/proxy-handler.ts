@@ -35,6 +35,8 @@ export interface ProxyHandlerOptions {
   metrics: Pick<SidecarMetrics, 'proxyRejected'>;
   /** True once shutdown began: new requests get 503 `shutting_down`. */
   isDraining: () => boolean;
+  /** True once the drain deadline cut the connections still open: their requests log so. */
+  isCutOff?: () => boolean;
   /** `proxy.maxHeaders`: header field lines per request; more get 431. */
   maxHeaders: number;
   /** `proxy.maxInFlight`: a request that finds it full gets 503 `overloaded` at once. */
@@ -143,6 +145,14 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
         }
       }
     }
+    let result: string | undefined =
+      outcome !== undefined && outcome.result !== 'complete' ? outcome.result : undefined;
+    if (result === 'client_closed' && options.isCutOff?.() === true) {
+      // The sidecar closed it at the drain deadline, not the client; 444 when nothing was sent
+      // (nginx's "closed without a response").
+      result = 'drain_deadline';
+      if (status === CLIENT_GONE.status) status = 444;
+    }
     requestLog?.write({
       requestId,
       method: req.method ?? '',
@@ -151,7 +161,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       durationMs: now() - started,
       upstreamStatus: outcome?.upstreamStatus,
       replayed: outcome?.replayed ?? false,
-      result: outcome !== undefined && outcome.result !== 'complete' ? outcome.result : undefined,
+      result,
       code,
     });
   };

@@ -72,6 +72,7 @@ export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Prom
     requestLog,
     metrics,
     isDraining: drainState.isDraining,
+    isCutOff: drainState.isCutOff,
     maxHeaders: settings.proxy.maxHeaders,
     inFlight,
     refuse,
