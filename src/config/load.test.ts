@@ -771,7 +771,7 @@ describe('loadConfig: everything at once', () => {
       'TOKEN_CLIENT_AUTH (token.clientAuth): must be one of body, basic (got "header")',
       'TOKEN_REFRESH_FRACTION (token.refreshFraction): must be a number greater than 0 and less than 1, e.g. 0.2 (got "2")',
       'PROXY_LISTEN (proxy.listen): must be host:port, [ipv6]:port or :port (got "localhost")',
-      'LOG_LEVEL (log.level): must be one of fatal, error, warn, info, debug, trace, silent (got "loud")',
+      `log.level (in ${configFile}, or LOG_LEVEL): must be one of fatal, error, warn, info, debug, trace, silent (got "loud")`,
       `CLIENT_ID_FILE (credentials.clientIdFile): ${join(dir, 'missing-id')}: cannot read (no such file)`,
       `CLIENT_SECRET_FILE (credentials.clientSecretFile): ${secretFile}: file is empty`,
     ];
@@ -815,9 +815,7 @@ describe('loadConfig: secrets never appear in errors', () => {
         `credentials:\n  clientId: 4242424242\n  clientSecret: [${SECRET}]\n`,
       ),
     });
-    expect(text).toContain(
-      'CLIENT_SECRET (credentials.clientSecret): must be a string (quote it in YAML)',
-    );
+    expect(text).toContain('.yaml, or CLIENT_SECRET): must be a string (quote it in YAML)');
     expect(text).not.toContain(SECRET);
     expect(text).not.toContain('4242424242');
   });

@@ -66,11 +66,15 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
 
   const values: Partial<Record<FieldKey, unknown>> = {};
   const invalid = new Set<FieldKey>();
+  /** Keys whose value came from the YAML file: their problems name the file, not the variable. */
+  const fileKeys: FieldKey[] = [];
   for (const key of FIELD_KEYS) {
     const spec = FIELDS[key];
     const envValue = options.env[spec.env];
-    const raw = envValue !== undefined && envValue.trim() !== '' ? envValue : fromFile.get(key);
+    const fromEnv = envValue !== undefined && envValue.trim() !== '';
+    const raw = fromEnv ? envValue : fromFile.get(key);
     if (raw === undefined || raw === null) continue;
+    if (!fromEnv) fileKeys.push(key);
     const result = parseValue<unknown>(spec.parse, raw);
     if (result.ok) {
       values[key] = result.value;
@@ -108,7 +112,7 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
   ]);
 
   if (problems.length > 0 || baseUrl === undefined || credentials === undefined) {
-    throw new ConfigError(problems);
+    throw new ConfigError(namingTheFile(problems, fileKeys, options.configFile));
   }
   const origin = baseUrl.origin;
   return {
@@ -153,6 +157,24 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
       maxEntryBytes: get('cache.maxEntryBytes'),
     },
   };
+}
+
+/**
+ * A problem about a value the YAML file set starts `credentials.csvFile (in FILE):` instead of
+ * `CLIENT_CREDENTIALS_CSV (credentials.csvFile):`: the operator looks where the value came from.
+ */
+function namingTheFile(
+  problems: readonly string[],
+  fileKeys: readonly FieldKey[],
+  file: string | undefined,
+): string[] {
+  if (file === undefined || fileKeys.length === 0) return [...problems];
+  return problems.map((problem) => {
+    const key = fileKeys.find((candidate) => problem.startsWith(`${label(candidate)}:`));
+    return key === undefined
+      ? problem
+      : `${key} (in ${file}, or ${FIELDS[key].env})${problem.slice(label(key).length)}`;
+  });
 }
 
 /** `token.store`: the URL may hold a password, so serialising the object never shows it. */
