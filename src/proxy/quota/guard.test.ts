@@ -85,6 +85,18 @@ describe('cooldown', () => {
     expect(guard.cooldownSecondsLeft()).toBe(60);
   });
 
+  it('a replayed old 503 (Date an hour old, Age 3600) starts no cooldown', () => {
+    const { guard } = makeGuard();
+    const hourAgo = Date.now() - 3_600_000;
+    guard.observe(503, {
+      'retry-after': new Date(hourAgo + 120_000).toUTCString(),
+      date: new Date(hourAgo).toUTCString(),
+      age: '3600',
+    });
+    expect(guard.admit()).toBeUndefined();
+    expect(guard.cooldownSecondsLeft()).toBe(0);
+  });
+
   it('is capped at maxCooldownSeconds', () => {
     const { guard } = makeGuard({ maxCooldownSeconds: 5 });
     guard.observe(429, { 'retry-after': '86400' });

@@ -224,7 +224,7 @@ export class QuotaGuard {
   observe(status: number, headers: Record<string, HeaderValue>): void {
     if (!mayStartCooldown(status)) return;
     const now = this.clock.now();
-    const ms = retryAfterMs(headers['retry-after'], now, headers.date);
+    const ms = retryAfterMs(headers['retry-after'], now, headers.date, headers.age);
     // A 429 without Retry-After starts none (docs/quota-guard.md); neither does a time already past.
     if (ms === undefined || ms <= 0) return;
     const capped = Math.min(ms, this.maxCooldownMs);

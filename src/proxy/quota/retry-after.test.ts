@@ -10,11 +10,26 @@ describe('retryAfterMs', () => {
     expect(retryAfterMs('0', NOW)).toBe(0);
   });
 
-  it('reads an HTTP date against the answer Date, so a skewed sidecar clock does not matter', () => {
-    const date = 'Mon, 23 Nov 2026 00:00:00 GMT';
-    const retryAt = 'Mon, 23 Nov 2026 00:00:30 GMT';
-    // The sidecar's clock is an hour ahead of the API's: the wait is still 30 s.
+  it('reads an HTTP date against the answer Date, so a sidecar clock behind the API does not stretch it', () => {
+    const date = 'Mon, 23 Nov 2026 02:00:00 GMT';
+    const retryAt = 'Mon, 23 Nov 2026 02:00:30 GMT';
+    // The sidecar's clock is an hour behind the API's: the wait is still 30 s, not 90 minutes.
     expect(retryAfterMs(retryAt, NOW, date)).toBe(30_000);
+  });
+
+  it('an old answer starts only what is left of its wait: Age, or how old its Date is', () => {
+    // The replayed stale 503 of issue 22: Date an hour old, Age 3600, Retry-After Date + 120 s.
+    const date = 'Mon, 23 Nov 2026 00:00:00 GMT';
+    const retryAt = 'Mon, 23 Nov 2026 00:02:00 GMT';
+    expect(retryAfterMs(retryAt, NOW, date, '3600')).toBe(0);
+    expect(retryAfterMs(retryAt, NOW, date)).toBe(0);
+    expect(retryAfterMs('120', NOW, date)).toBe(0);
+    // Age alone (a cache in between, the Date unknown): 120 s named, 100 s used.
+    expect(retryAfterMs('120', NOW, undefined, '100')).toBe(20_000);
+    // A fresh answer: Date is now, no Age.
+    expect(retryAfterMs('120', NOW, new Date(NOW).toUTCString())).toBe(120_000);
+    // An invalid Age is ignored.
+    expect(retryAfterMs('120', NOW, undefined, '-5')).toBe(120_000);
   });
 
   it('reads an HTTP date against the local clock without a Date header', () => {
