@@ -181,6 +181,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
           settings: config.cache,
           clock,
           metrics,
+          maxWaitMs: config.upstream.timeoutMs + config.upstream.bodyTimeoutMs,
         })
       : undefined;
 

@@ -4,7 +4,7 @@
  * is steered by the query string, so each test owns its URLs (the query is part of the key).
  */
 import { createHash } from 'node:crypto';
-import { connect as connectH2 } from 'node:http2';
+import { connect as connectH2, constants, type ClientHttp2Session } from 'node:http2';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { Agent, request } from 'undici';
@@ -60,6 +60,9 @@ function startOrigin(): Promise<void> {
       if (q.get('cc')) headers['cache-control'] = q.get('cc')!;
       if (q.get('vary')) headers.vary = q.get('vary')!;
       if (q.get('cs')) headers['cache-status'] = q.get('cs')!;
+      if (q.get('cookie')) headers['set-cookie'] = `session=${q.get('cookie')}-${n}`;
+      if (q.get('expires') === 'past')
+        headers.expires = new Date(Date.now() - 60_000).toUTCString();
       const size = Number(q.get('size') ?? -1);
       const body =
         size >= 0
@@ -349,6 +352,167 @@ describe('response cache through the proxy', () => {
     expect((await get(paths[1]!)).headers['cache-status']).toMatch(/^oauth-sidecar; fwd=/);
     const bytes = await cacheMetrics.registry.getSingleMetric('oauth_sidecar_cache_bytes')?.get();
     expect(bytes?.values[0]?.value).toBe(cache.stats().bytes);
+  });
+});
+
+describe('what is never stored or served (poisoning)', () => {
+  it('a GET with a body neither reads nor writes the cache', async () => {
+    const path = '/v1.0/cached/poison?case=body';
+    const withBody = await request(`${stack.url}${path}`, {
+      dispatcher: client,
+      method: 'GET',
+      body: 'delete-everything=true&x=1',
+    });
+    await withBody.body.text();
+    expect(withBody.headers['cache-status']).toBe('oauth-sidecar; fwd=bypass');
+    const plain = await get(path);
+    expect(plain.headers['cache-status']).toBe('oauth-sidecar; fwd=uri-miss; stored');
+    expect(originSaw(path)).toBe(2);
+  });
+
+  it('a GET with a method-override field is forwarded as it is and its answer not stored', async () => {
+    for (const field of ['X-HTTP-Method-Override', 'X-HTTP-Method', 'X-Method-Override']) {
+      const path = `/v1.0/cached/poison?case=override-${field}`;
+      const overridden = await get(path, { [field]: 'DELETE' });
+      expect(overridden.headers['cache-status']).toBe('oauth-sidecar; fwd=bypass');
+      expect((await get(path)).headers['cache-status']).toBe('oauth-sidecar; fwd=uri-miss; stored');
+      expect(originSaw(path)).toBe(2);
+    }
+  });
+
+  it('answers with Set-Cookie, private, or an Expires already past are not stored', async () => {
+    for (const query of ['cookie=abc', 'cc=private', 'cc=private%3D%22x%22', 'expires=past']) {
+      const path = `/v1.0/cached/refused?${query}`;
+      const first = await get(path);
+      expect(first.headers['cache-status'], query).toBe('oauth-sidecar; fwd=uri-miss');
+      const second = await get(path);
+      expect(second.headers['cache-status'], query).toBe('oauth-sidecar; fwd=uri-miss');
+      expect(originSaw(path), query).toBe(2);
+    }
+    // The second caller got its own cookie, not the first caller's session.
+    const cookies = seen.filter((r) => r.url === '/v1.0/cached/refused?cookie=abc');
+    expect(cookies).toHaveLength(2);
+  });
+
+  it('percent-encoded unreserved characters are one resource: lookups and invalidation alike', async () => {
+    await get('/v1.0/cached/item/a');
+    expect((await get('/v1.0/cached/item/%61')).headers['cache-status']).toBe('oauth-sidecar; hit');
+    await get('/v1.0/cached/item/a', {}, 'POST');
+    expect((await get('/v1.0/cached/item/%61')).headers['cache-status']).toMatch(/fwd=uri-miss/);
+  });
+});
+
+describe('a fill belongs to the cache, not to its first requester', () => {
+  const big = 900 * 1024;
+  let fillStack: Stack;
+  let fillCacheStats: () => { waiting: number };
+  beforeAll(async () => {
+    const fillCache = createResponseCache({
+      settings: {
+        rules: [{ prefix: '/v1.0/fill/', ttlSeconds: 60 }],
+        maxBytes: 8 << 20,
+        maxEntryBytes: 1 << 20,
+      },
+      clock: cacheClock,
+      metrics: createMetrics({ registry: new Registry(), defaultMetrics: false }),
+      maxWaitMs: 10_000,
+    });
+    fillCacheStats = () => fillCache.stats();
+    fillStack = await startStack(standin, {
+      upstream: originUrl,
+      http2: true,
+      stages: [fillCache],
+    });
+  });
+  afterAll(async () => {
+    await fillStack.close();
+  });
+
+  /** An h2 GET on `session`, read to its end. */
+  const h2Get = (session: ClientHttp2Session, path: string) =>
+    new Promise<{ status: number; length: number }>((resolve, reject) => {
+      const stream = session.request({ ':method': 'GET', ':path': path });
+      let status = 0;
+      let length = 0;
+      stream.on('response', (headers) => (status = Number(headers[':status'])));
+      stream.on('data', (c: Buffer) => (length += c.length));
+      stream.on('end', () => resolve({ status, length }));
+      stream.on('error', reject);
+    });
+  const fillGet = async (path: string) => {
+    const session = connectH2(fillStack.url);
+    try {
+      return await h2Get(session, path);
+    } finally {
+      session.close();
+    }
+  };
+
+  /**
+   * A client that reads the answer's head and then nothing: h2 flow control (a 64 KiB window)
+   * holds the rest on the sidecar's side, as a slow reader's full receive window would.
+   */
+  function stalledClient(path: string) {
+    const session = connectH2(fillStack.url);
+    const stream = session.request({ ':method': 'GET', ':path': path });
+    stream.on('error', () => {});
+    const head = new Promise<void>((resolve) =>
+      stream.once('response', () => {
+        stream.pause();
+        resolve();
+      }),
+    );
+    return {
+      head,
+      leave: () => stream.close(constants.NGHTTP2_CANCEL),
+      close: () => session.destroy(),
+    };
+  }
+
+  it('a first requester that reads the head and stops reading delays 20 callers by no more than the upstream', async () => {
+    const path = `/v1.0/fill/stalled?size=${big}&delay=300`;
+    const leader = stalledClient(path);
+    try {
+      await expect.poll(() => originSaw(path)).toBe(1);
+      const started = Date.now();
+      const answers = await Promise.all(Array.from({ length: 20 }, () => fillGet(path)));
+      expect(Date.now() - started).toBeLessThan(3_000);
+      expect(answers.every((a) => a.status === 200 && a.length === big)).toBe(true);
+      expect(originSaw(path)).toBe(1);
+      await leader.head;
+    } finally {
+      leader.close();
+    }
+  });
+
+  it('a first requester that leaves before the answer (HTTP/1.1): 1 + 20 callers cost at most 2 upstream requests', async () => {
+    const path = `/v1.0/cached/departed?size=2048&delay=800`;
+    const controller = new AbortController();
+    const leader = get(path, {}, 'GET', controller.signal).catch((error: unknown) => error);
+    await expect.poll(() => originSaw(path)).toBe(1);
+    const started = Date.now();
+    const answers = Promise.all(Array.from({ length: 20 }, () => get(path)));
+    await expect.poll(() => cache.stats().waiting).toBe(20);
+    controller.abort();
+    await leader;
+    const all = await answers;
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(all.every((a) => a.status === 200 && a.body.length === 2048)).toBe(true);
+    expect(originSaw(path)).toBeLessThanOrEqual(2);
+  });
+
+  it('a first requester that leaves in the middle of the body: the fill goes on, the waiters get it', async () => {
+    const path = `/v1.0/fill/midway?size=${big}&delay=200`;
+    const leader = stalledClient(path);
+    await expect.poll(() => originSaw(path)).toBe(1);
+    const answers = Promise.all(Array.from({ length: 20 }, () => fillGet(path)));
+    await expect.poll(() => fillCacheStats().waiting).toBe(20);
+    await leader.head;
+    leader.leave();
+    const all = await answers;
+    leader.close();
+    expect(all.every((a) => a.status === 200 && a.length === big)).toBe(true);
+    expect(originSaw(path)).toBe(1);
   });
 });
 

@@ -28,11 +28,17 @@ export interface UpstreamHead {
   readonly headers: IncomingHttpHeaders;
 }
 
-/** Sees every chunk of the upstream's answer body as it is written to the client. */
+/** Sees every chunk of the upstream's answer body as it arrives. */
 export interface BodyTap {
   chunk(data: Buffer): void;
-  /** `complete`: the whole body arrived and was written; false when it was cut short. */
+  /** `complete`: the whole body arrived from the upstream; false when it was cut short. */
   end(complete: boolean): void;
+  /**
+   * True while the tap keeps a copy of the answer for others (a cache fill): the upstream is then
+   * read at its own pace, whatever the client reads, and to its end when the client leaves. The
+   * tap's own limit (`cache.maxEntryBytes`) bounds what that buffers.
+   */
+  owning?(): boolean;
 }
 
 export interface ForwardStage {

@@ -151,6 +151,8 @@ export class UpstreamCall<I = undefined>
   #answered: Attempt | undefined;
   /** The client left after the request was written: the answer is read and dropped. */
   #draining = false;
+  /** The client left while a tap owned the answer: it is read on for the tap alone. */
+  #orphaned = false;
   #drained = 0;
   readonly #drainable: boolean;
   #upstreamEnded = false;
@@ -202,6 +204,14 @@ export class UpstreamCall<I = undefined>
       return;
     }
     if (this.#abortUpstream !== undefined) {
+      if (cause === 'client' && this.#owned()) {
+        // A cache fill belongs to the cache, not to this client: the answer is read on for it
+        // (bounded by the tap's own limit) and the waiters get it; the client's part ends now.
+        this.#orphaned = true;
+        this.#conclude(reason);
+        this.#resume();
+        return;
+      }
       if (cause === 'client' && this.#drainable) {
         // The request is written: read the rest of the answer and drop it (at most
         // DRAIN_LIMIT_BYTES, within undici's own timeouts) instead of destroying the
@@ -271,6 +281,11 @@ export class UpstreamCall<I = undefined>
   }
 
   onData(chunk: Buffer): boolean {
+    if (this.#orphaned) {
+      for (const tap of this.#taps) tap.chunk(chunk);
+      if (!this.#owned()) this.#abortUpstream?.(new ClientGoneError());
+      return true;
+    }
     if (this.#draining) {
       this.#drained += chunk.length;
       if (this.#drained > DRAIN_LIMIT_BYTES) this.#abortUpstream?.(new ClientGoneError());
@@ -284,7 +299,8 @@ export class UpstreamCall<I = undefined>
     }
     for (const tap of this.#taps) tap.chunk(chunk);
     // Both node responses write a Buffer the same way; their overloads differ only in encoding.
-    if (!(res as ServerResponse).write(chunk)) {
+    // A tap that owns the answer reads on at the upstream's pace: a slow client holds no waiter.
+    if (!(res as ServerResponse).write(chunk) && !this.#owned()) {
       this.#paused = true;
       res.once('drain', () => this.#resume());
       return false;
@@ -294,6 +310,8 @@ export class UpstreamCall<I = undefined>
 
   onComplete(): void {
     this.#markReleased();
+    // The answer is complete when it arrived, not when a slow client has taken it all.
+    this.#endTaps(!this.#discard || this.#orphaned);
     if (this.#settled) return;
     this.#upstreamEnded = true;
     const answered: Attempt = {
@@ -317,13 +335,19 @@ export class UpstreamCall<I = undefined>
   clientFinished(): void {
     const answered = this.#answered;
     if (answered === undefined) return;
-    this.#endTaps(true);
     this.#succeed(answered);
   }
 
   onError(err: Error): void {
     this.#markReleased();
+    this.#endTaps(false);
     this.#conclude(err);
+  }
+
+  /** Some tap still owns the answer (a cache fill that is capturing). */
+  #owned(): boolean {
+    for (const tap of this.#taps) if (tap.owning?.() === true) return true;
+    return false;
   }
 
   /** Let undici read the body again after backpressure (or to drain it). */
@@ -342,7 +366,7 @@ export class UpstreamCall<I = undefined>
       return;
     }
     if (verdict.kind === 'cut' && !this.#client.destroyed) this.#res.destroy();
-    this.#endTaps(verdict.kind === 'answered');
+    if (!this.#orphaned) this.#endTaps(verdict.kind === 'answered');
     this.#succeed(verdict);
   }
 

@@ -47,21 +47,65 @@ export function requestDirective(cacheControl: HeaderValue, pragma: HeaderValue)
   return 'none';
 }
 
+/** What of an answer decides whether and how long it is stored. */
+export interface AnswerFreshness {
+  cacheControl: HeaderValue;
+  expires?: HeaderValue;
+  date?: HeaderValue;
+}
+
 /**
  * Seconds an answer may be served from the cache: the rule's TTL, or the answer's `s-maxage`
  * (shared caches prefer it, RFC 9111 §5.2.2.10) or `max-age` when smaller. 0 means "do not
- * store": `no-store`, an unqualified `no-cache` (every use would need revalidation, which this
- * cache does not do), or a freshness directive that is not a non-negative integer.
+ * store": `no-store`, `private` (this cache is shared by every caller, RFC 9111 §5.2.2.7), an
+ * unqualified `no-cache` (every use would need revalidation, which this cache does not do), a
+ * freshness directive that is not a non-negative integer, or, without one, an `Expires` already
+ * past (or invalid, which RFC 9111 §5.3 reads as past) at the answer's `Date` (else `nowMs`).
  */
-export function storableSeconds(ruleSeconds: number, cacheControl: HeaderValue): number {
-  if (cacheControl === undefined) return ruleSeconds;
-  const directives = parseCacheControl(cacheControl);
-  if (directives.has('no-store') || directives.get('no-cache') === '') return 0;
+export function storableSeconds(
+  ruleSeconds: number,
+  answer: AnswerFreshness,
+  nowMs: number,
+): number {
+  const directives = parseCacheControl(answer.cacheControl);
+  if (directives.has('no-store') || directives.has('private')) return 0;
+  if (directives.get('no-cache') === '') return 0;
   const given = directives.get('s-maxage') ?? directives.get('max-age');
-  if (given === undefined) return ruleSeconds;
+  if (given === undefined) return expiresPast(answer, nowMs) ? 0 : ruleSeconds;
   if (!/^\d+$/.test(given)) return 0;
   return Math.min(ruleSeconds, Number(given));
 }
+
+function expiresPast(answer: AnswerFreshness, nowMs: number): boolean {
+  if (answer.expires === undefined) return false;
+  const expires = Date.parse(joined(answer.expires));
+  if (!Number.isFinite(expires)) return true;
+  const date = answer.date === undefined ? NaN : Date.parse(joined(answer.date));
+  return expires <= (Number.isFinite(date) ? date : nowMs);
+}
+
+/** RFC 3986 §2.3 unreserved characters: percent-encoding them changes nothing (§6.2.2.2). */
+const UNRESERVED = /[A-Za-z0-9\-._~]/;
+
+/**
+ * A path as the cache keys it: percent-encoded unreserved characters decoded and the hex of the
+ * others upper-cased (RFC 3986 §6.2.2), so `/item/%61` and `/item/a` are one resource for
+ * lookups and invalidation. The request goes upstream as the client wrote it.
+ */
+export function normalizedPath(path: string): string {
+  if (!path.includes('%')) return path;
+  return path.replace(/%([0-9A-Fa-f]{2})/g, (_match, hex: string) => {
+    const char = String.fromCharCode(parseInt(hex, 16));
+    return UNRESERVED.test(char) ? char : `%${hex.toUpperCase()}`;
+  });
+}
+
+/** Request fields that tunnel another method through a GET: such a GET is never cached. */
+export const METHOD_OVERRIDE_FIELDS = [
+  'x-http-method-override',
+  'x-http-method',
+  'x-method-override',
+] as const;
 
 /**
  * Field names an answer's `Vary` lists, lower-cased and sorted; `undefined` for `Vary: *`,

@@ -15,7 +15,14 @@ import type { SidecarMetrics } from '../../telemetry/metrics.js';
 import { clientResponseHeaders } from '../headers.js';
 import { CLIENT_GONE, type ClientResponse, type ForwardOutcome } from '../outcome.js';
 import type { BodyTap, Exchange, ForwardStage, UpstreamHead } from '../stages.js';
-import { requestDirective, storableSeconds, varyFields } from './directives.js';
+import { hasNoBody } from '../request-body.js';
+import {
+  METHOD_OVERRIDE_FIELDS,
+  normalizedPath,
+  requestDirective,
+  storableSeconds,
+  varyFields,
+} from './directives.js';
 import {
   answerSize,
   createResponseStore,
@@ -29,12 +36,19 @@ export type CacheMetrics = Pick<SidecarMetrics, 'cacheRequests' | 'cacheBytes'>;
 
 /** Requests waiting for one upstream answer at most; further ones go upstream on their own. */
 export const DEFAULT_MAX_WAITERS = 256;
+/** The default upstream.timeoutMs + upstream.bodyTimeoutMs. */
+const DEFAULT_MAX_WAIT_MS = 60_000;
 
 export interface ResponseCacheOptions {
   settings: CacheSettings;
   clock: Pick<Clock, 'now'>;
   metrics: CacheMetrics;
   maxWaiters?: number;
+  /**
+   * The longest a request waits for an identical one's upstream answer: `upstream.timeoutMs` +
+   * `upstream.bodyTimeoutMs` (the longest that answer may take); then it goes on its own.
+   */
+  maxWaitMs?: number;
 }
 
 export interface CacheStats {
@@ -73,11 +87,16 @@ function headerText(value: string | string[] | undefined): string {
 interface Flight {
   waiters: number;
   settled: boolean;
+  /**
+   * Its requester left before the answer's head: nothing went wrong upstream, so the waiters
+   * coalesce again behind one of them instead of each going upstream.
+   */
+  abandoned: boolean;
   /** A capture took over: only its end settles the flight (after the answer is stored). */
   captured: boolean;
   done: Promise<void>;
   /** Wake the waiters (they look the key up again) and stop accepting new ones. */
-  settle(): void;
+  settle(abandoned?: boolean): void;
 }
 
 /** Wait for `flight`, unless the client leaves first: then the waiter is dropped at once. */
@@ -121,6 +140,7 @@ type Plan =
 export function createResponseCache(options: ResponseCacheOptions): ResponseCache {
   const { settings, clock, metrics } = options;
   const maxWaiters = options.maxWaiters ?? DEFAULT_MAX_WAITERS;
+  const maxWaitMs = options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
   // Longest prefix first: the most specific rule wins.
   const rules = [...settings.rules].sort((a, b) => b.prefix.length - a.prefix.length);
   const store = createResponseStore({ maxBytes: settings.maxBytes }, (bytes) =>
@@ -138,14 +158,20 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
 
   function startFlight(key: string): Flight {
     let resolve!: () => void;
+    // However the fill goes, no waiter waits longer than its answer may take.
+    const deadline = setTimeout(() => flight.settle(), maxWaitMs);
+    deadline.unref();
     const flight: Flight = {
       waiters: 0,
       settled: false,
+      abandoned: false,
       captured: false,
       done: new Promise<void>((r) => (resolve = r)),
-      settle() {
+      settle(abandoned = false) {
         if (flight.settled) return;
         flight.settled = true;
+        flight.abandoned = abandoned;
+        clearTimeout(deadline);
         if (flights.get(key) === flight) flights.delete(key);
         resolve();
       },
@@ -179,7 +205,7 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
   async function beforeUpstream(exchange: Exchange): Promise<ForwardOutcome | undefined> {
     const { req, method, target } = exchange;
     const query = target.indexOf('?');
-    const path = query === -1 ? target : target.slice(0, query);
+    const path = normalizedPath(query === -1 ? target : target.slice(0, query));
     const rule = ruleFor(path);
     if (!rule) return undefined;
 
@@ -194,14 +220,22 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
       );
     }
     const directive = requestDirective(req.headers['cache-control'], req.headers.pragma);
-    if (directive === 'no-store') {
+    // A GET with a body or a method override is not the resource's plain representation: such
+    // a request neither reads nor writes the cache (a body could poison the entry for everyone).
+    const tunnelled =
+      !hasNoBody(req) || METHOD_OVERRIDE_FIELDS.some((name) => req.headers[name] !== undefined);
+    if (directive === 'no-store' || tunnelled) {
       metrics.cacheRequests.inc({ result: 'bypass' });
       return plan(exchange, { kind: 'pass', member: `${CACHE_NAME}; fwd=bypass` });
     }
 
-    const key = `${target}\n${headerText(req.headers.accept)}\n${headerText(req.headers['accept-encoding'])}`;
+    const uri = query === -1 ? path : `${path}${target.slice(query)}`;
+    const key = `${uri}\n${headerText(req.headers.accept)}\n${headerText(req.headers['accept-encoding'])}`;
     let fwd = 'request';
     let waited = false;
+    // Waits behind a leader whose own requester left before the answer: each such round costs
+    // one upstream request, so two rounds bound 1 + N callers at 2 (DESIGN "Bounded work").
+    let handoffs = 0;
     if (directive === 'none') {
       for (;;) {
         const found = store.lookup(key, path, req.headers, clock.now());
@@ -210,11 +244,12 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
           return serve(found.answer, exchange);
         }
         fwd = found.kind;
-        // Waited once already: the leader stored nothing usable, so go upstream alone.
-        const flight = method === 'GET' && !waited ? flights.get(key) : undefined;
+        // Waited once already and the leader stored nothing usable: go upstream alone.
+        const flight: Flight | undefined =
+          method === 'GET' && !waited ? flights.get(key) : undefined;
         if (!flight || flight.waiters >= maxWaiters) break;
         if ((await waitFor(flight, exchange)) === 'gone') return CLIENT_GONE;
-        waited = true;
+        waited = !(flight.abandoned && ++handoffs < 2);
       }
     }
 
@@ -225,9 +260,10 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
     if (!waited && !flights.has(key)) {
       const lead = startFlight(key);
       // However the exchange ends before a capture starts (an error before any header, the client
-      // leaving), waiters wake. Once capturing, the capture's end settles it, after the store.
+      // leaving), waiters wake; a requester that left hands the fill over to one of them. Once
+      // capturing, the capture's end settles it, after the store, even if this client has left.
       exchange.res.once('close', () => {
-        if (!lead.captured) lead.settle();
+        if (!lead.captured) lead.settle(!exchange.res.headersSent && exchange.clientGone());
       });
       flight = lead;
     }
@@ -271,6 +307,7 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
         chunks.push(data);
         size += data.length;
       },
+      owning: () => active,
       end(complete) {
         if (!active) return;
         const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
@@ -309,8 +346,19 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
     }
     if (p.kind !== 'fill') return undefined;
 
+    // An answer that sets a cookie is one caller's (RFC 9111 §7.3): never handed to the next.
     const seconds =
-      status === 200 ? storableSeconds(p.rule.ttlSeconds, headers['cache-control']) : 0;
+      status === 200 && headers['set-cookie'] === undefined
+        ? storableSeconds(
+            p.rule.ttlSeconds,
+            {
+              cacheControl: headers['cache-control'],
+              expires: headers.expires,
+              date: headers.date,
+            },
+            clock.now(),
+          )
+        : 0;
     const vary = seconds > 0 ? varyFields(headers.vary) : undefined;
     const declared = Number(headers['content-length'] ?? 0);
     if (!vary || declared > settings.maxEntryBytes) {
