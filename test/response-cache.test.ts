@@ -114,6 +114,7 @@ beforeAll(async () => {
       ],
       maxBytes: TOTAL_LIMIT,
       maxEntryBytes: ENTRY_LIMIT,
+      maxEntries: 10_000,
     },
     clock: cacheClock,
     metrics: cacheMetrics,
@@ -412,6 +413,7 @@ describe('a fill belongs to the cache, not to its first requester', () => {
         rules: [{ prefix: '/v1.0/fill/', ttlSeconds: 60 }],
         maxBytes: 8 << 20,
         maxEntryBytes: 1 << 20,
+        maxEntries: 10_000,
       },
       clock: cacheClock,
       metrics: createMetrics({ registry: new Registry(), defaultMetrics: false }),
@@ -617,6 +619,7 @@ describe('response cache over h2c', () => {
         rules: [{ prefix: '/v1.0/', ttlSeconds: 60 }],
         maxBytes: 1 << 20,
         maxEntryBytes: 1 << 16,
+        maxEntries: 10_000,
       },
     });
     const h2 = await startStack(standin, { upstream: originUrl, http2: true, stages: [h2cache] });

@@ -84,7 +84,12 @@ describe('loadConfig: defaults and precedence', () => {
       },
       admin: { listen: { host: '0.0.0.0', port: 9090 } },
       log: { level: 'info' },
-      cache: { rules: [], maxBytes: 64 * 1024 * 1024, maxEntryBytes: 1024 * 1024 },
+      cache: {
+        rules: [],
+        maxBytes: 64 * 1024 * 1024,
+        maxEntryBytes: 1024 * 1024,
+        maxEntries: 10_000,
+      },
     });
   });
 
@@ -158,6 +163,7 @@ describe('loadConfig: defaults and precedence', () => {
         CACHE_RULES: '/v1.0/contracts/=300, /beta/releases=60',
         CACHE_MAX_BYTES: '1048576',
         CACHE_MAX_ENTRY_BYTES: '65536',
+        CACHE_MAX_ENTRIES: '500',
       },
     });
     expect(config.upstream).toEqual({
@@ -180,6 +186,7 @@ describe('loadConfig: defaults and precedence', () => {
       ],
       maxBytes: 1_048_576,
       maxEntryBytes: 65_536,
+      maxEntries: 500,
     });
     expect(config.token).toEqual({
       url: 'https://auth.example.com/o/token/',

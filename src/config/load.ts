@@ -155,6 +155,7 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
       rules: get('cache.rules'),
       maxBytes: get('cache.maxBytes'),
       maxEntryBytes: get('cache.maxEntryBytes'),
+      maxEntries: get('cache.maxEntries'),
     },
   };
 }

@@ -518,6 +518,7 @@ export const FIELDS = {
     integer(1, 2 ** 31 - 1, 'bytes'),
     1024 * 1024,
   ),
+  'cache.maxEntries': field('CACHE_MAX_ENTRIES', integer(1, 10_000_000, 'entries'), 10_000),
 } as const;
 
 export type FieldKey = keyof typeof FIELDS;

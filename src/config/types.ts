@@ -97,5 +97,6 @@ export interface Config {
     rules: CacheRule[];
     maxBytes: number;
     maxEntryBytes: number;
+    maxEntries: number;
   };
 }

@@ -122,6 +122,7 @@ const SETTINGS: CacheSettings = {
   rules: [{ prefix: '/v1.0/contracts/', ttlSeconds: 60 }],
   maxBytes: 64 * 1024,
   maxEntryBytes: 1024,
+  maxEntries: 10_000,
 };
 
 let metrics: SidecarMetrics;
@@ -310,7 +311,7 @@ describe('response cache', () => {
   it('evicts the least recently used entries beyond maxBytes and reports the bytes', async () => {
     const body = 'b'.repeat(700);
     const answers = Array.from({ length: 10 }, () => ({ chunks: [body] }));
-    const inner = cacheWith(answers, { maxBytes: 3_000 });
+    const inner = cacheWith(answers, { maxBytes: 5_000 });
     await inner.get('/v1.0/contracts/1');
     await inner.get('/v1.0/contracts/2');
     await inner.get('/v1.0/contracts/3');
@@ -318,7 +319,7 @@ describe('response cache', () => {
     await inner.get('/v1.0/contracts/1'); // 1 is now the most recent: 2 goes first
     await inner.get('/v1.0/contracts/4');
     expect(inner.cache.stats().entries).toBe(3);
-    expect(inner.cache.stats().bytes).toBeLessThanOrEqual(3_000);
+    expect(inner.cache.stats().bytes).toBeLessThanOrEqual(5_000);
     expect((await inner.get('/v1.0/contracts/1')).res.headers['cache-status']).toBe(
       'oauth-sidecar; hit',
     );

@@ -143,8 +143,9 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
   const maxWaitMs = options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
   // Longest prefix first: the most specific rule wins.
   const rules = [...settings.rules].sort((a, b) => b.prefix.length - a.prefix.length);
-  const store = createResponseStore({ maxBytes: settings.maxBytes }, (bytes) =>
-    metrics.cacheBytes.set(bytes),
+  const store = createResponseStore(
+    { maxBytes: settings.maxBytes, maxEntries: settings.maxEntries },
+    (bytes) => metrics.cacheBytes.set(bytes),
   );
   const flights = new Map<string, Flight>();
   const plans = new WeakMap<Exchange, Plan>();
@@ -310,7 +311,11 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
       owning: () => active,
       end(complete) {
         if (!active) return;
-        const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+        // A copy of its own: a chunk may be a view into a larger read buffer, which the entry
+        // would keep alive unaccounted.
+        const body = Buffer.allocUnsafeSlow(size);
+        let at = 0;
+        for (const chunk of chunks) at += chunk.copy(body, at);
         if (complete && generation === p.generation) {
           const now = clock.now();
           const headers = { ...stored, 'content-length': String(body.length) };
@@ -321,7 +326,7 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
             expiresAt: now + seconds * 1000,
             vary,
             varyValues,
-            size: answerSize(p.key, headers, body.length, vary),
+            size: answerSize(p.key, headers, body.length, vary, varyValues),
           });
         }
         stop();

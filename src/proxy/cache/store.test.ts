@@ -22,14 +22,14 @@ function answer(
 describe('response store', () => {
   it('keeps its bytes exact through replace, evict and invalidate', () => {
     const reported: number[] = [];
-    const store = createResponseStore({ maxBytes: 2_000 }, (b) => reported.push(b));
+    const store = createResponseStore({ maxBytes: 3_000 }, (b) => reported.push(b));
     const a = answer('/a\n\n', 'x'.repeat(600));
     store.put('/a\n\n', '/a', a);
     store.put('/a\n\n', '/a', a);
-    expect(store.stats()).toEqual({ entries: 1, bytes: a.size, maxBytes: 2_000 });
+    expect(store.stats()).toEqual({ entries: 1, bytes: a.size, maxBytes: 3_000 });
     store.put('/b\n\n', '/b', answer('/b\n\n', 'y'.repeat(600)));
     store.put('/c\n\n', '/c', answer('/c\n\n', 'z'.repeat(600)));
-    // Three do not fit in 2000 bytes with their headers and bookkeeping: /a goes.
+    // Three do not fit in 3000 bytes with their headers and bookkeeping: /a goes.
     expect(store.stats().entries).toBe(2);
     expect(store.lookup('/a\n\n', '/a', {}, 0).kind).toBe('uri-miss');
     store.invalidatePath('/b');
@@ -46,6 +46,23 @@ describe('response store', () => {
     store.put('/b\n\n', '/b', answer('/b\n\n', 'y'.repeat(600)));
     store.put('/c\n\n', '/c', answer('/c\n\n', 'z'.repeat(600)));
     expect(store.lookup('/a?q\n\n', '/a', {}, 0).kind).toBe('uri-miss');
+  });
+
+  it('holds at most maxEntries answers, evicting the least recently used', () => {
+    const store = createResponseStore({ maxBytes: 1 << 20, maxEntries: 2 });
+    for (const path of ['/a', '/b']) store.put(`${path}\n\n`, path, answer(`${path}\n\n`, 'x'));
+    store.lookup('/a\n\n', '/a', {}, 0); // /a is now the most recent
+    store.put('/c\n\n', '/c', answer('/c\n\n', 'x'));
+    expect(store.stats().entries).toBe(2);
+    expect(store.lookup('/b\n\n', '/b', {}, 0).kind).toBe('uri-miss');
+    expect(store.lookup('/a\n\n', '/a', {}, 0).kind).toBe('hit');
+  });
+
+  it('counts the request values Vary selected: a client cannot make them free', () => {
+    const headers = { 'content-length': '1' };
+    const small = answerSize('/a\n\n', headers, 1, ['x-pad'], ['p']);
+    const padded = answerSize('/a\n\n', headers, 1, ['x-pad'], ['p'.repeat(12_000)]);
+    expect(padded - small).toBe(11_999);
   });
 
   it('refuses an answer larger than the whole cache without keeping an index for it', () => {
