@@ -508,6 +508,12 @@ export const FIELDS = {
     integer(1, 600_000, 'milliseconds'),
     30_000,
   ),
+  // Apache mod_reqtimeout's MinRate: a trickle that beats the pause timer still ends.
+  'proxy.minBodyBytesPerSecond': field(
+    'PROXY_MIN_BODY_BYTES_PER_SECOND',
+    integer(0, 1_000_000_000, 'bytes per second'),
+    500,
+  ),
   // All interfaces, so the kubelet and Prometheus can reach the probes and metrics.
   'admin.listen': field('ADMIN_LISTEN', listen(), { host: '0.0.0.0', port: 9090 }),
   'log.level': field('LOG_LEVEL', oneOf(LOG_LEVELS), 'info'),

@@ -19,11 +19,16 @@ import type { RequestLog } from './request-log.js';
 
 /** The configuration the proxy listener reads. */
 export interface ProxySettings {
-  upstream: Pick<Config['upstream'], 'baseUrl' | 'pathPrefixes' | 'timeoutMs' | 'bodyTimeoutMs'>;
+  upstream: Pick<Config['upstream'], 'baseUrl' | 'pathPrefixes' | 'timeoutMs' | 'bodyTimeoutMs'> & {
+    /** `upstream.maxConnections`; default 64. */
+    maxConnections?: number;
+  };
   proxy: Pick<
     Config['proxy'],
     'listen' | 'http2' | 'maxInFlight' | 'maxPipelined' | 'maxHeaders' | 'bodyTimeoutMs'
   > & {
+    /** `proxy.minBodyBytesPerSecond`; default 500. */
+    minBodyBytesPerSecond?: number;
     /** HTTP/1.1 keep-alive timeout; not a configuration key (65 s), tests shorten it. */
     keepAliveTimeoutMs?: number;
   };
@@ -56,6 +61,11 @@ export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Prom
     timeoutMs: settings.upstream.timeoutMs,
     upstreamBodyTimeoutMs: settings.upstream.bodyTimeoutMs,
     clientBodyTimeoutMs: settings.proxy.bodyTimeoutMs,
+    minBodyBytesPerSecond: settings.proxy.minBodyBytesPerSecond ?? 500,
+    // Requests still receiving their body hold at most half of the slots (DESIGN "Bounded work").
+    maxBodiesReceiving: Math.max(1, Math.floor(settings.proxy.maxInFlight / 2)),
+    // A body streamed upstream holds a pool connection while it arrives: half of them at most.
+    maxBodiesStreaming: Math.max(1, Math.floor((settings.upstream.maxConnections ?? 64) / 2)),
     metrics,
     logger,
     clock,

@@ -19,6 +19,7 @@ import { SidecarError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 import { ExpiryQueue } from './expiry-queue.js';
+import { createInFlightLimit, type InFlightLimit } from './admission.js';
 import {
   AnswerHead,
   clientResponseHeaders,
@@ -75,6 +76,18 @@ export interface ForwarderOptions {
   upstreamBodyTimeoutMs?: number;
   /** `proxy.bodyTimeoutMs`: longest pause inside the client's request body; then 408. */
   clientBodyTimeoutMs?: number;
+  /** `proxy.minBodyBytesPerSecond`: slowest average of a request body after 10 s; then 408. 0: off. */
+  minBodyBytesPerSecond?: number;
+  /**
+   * Requests receiving their body at once (half of `proxy.maxInFlight`); beyond it 503
+   * `overloaded`, so slow bodies never hold every slot. Default: unbounded.
+   */
+  maxBodiesReceiving?: number;
+  /**
+   * Of those, bodies streamed upstream as they arrive (larger than the replay buffer): each holds
+   * an upstream connection while it trickles, so at most half of `upstream.maxConnections`.
+   */
+  maxBodiesStreaming?: number;
   metrics: ForwarderMetrics;
   logger: Logger;
   clock: Pick<Clock, 'now' | 'setTimeout' | 'clearTimeout'>;
@@ -192,7 +205,13 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
   const { dispatcher, tokens, timeoutMs, metrics, logger, clock } = options;
   const replayLimit = options.replayBufferBytes ?? REPLAY_BUFFER_BYTES;
   const upstreamBodyTimeoutMs = options.upstreamBodyTimeoutMs ?? 30_000;
-  const bodyTimeout: BodyTimeout = { ms: options.clientBodyTimeoutMs ?? 30_000, clock };
+  const bodyTimeout: BodyTimeout = {
+    ms: options.clientBodyTimeoutMs ?? 30_000,
+    minBytesPerSecond: options.minBodyBytesPerSecond ?? 0,
+    clock,
+  };
+  const bodySlots = createInFlightLimit(options.maxBodiesReceiving ?? Number.POSITIVE_INFINITY);
+  const streamSlots = createInFlightLimit(options.maxBodiesStreaming ?? Number.POSITIVE_INFINITY);
   const stages = options.stages ?? [];
   // prom-client hashes the label object on every call; the children are looked up once per
   // (method, status) instead (bounded: 8 method labels × the status codes seen).
@@ -324,7 +343,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
           body:
             body.kind === 'none'
               ? null
-              : upstreamBody(req, body, bodyTimeout, () => {
+              : upstreamBody(req, body, () => {
                   call.abortedBy ??= 'client_body';
                 }),
           headersTimeout: timeoutMs,
@@ -396,12 +415,44 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
 
   async function readBody(req: ClientRequest): Promise<PreparedBody | undefined> {
     if (hasNoBody(req)) return NO_BODY;
+    const release = holdUntilBodyEnds(req, bodySlots, 'receiving their bodies');
     try {
-      return await prepareBody(req, replayLimit, bodyTimeout);
+      const body = await prepareBody(req, replayLimit, bodyTimeout);
+      if (body.kind === 'stream') holdUntilBodyEnds(req, streamSlots, 'streaming their bodies');
+      return body;
     } catch (err) {
       if (err instanceof ClientGoneError) return undefined;
       throw err;
+    } finally {
+      if (req.readableEnded) release();
     }
+  }
+
+  /**
+   * Take a slot of `slots` until the request's body has arrived (or the request ended another
+   * way), or refuse with 503 `overloaded`: slow bodies never hold every slot.
+   */
+  function holdUntilBodyEnds(req: ClientRequest, slots: InFlightLimit, what: string): () => void {
+    if (!slots.tryAcquire()) {
+      throw new SidecarError(
+        'overloaded',
+        `${slots.max} requests are already ${what}; retry shortly`,
+        { retryAfterSeconds: 1 },
+      );
+    }
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      req.off('end', release);
+      req.off('close', release);
+      req.off('error', release);
+      slots.release();
+    };
+    req.once('end', release);
+    req.once('close', release);
+    req.once('error', release);
+    return release;
   }
 
   /**

@@ -11,7 +11,9 @@ export type ClientRequest = IncomingMessage | Http2ServerRequest;
 
 /** A request body as it will be sent upstream. Only `none` and `buffered` can be sent twice. */
 export type PreparedBody =
-  { kind: 'none' } | { kind: 'buffered'; data: Buffer } | { kind: 'stream'; prefix: Buffer[] };
+  | { kind: 'none' }
+  | { kind: 'buffered'; data: Buffer }
+  | { kind: 'stream'; prefix: Buffer[]; pace: BodyPace };
 
 /** The client went away while its body was being read; nothing is left to answer. */
 export class ClientGoneError extends OutcomeError {
@@ -21,14 +23,55 @@ export class ClientGoneError extends OutcomeError {
   }
 }
 
-/** `proxy.bodyTimeoutMs`: the longest pause inside a request body, and the clock that times it. */
+/**
+ * `proxy.bodyTimeoutMs`, the longest pause inside a request body; `proxy.minBodyBytesPerSecond`,
+ * the slowest average it may arrive at after {@link MIN_RATE_GRACE_MS} (0: off); the clock.
+ */
 export interface BodyTimeout {
   ms: number;
-  clock: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
+  minBytesPerSecond?: number;
+  clock: Pick<Clock, 'setTimeout' | 'clearTimeout' | 'now'>;
 }
+
+/** The average rate is judged from this long after the body began (Apache mod_reqtimeout's way). */
+export const MIN_RATE_GRACE_MS = 10_000;
 
 export function requestTimeoutError(ms: number): SidecarError {
   return new SidecarError('request_timeout', `the request body paused for longer than ${ms} ms`);
+}
+
+function tooSlowError(minBytesPerSecond: number): SidecarError {
+  return new SidecarError(
+    'request_timeout',
+    `the request body arrived slower than ${minBytesPerSecond} bytes per second`,
+  );
+}
+
+/**
+ * How far one request body has come: when it must show progress next. A trickle that resets the
+ * pause timer every few seconds still falls below the minimum average and ends.
+ */
+class BodyPace {
+  readonly #startedAt: number;
+  #bytes = 0;
+  constructor(readonly timeout: BodyTimeout) {
+    this.#startedAt = timeout.clock.now();
+  }
+
+  received(bytes: number): void {
+    this.#bytes += bytes;
+  }
+
+  /** Milliseconds until the body counts as stalled, and the error it then ends with. */
+  next(): { ms: number; error: () => SidecarError } {
+    const { ms, minBytesPerSecond: min = 0 } = this.timeout;
+    if (min > 0) {
+      const due = this.#startedAt + Math.max(MIN_RATE_GRACE_MS, (this.#bytes / min) * 1000);
+      const left = due - this.timeout.clock.now();
+      if (left < ms) return { ms: Math.max(0, left), error: () => tooSlowError(min) };
+    }
+    return { ms, error: () => requestTimeoutError(ms) };
+  }
 }
 
 function isHttp2(req: ClientRequest): req is Http2ServerRequest {
@@ -51,18 +94,19 @@ function declaredLength(req: ClientRequest): number | undefined {
 function readUpTo(
   req: ClientRequest,
   limit: number,
-  timeout: BodyTimeout,
+  pace: BodyPace,
 ): Promise<{ chunks: Buffer[]; ended: boolean }> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    const { clock } = timeout;
+    const { clock } = pace.timeout;
+    let due = pace.next();
     const onStall = () => {
       cleanup();
       req.pause();
-      reject(requestTimeoutError(timeout.ms));
+      reject(due.error());
     };
-    let timer = clock.setTimeout(onStall, timeout.ms);
+    let timer = clock.setTimeout(onStall, due.ms);
     const cleanup = () => {
       clock.clearTimeout(timer);
       req.off('data', onData);
@@ -72,7 +116,9 @@ function readUpTo(
     };
     const onData = (chunk: Buffer) => {
       clock.clearTimeout(timer);
-      timer = clock.setTimeout(onStall, timeout.ms);
+      pace.received(chunk.length);
+      due = pace.next();
+      timer = clock.setTimeout(onStall, due.ms);
       chunks.push(chunk);
       size += chunk.length;
       if (size > limit) {
@@ -118,11 +164,12 @@ export async function prepareBody(
   timeout: BodyTimeout,
 ): Promise<PreparedBody> {
   if (!mayHaveBody(req)) return NO_BODY;
+  const pace = new BodyPace(timeout);
   const length = declaredLength(req);
-  if (length !== undefined && length > limit) return { kind: 'stream', prefix: [] };
-  const { chunks, ended } = await readUpTo(req, limit, timeout);
+  if (length !== undefined && length > limit) return { kind: 'stream', prefix: [], pace };
+  const { chunks, ended } = await readUpTo(req, limit, pace);
   if (ended) return { kind: 'buffered', data: Buffer.concat(chunks) };
-  return { kind: 'stream', prefix: chunks };
+  return { kind: 'stream', prefix: chunks, pace };
 }
 
 /**
@@ -132,7 +179,6 @@ export async function prepareBody(
 export function upstreamBody(
   req: ClientRequest,
   body: PreparedBody,
-  timeout: BodyTimeout,
   onStall: () => void,
 ): Buffer | Readable | null {
   switch (body.kind) {
@@ -141,23 +187,25 @@ export function upstreamBody(
     case 'buffered':
       return body.data;
     case 'stream': {
-      const prefix = body.prefix;
-      const { clock, ms } = timeout;
+      const { prefix, pace } = body;
+      const { clock } = pace.timeout;
       async function* chunks(): AsyncGenerator<Buffer> {
         yield* prefix;
         // destroyOnReturn: false — stopping early (upstream failed) must leave the client socket alone.
         const rest = req.iterator({ destroyOnReturn: false })[Symbol.asyncIterator]();
         for (;;) {
           let timer: ReturnType<typeof clock.setTimeout> | undefined;
+          const due = pace.next();
           const stalled = new Promise<never>((_, reject) => {
             timer = clock.setTimeout(() => {
               onStall();
-              reject(requestTimeoutError(ms));
-            }, ms);
+              reject(due.error());
+            }, due.ms);
           });
           try {
             const next = (await Promise.race([rest.next(), stalled])) as IteratorResult<Buffer>;
             if (next.done === true) return;
+            pace.received(next.value.length);
             yield next.value;
           } finally {
             if (timer !== undefined) clock.clearTimeout(timer);
