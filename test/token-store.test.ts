@@ -61,6 +61,7 @@ function tokenStore(
 ): TokenSetStore {
   return createTokenSetStore({
     connection,
+    leaseTtlMs: 12_000,
     keyPrefix: 'oauth-sidecar:',
     tokenUrl: TOKEN_URL,
     scopes: ['read'],
@@ -95,22 +96,24 @@ describe('sealing and names', () => {
     expect(deriveEntryKeys({ ...identity, clientId: 'other' }).entry).not.toBe(keys.entry);
   });
 
-  it('opens what it sealed; another secret, another entry key or a flipped bit opens nothing', () => {
+  it('opens what it sealed; another secret, entry key, generation or a flipped bit opens nothing', () => {
     const keys = deriveEntryKeys(identity);
-    const sealed = sealValue(keys, '{"a":"tok"}');
+    const sealed = sealValue(keys, '{"a":"tok"}', 3);
     expect(sealed).not.toContain('tok');
-    expect(openValue(keys, sealed)).toBe('{"a":"tok"}');
+    expect(openValue(keys, sealed, 3)).toBe('{"a":"tok"}');
     expect(
-      openValue(deriveEntryKeys({ ...identity, clientSecret: 'rotated' }), sealed),
+      openValue(deriveEntryKeys({ ...identity, clientSecret: 'rotated' }), sealed, 3),
     ).toBeUndefined();
-    expect(openValue({ ...keys, entry: 'p:token:other' }, sealed)).toBeUndefined();
+    expect(openValue({ ...keys, entry: 'p:token:other' }, sealed, 3)).toBeUndefined();
+    // The generation is associated data: an old entry relabelled as a newer one opens nothing.
+    expect(openValue(keys, sealed, 4)).toBeUndefined();
     // Flip one bit of the decoded body: editing a base64 character could change only padding bits.
     const [version, iv, body] = sealed.split('.');
     const bytes = Buffer.from(body ?? '', 'base64url');
     bytes[0] = (bytes[0] ?? 0) ^ 1;
     const flipped = `${version}.${iv}.${bytes.toString('base64url')}`;
-    expect(openValue(keys, flipped)).toBeUndefined();
-    expect(openValue(keys, 'garbage')).toBeUndefined();
+    expect(openValue(keys, flipped, 3)).toBeUndefined();
+    expect(openValue(keys, 'garbage', 3)).toBeUndefined();
   });
 
   it('shows the store URL without its password', () => {

@@ -31,8 +31,8 @@ describe('store quota (real redis-server)', () => {
       upstream: 'https://api.example',
       rateLimit: { count: 5, periodMs: 60_000 },
     };
-    const one = createStoreQuota({ connection: connect(), ...options });
-    const two = createStoreQuota({ connection: connect(), ...options });
+    const one = createStoreQuota({ connection: connect(), maxCooldownMs: 300_000, ...options });
+    const two = createStoreQuota({ connection: connect(), maxCooldownMs: 300_000, ...options });
     const a = await one.take(3);
     const b = await two.take(3);
     expect(a).toMatchObject({ granted: 3, waitMs: 0, cooldown: undefined });
@@ -49,6 +49,7 @@ describe('store quota (real redis-server)', () => {
   it('refills evenly on the store clock', async () => {
     const quota = createStoreQuota({
       connection: connect(),
+      maxCooldownMs: 300_000,
       keyPrefix: 'test-b:',
       upstream: 'https://api.example',
       rateLimit: { count: 10, periodMs: 1_000 },
@@ -68,8 +69,8 @@ describe('store quota (real redis-server)', () => {
       upstream: 'https://api.example',
       rateLimit: { count: 5, periodMs: 1_000 },
     };
-    const one = createStoreQuota({ connection: connect(), ...options });
-    const two = createStoreQuota({ connection: connect(), ...options });
+    const one = createStoreQuota({ connection: connect(), maxCooldownMs: 300_000, ...options });
+    const two = createStoreQuota({ connection: connect(), maxCooldownMs: 300_000, ...options });
     expect(await two.readCooldown()).toBeUndefined();
     await one.startCooldown(429, 30_000);
     await one.startCooldown(503, 5_000);
@@ -86,6 +87,7 @@ describe('store quota (real redis-server)', () => {
   it('keys hold the prefix and a hash, never the upstream URL', async () => {
     const quota = createStoreQuota({
       connection: connect(),
+      maxCooldownMs: 300_000,
       keyPrefix: 'test-d:',
       upstream: 'https://secret-host.example',
       rateLimit: { count: 1, periodMs: 1_000 },
