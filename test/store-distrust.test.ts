@@ -181,11 +181,11 @@ describe.concurrent('what the store says is never trusted', () => {
         sidecar(s, { UPSTREAM_MAX_COOLDOWN_SECONDS: '86400' }),
         sidecar(s, { UPSTREAM_MAX_COOLDOWN_SECONDS: '2' }),
       ]);
-      expect((await get(large!, '/v1.0/status/429?retry-after=86400')).status).toBe(429);
+      expect((await get(large, '/v1.0/status/429?retry-after=86400')).status).toBe(429);
       let refused: Awaited<ReturnType<typeof get>> | undefined;
       await waitFor(
         async () => {
-          const answer = await get(small!);
+          const answer = await get(small);
           if (answer.status === 429 && answer.retryAfter !== undefined) refused = answer;
           return refused !== undefined;
         },
@@ -193,7 +193,7 @@ describe.concurrent('what the store says is never trusted', () => {
         'the fleet cooldown to reach the second member',
       );
       expect(refused!.retryAfter).toBeLessThanOrEqual(2);
-      await waitFor(async () => (await get(small!)).status === 200, 6_000, 'the cooldown to end');
+      await waitFor(async () => (await get(small)).status === 200, 6_000, 'the cooldown to end');
     },
     SCENARIO_TIMEOUT_MS,
   );
@@ -212,19 +212,6 @@ describe.concurrent('what the store says is never trusted', () => {
         'ts',
         String(ahead),
       );
-      const statuses: number[] = [];
-      for (let i = 0; i < 9; i += 1) statuses.push((await get(member)).status);
-      expect(statuses).toEqual(Array.from({ length: 9 }, () => 200));
-    },
-    SCENARIO_TIMEOUT_MS,
-  );
-
-  it(
-    'a malformed bucket (NaN, negative slots) does not stop admission',
-    async () => {
-      const s = await setup();
-      const member = await sidecar(s, { UPSTREAM_RATE_LIMIT: '20/s' });
-      await s.redis.command('HSET', quotaKey(s.standin, 'bucket'), 'tokens', '-1e300', 'ts', '0');
       const statuses: number[] = [];
       for (let i = 0; i < 9; i += 1) statuses.push((await get(member)).status);
       expect(statuses).toEqual(Array.from({ length: 9 }, () => 200));
@@ -265,12 +252,15 @@ describe.concurrent('what the store says is never trusted', () => {
       const fleet = await Promise.all([sidecar(s, env), sidecar(s, env), sidecar(s, env)]);
       const load = drive(fleet, 150);
       await waitFor(
-        () => s.standin.tokenRequests.filter((r) => r.grant === 'refresh_token').length >= 6,
-        60_000,
-        'six refresh grants',
+        () => s.standin.tokenRequests.filter((r) => r.grant === 'refresh_token').length >= 10,
+        70_000,
+        'ten refresh grants',
       );
       await load.stop();
-      expect(presentedTwice(s.standin)).toEqual([]);
+      const trace = s.standin.tokenRequests.map(
+        (r) => `${r.at % 100_000} ${r.grant} ${r.refreshToken?.slice(3, 8) ?? '-'} ${r.outcome}`,
+      );
+      expect(presentedTwice(s.standin), trace.join('\n')).toEqual([]);
       expect(s.standin.tokenRequests.filter((r) => r.outcome === 'rejected')).toEqual([]);
     },
     SCENARIO_TIMEOUT_MS,
