@@ -28,11 +28,7 @@ import { createLogDestination, createLogger, type Logger } from './telemetry/log
 import { createMetrics } from './telemetry/metrics.js';
 import { createTokenEndpointClient } from './token/client.js';
 import { TokenKeeper } from './token/keeper.js';
-import {
-  createTokenCoordinator,
-  LEASE_EXTRA_MS,
-  type TokenCoordinator,
-} from './token/shared.js';
+import { createTokenCoordinator, LEASE_EXTRA_MS, type TokenCoordinator } from './token/shared.js';
 import type { TokenEndpoint } from './token/types.js';
 
 /** In-flight requests get this long to finish after SIGTERM (docs/reference.md "Command line"). */

@@ -8,12 +8,7 @@
  */
 import { StoreError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
-import type {
-  Lease,
-  SharedTokenSet,
-  StoredEntry,
-  TokenSetStore,
-} from '../store/token-sets.js';
+import type { Lease, SharedTokenSet, StoredEntry, TokenSetStore } from '../store/token-sets.js';
 import { renewalTime, type RenewalSettings } from './schedule.js';
 import type { GrantType, TokenSet } from './types.js';
 
@@ -150,10 +145,7 @@ export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenC
    * the newest generation seen, not already spent, and marked spent now. Otherwise none (client
    * credentials). Store errors propagate (the caller grants locally, without it).
    */
-  const spendable = async (
-    lease: Lease,
-    entry: StoredEntry,
-  ): Promise<string | undefined> => {
+  const spendable = async (lease: Lease, entry: StoredEntry): Promise<string | undefined> => {
     const refreshToken = entry.tokenSet?.refreshToken;
     if (refreshToken === undefined) return undefined;
     if (entry.generation < (generation ?? 0)) {
