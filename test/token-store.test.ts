@@ -256,6 +256,63 @@ describe('token-set entry', () => {
     expect(await b.publish(next.lease!, sharedSet('tok-2'), 41)).toBe(42);
   });
 
+  it('a refresh token is spent once: only by the lease holder, only for the current generation', async () => {
+    const a = tokenStore(storeConnection());
+    const b = tokenStore(storeConnection());
+    const first = await a.takeLease(5_000);
+    await a.publish(first.lease!, sharedSet('tok-1', 'rt-1'), 0);
+    const taken = await a.takeLease(5_000);
+    expect(taken.entry.refreshSpent).toBeUndefined();
+    expect(await b.spendRefresh({ ...taken.lease!, owner: 'not-the-owner' }, 1)).toBe(false);
+    expect(await a.spendRefresh(taken.lease!, 2)).toBe(false); // not the stored generation
+    expect(await a.spendRefresh(taken.lease!, 1)).toBe(true);
+    expect(await a.spendRefresh(taken.lease!, 1)).toBe(false); // once
+    await a.release(taken.lease!);
+    // The holder's answer never arrived: the next holder sees it spent and does not present it.
+    const next = await b.takeLease(5_000);
+    expect(next.entry).toMatchObject({ generation: 1, refreshSpent: true });
+    // Publishing a newer generation starts afresh.
+    expect(await b.publish(next.lease!, sharedSet('tok-2', 'rt-2'), 1)).toBe(2);
+    expect((await a.takeLease(5_000)).entry.refreshSpent).toBeUndefined();
+  });
+
+  it('never writes over a newer generation; a gen relabelled by hand reads as unreadable', async () => {
+    const connection = storeConnection();
+    const a = tokenStore(connection);
+    const first = await a.takeLease(5_000);
+    await a.publish(first.lease!, sharedSet('tok-1', 'rt-1'), 4); // generation 5
+    const entryKey = first.lease!.keys.entry;
+    const taken = await a.takeLease(5_000);
+    // A writer that knows less than the store holds is refused, lease or not.
+    expect(await a.publish(taken.lease!, sharedSet('tok-old'), 2)).toBeUndefined();
+    await a.release(taken.lease!);
+    await redis.command('HSET', entryKey, 'gen', '9');
+    expect((await a.read()).entry).toEqual({
+      generation: 9,
+      tokenSet: undefined,
+      unreadable: true,
+    });
+    await redis.command('HSET', entryKey, 'gen', '-3');
+    expect((await a.read()).entry).toMatchObject({ generation: 0, unreadable: true });
+  });
+
+  it('a lease without an expiry, or a longer one, is given the reader’s TTL', async () => {
+    const a = tokenStore(storeConnection()); // leaseTtlMs 12 000
+    const taken = await a.takeLease(5_000);
+    const leaseKey = taken.lease!.keys.lease;
+    await a.release(taken.lease!);
+    await redis.command('SET', leaseKey, 'restored-owner');
+    expect((await a.read()).leaseHeld).toBe(true);
+    const ttl = Number(/:(-?\d+)/.exec(await redis.command('PTTL', leaseKey))?.[1]);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(12_000);
+    await redis.command('SET', leaseKey, 'long-owner', 'PX', '600000');
+    expect((await a.takeLease(5_000)).lease).toBeUndefined();
+    const capped = Number(/:(-?\d+)/.exec(await redis.command('PTTL', leaseKey))?.[1]);
+    expect(capped).toBeLessThanOrEqual(5_000);
+    await redis.command('DEL', leaseKey);
+  });
+
   it('a lease expires on its own when its holder dies', async () => {
     const a = tokenStore(storeConnection());
     const { lease } = await a.takeLease(200);
