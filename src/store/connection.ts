@@ -127,7 +127,7 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
   /**
    * Why the last connection attempt failed (wrong password, TLS to a plain server, refused), until
    * the client is ready again: a call that times out waiting for the connection names it instead
-   * of "no answer" (docs/token-store.md "Errors name their cause").
+   * of "no answer" (docs/token-store.md "What the store says is never trusted").
    */
   let connectError: string | undefined;
   const readyWaiters = new Set<() => void>();
