@@ -267,6 +267,40 @@ describe.concurrent('what the store says is never trusted', () => {
   );
 
   it(
+    'the previous holder whose token runs out while the next holder waits on the endpoint does not present its old refresh token',
+    async () => {
+      const s = await setup(6);
+      // A grants first and publishes its refresh token; B adopts it. B renews ~2.8 s before expiry
+      // (45 %), A ~1.9 s (30 %): B takes the lease and presents the refresh token, the endpoint
+      // answers in 3.5 s, and A's token runs out while it waits, so A renews without the store.
+      const a = await sidecar(s, {
+        TOKEN_REFRESH_MARGIN_SECONDS: '1',
+        TOKEN_REFRESH_FRACTION: '0.3',
+      });
+      const b = await sidecar(s, {
+        TOKEN_REFRESH_MARGIN_SECONDS: '1',
+        TOKEN_REFRESH_FRACTION: '0.45',
+      });
+      s.standin.failTokenRequests({ kind: 'delay', ms: 3_500 }, Infinity);
+      const load = drive([a, b], 150);
+      await waitFor(
+        () => s.standin.tokenRequests.filter((r) => r.grant === 'refresh_token').length >= 2,
+        40_000,
+        'two refresh grants',
+      );
+      // The first renewal round is over once A's renewal without the store (if any) is answered.
+      await waitFor(() => s.standin.tokenRequests.length >= 4, 20_000, 'four token requests');
+      await load.stop();
+      const trace = s.standin.tokenRequests.map(
+        (r) => `${r.at % 100_000} ${r.grant} ${r.refreshToken?.slice(3, 8) ?? '-'} ${r.outcome}`,
+      );
+      expect(presentedTwice(s.standin), trace.join('\n')).toEqual([]);
+      expect(s.standin.tokenRequests.filter((r) => r.outcome === 'rejected')).toEqual([]);
+    },
+    SCENARIO_TIMEOUT_MS,
+  );
+
+  it(
     'an entry rolled back to an older generation is not adopted and its spent refresh token never presented',
     async () => {
       const s = await setup(4);
