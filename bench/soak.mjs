@@ -8,7 +8,11 @@
 //      no crash, file descriptors and memory back where they were;
 //   e) a fleet: three more sidecar processes sharing one token through a real redis-server
 //      (TOKEN_STORE_URL), short tokens, the token endpoint failing a third of its calls: the fleet
-//      makes about one grant per renewal (not one per process), no failed request.
+//      makes about one grant per renewal (not one per process), no failed request;
+//   f) a fleet that trusts nothing its store says: three processes, a slow token endpoint that
+//      rejects any refresh token presented twice (the stand-in's are single-use), short tokens, one
+//      store restart (emptied) and one rollback of the entry to an older copy: no refresh token
+//      presented twice, at most 1 failed request in 1,000, one grant per lifetime afterwards.
 //
 //   npm run build && node bench/soak.mjs [--duration 60] [--ci] [--node /path/to/node]
 //
@@ -66,6 +70,8 @@ const PLAN = {
   c: { outageSeconds: CI ? 4 : Math.max(10, D / 3), lifetime: 3 },
   d: { seconds: CI ? 10 : D },
   e: { seconds: CI ? 20 : D, lifetime: 5, failRatio: 0.3, processes: 3 },
+  // Renewal ~2.1 s before expiry (35 % of 6 s), token calls answered in 1.5 s.
+  f: { seconds: CI ? 32 : Math.max(32, D), lifetime: 6, delayMs: 1500, processes: 3 },
 };
 const CONCURRENCY = Number(args.concurrency);
 /**
@@ -318,17 +324,24 @@ async function startRedis() {
     throw new Error(`${bin} not found: apt-get install -y redis-server (the fleet phase needs it)`);
   }
   const port = await freePort();
-  const child = spawn(
-    bin,
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    { stdio: 'ignore' },
-  );
-  cleanups.push(async () => {
+  let child;
+  const launch = () => {
+    child = spawn(
+      bin,
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      { stdio: 'ignore' },
+    );
+  };
+  const kill = async () => {
     child.kill('SIGTERM');
     await new Promise((resolve) =>
-      child.exitCode === null ? child.once('exit', resolve) : resolve(),
+      child.exitCode === null && child.signalCode === null
+        ? child.once('exit', resolve)
+        : resolve(),
     );
-  });
+  };
+  launch();
+  cleanups.push(kill);
   const redisCommand = (line) =>
     new Promise((resolve, reject) => {
       const socket = connect(port, '127.0.0.1');
@@ -343,15 +356,27 @@ async function startRedis() {
       });
       socket.write(`${line}\r\n`);
     });
-  for (let i = 0; ; i++) {
-    try {
-      if ((await redisCommand('PING')).includes('PONG')) break;
-    } catch {
-      if (i > 200) throw new Error('redis-server did not start');
+  const ready = async () => {
+    for (let i = 0; ; i++) {
+      try {
+        if ((await redisCommand('PING')).includes('PONG')) break;
+      } catch {
+        if (i > 200) throw new Error('redis-server did not start');
+      }
+      await sleep(25);
     }
-    await sleep(25);
-  }
-  return { url: `redis://127.0.0.1:${port}`, command: redisCommand };
+  };
+  await ready();
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    command: redisCommand,
+    /** Stop and start again on the same port: empty, as a store without persistence comes back. */
+    async restart() {
+      await kill();
+      launch();
+      await ready();
+    },
+  };
 }
 
 /** The environment of a soak sidecar: the stand-in upstream behind the flaky token front. */
@@ -448,6 +473,116 @@ async function fleetPhase(pki, frontUrl, runFleetPhase) {
   check(adopted >= PLAN.e.processes - 1, `e: only ${adopted} adoptions`);
   only(e, (k) => /^normal:2\d\d$/.test(k) || k.includes('(no valid token)'));
   check(e.excused503 === 0, `e: ${e.excused503} × 503 token_unavailable`);
+  // Phase f counts its own fleet's grants only.
+  await Promise.all(members.map((m) => m.child.stop()));
+}
+
+/** Fields of a hash from a raw RESP `HGETALL` reply. */
+const respFields = (reply) =>
+  reply.split('\r\n').filter((line, i) => i > 0 && line !== '' && !/^[$*]/.test(line));
+
+/**
+ * Phase f: what the store says is never trusted (docs/token-store.md). A fresh fleet and store, a
+ * slow token endpoint whose refresh tokens are single-use (a second presentation is refused, as an
+ * identity provider with reuse detection does), a store restart, then the entry rolled back to a
+ * copy taken before it (an older generation whose refresh token was spent long ago).
+ */
+async function distrustPhase(pki, front, frontUrl) {
+  const redis = await startRedis();
+  const members = [];
+  for (let i = 0; i < PLAN.f.processes; i++) {
+    const [proxyPort, adminPort] = [await freePort(), await freePort()];
+    const child = startChild(args.node, [join(ROOT, 'dist', 'main.js')], {
+      env: soakEnv(pki, frontUrl, proxyPort, adminPort, {
+        TOKEN_STORE_URL: redis.url,
+        TOKEN_REFRESH_MARGIN_SECONDS: '1',
+        TOKEN_REFRESH_FRACTION: '0.35',
+      }),
+      logFile: join(work, `distrust-${i}.log`),
+    });
+    cleanups.push(() => child.stop());
+    members.push({
+      child,
+      origin: `http://127.0.0.1:${proxyPort}`,
+      admin: `http://127.0.0.1:${adminPort}`,
+    });
+  }
+  standin.clearTokenFaults();
+  setLifetime(PLAN.f.lifetime);
+  front.delayMs = PLAN.f.delayMs;
+  for (const m of members) {
+    await waitForStatus(`${m.admin}/readyz`, { isAlive: () => !m.child.exited, timeoutMs: 20000 });
+  }
+  phase = phaseStats(
+    `f fleet of ${PLAN.f.processes}, endpoint ${PLAN.f.delayMs / 1000} s, store restart + rollback`,
+  );
+  phases.push(phase);
+  const firstRequest = standin.tokenRequests.length;
+  const tokensBefore = issued().length;
+  mix = () => 'normal';
+  const per = Math.max(1, Math.floor(CONCURRENCY / members.length));
+  const stops = members.map((m) => startLoad(m.origin, per));
+  const at = (fraction) => phase.start + PLAN.f.seconds * 1000 * fraction;
+  const until = (t) => sleep(Math.max(0, t - Date.now()));
+
+  const entryKey = async () =>
+    respFields(await redis.command('KEYS oauth-sidecar:token:*')).find((k) =>
+      k.includes(':token:'),
+    );
+  await until(at(0.15));
+  const key = await entryKey();
+  const saved = key === undefined ? [] : respFields(await redis.command(`HGETALL ${key}`));
+  check(saved.length > 0, 'f: no token-set entry in the store to save');
+  await until(at(0.3));
+  await redis.restart();
+  phase.notes.push(`store restarted (emptied) at +${Date.now() - phase.start} ms`);
+  await until(at(0.5));
+  const current = key === undefined ? [] : respFields(await redis.command(`HGETALL ${key}`));
+  const gen = (fields) => Number(fields[fields.indexOf('gen') + 1] ?? NaN);
+  if (key !== undefined && saved.length > 0) {
+    await redis.command(`DEL ${key}`);
+    await redis.command(`HSET ${key} ${saved.join(' ')}`);
+    phase.notes.push(
+      `entry rolled back from generation ${gen(current)} to ${gen(saved)} at +${Date.now() - phase.start} ms`,
+    );
+  }
+  const settledFrom = at(0.7);
+  await until(at(1));
+  await Promise.all(stops.map((stop) => stop()));
+  front.delayMs = 0;
+  for (const r of standin.apiRequests.splice(0)) if (r.status === 401) phase.upstream401++;
+  phase.renewals = issued().length - tokensBefore;
+  phase.sidecarLagMs = 0;
+  phase.soakLagMs = 0;
+
+  const calls = standin.tokenRequests.slice(firstRequest);
+  const presented = calls.filter((r) => r.grant === 'refresh_token' && r.refreshToken);
+  const twice = presented.length - new Set(presented.map((r) => r.refreshToken)).size;
+  const refused = calls.filter((r) => r.outcome === 'rejected').length;
+  let failed = 0;
+  for (const [k, n] of phase.byOutcome) if (!/^normal:2\d\d$/.test(k)) failed += n;
+  const lastWindowS = (Date.now() - settledFrom) / 1000;
+  const lateGrants = calls.filter((r) => r.outcome === 'issued' && r.at >= settledFrom).length;
+  // One grant per lifetime: renewal ~2.1-2.3 s before expiry and 1.5 s in flight, so a token
+  // serves ~3.7 s, plus one in flight at the window's edge.
+  const perLifetime = Math.ceil(lastWindowS / (PLAN.f.lifetime - 2.31)) + 1;
+  phase.notes.push(
+    `${presented.length} refresh tokens presented, ${twice} twice, ${refused} token calls refused; ` +
+      `${failed} of ${phase.requests} requests failed; last ${lastWindowS.toFixed(0)} s: ${lateGrants} grants ` +
+      `(one per lifetime: ≤ ${perLifetime})`,
+  );
+  check(twice === 0, `f: ${twice} refresh tokens presented twice`);
+  check(refused === 0, `f: ${refused} token calls refused`);
+  check(
+    failed * 1000 <= phase.requests,
+    `f: ${failed} of ${phase.requests} requests failed (> 1 in 1,000)`,
+  );
+  check(
+    lateGrants <= perLifetime,
+    `f: ${lateGrants} grants in the last ${lastWindowS.toFixed(0)} s (> ${perLifetime})`,
+  );
+  check(phase.requests > 1000, `f: only ${phase.requests} requests`);
+  await Promise.all(members.map((m) => m.child.stop()));
 }
 
 let only;
@@ -730,6 +865,7 @@ async function main() {
     phase.soakLagMs = 0;
     return phase;
   });
+  await distrustPhase(pki, front, frontUrl);
 
   say();
   say(

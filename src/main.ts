@@ -28,7 +28,7 @@ import { createLogDestination, createLogger, type Logger } from './telemetry/log
 import { createMetrics } from './telemetry/metrics.js';
 import { createTokenEndpointClient } from './token/client.js';
 import { TokenKeeper } from './token/keeper.js';
-import { createTokenCoordinator, type TokenCoordinator } from './token/shared.js';
+import { createTokenCoordinator, LEASE_EXTRA_MS, type TokenCoordinator } from './token/shared.js';
 import type { TokenEndpoint } from './token/types.js';
 
 /** In-flight requests get this long to finish after SIGTERM (docs/reference.md "Command line"). */
@@ -92,6 +92,7 @@ async function openTokenStore(
   const coordinator = createTokenCoordinator({
     store: createTokenSetStore({
       connection,
+      leaseTtlMs: config.token.timeoutMs + LEASE_EXTRA_MS,
       keyPrefix,
       tokenUrl: config.token.url,
       scopes: config.token.scopes,
@@ -125,6 +126,7 @@ async function openQuotaStore(
     keyPrefix: config.token.store.keyPrefix,
     upstream: config.upstream.baseUrl,
     rateLimit: config.upstream.rateLimit,
+    maxCooldownMs: config.upstream.maxCooldownSeconds * 1000,
   });
 }
 
@@ -334,6 +336,7 @@ async function checkStore(
     const version = await connection.probe();
     await createTokenSetStore({
       connection,
+      leaseTtlMs: config.token.timeoutMs + LEASE_EXTRA_MS,
       keyPrefix: config.token.store.keyPrefix,
       tokenUrl: config.token.url,
       scopes: config.token.scopes,

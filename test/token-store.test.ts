@@ -61,6 +61,7 @@ function tokenStore(
 ): TokenSetStore {
   return createTokenSetStore({
     connection,
+    leaseTtlMs: 12_000,
     keyPrefix: 'oauth-sidecar:',
     tokenUrl: TOKEN_URL,
     scopes: ['read'],
@@ -95,22 +96,24 @@ describe('sealing and names', () => {
     expect(deriveEntryKeys({ ...identity, clientId: 'other' }).entry).not.toBe(keys.entry);
   });
 
-  it('opens what it sealed; another secret, another entry key or a flipped bit opens nothing', () => {
+  it('opens what it sealed; another secret, entry key, generation or a flipped bit opens nothing', () => {
     const keys = deriveEntryKeys(identity);
-    const sealed = sealValue(keys, '{"a":"tok"}');
+    const sealed = sealValue(keys, '{"a":"tok"}', 3);
     expect(sealed).not.toContain('tok');
-    expect(openValue(keys, sealed)).toBe('{"a":"tok"}');
+    expect(openValue(keys, sealed, 3)).toBe('{"a":"tok"}');
     expect(
-      openValue(deriveEntryKeys({ ...identity, clientSecret: 'rotated' }), sealed),
+      openValue(deriveEntryKeys({ ...identity, clientSecret: 'rotated' }), sealed, 3),
     ).toBeUndefined();
-    expect(openValue({ ...keys, entry: 'p:token:other' }, sealed)).toBeUndefined();
+    expect(openValue({ ...keys, entry: 'p:token:other' }, sealed, 3)).toBeUndefined();
+    // The generation is associated data: an old entry relabelled as a newer one opens nothing.
+    expect(openValue(keys, sealed, 4)).toBeUndefined();
     // Flip one bit of the decoded body: editing a base64 character could change only padding bits.
     const [version, iv, body] = sealed.split('.');
     const bytes = Buffer.from(body ?? '', 'base64url');
     bytes[0] = (bytes[0] ?? 0) ^ 1;
     const flipped = `${version}.${iv}.${bytes.toString('base64url')}`;
-    expect(openValue(keys, flipped)).toBeUndefined();
-    expect(openValue(keys, 'garbage')).toBeUndefined();
+    expect(openValue(keys, flipped, 3)).toBeUndefined();
+    expect(openValue(keys, 'garbage', 3)).toBeUndefined();
   });
 
   it('shows the store URL without its password', () => {
@@ -251,6 +254,63 @@ describe('token-set entry', () => {
     expect(next.entry.tokenSet).toMatchObject({ accessToken: 'tok-1', refreshToken: 'rt-1' });
     // A writer that knew a higher generation (the store lost its data meanwhile) still goes up.
     expect(await b.publish(next.lease!, sharedSet('tok-2'), 41)).toBe(42);
+  });
+
+  it('a refresh token is spent once: only by the lease holder, only for the current generation', async () => {
+    const a = tokenStore(storeConnection());
+    const b = tokenStore(storeConnection());
+    const first = await a.takeLease(5_000);
+    await a.publish(first.lease!, sharedSet('tok-1', 'rt-1'), 0);
+    const taken = await a.takeLease(5_000);
+    expect(taken.entry.refreshSpent).toBeUndefined();
+    expect(await b.spendRefresh({ ...taken.lease!, owner: 'not-the-owner' }, 1)).toBe(false);
+    expect(await a.spendRefresh(taken.lease!, 2)).toBe(false); // not the stored generation
+    expect(await a.spendRefresh(taken.lease!, 1)).toBe(true);
+    expect(await a.spendRefresh(taken.lease!, 1)).toBe(false); // once
+    await a.release(taken.lease!);
+    // The holder's answer never arrived: the next holder sees it spent and does not present it.
+    const next = await b.takeLease(5_000);
+    expect(next.entry).toMatchObject({ generation: 1, refreshSpent: true });
+    // Publishing a newer generation starts afresh.
+    expect(await b.publish(next.lease!, sharedSet('tok-2', 'rt-2'), 1)).toBe(2);
+    expect((await a.takeLease(5_000)).entry.refreshSpent).toBeUndefined();
+  });
+
+  it('never writes over a newer generation; a gen relabelled by hand reads as unreadable', async () => {
+    const connection = storeConnection();
+    const a = tokenStore(connection);
+    const first = await a.takeLease(5_000);
+    await a.publish(first.lease!, sharedSet('tok-1', 'rt-1'), 4); // generation 5
+    const entryKey = first.lease!.keys.entry;
+    const taken = await a.takeLease(5_000);
+    // A writer that knows less than the store holds is refused, lease or not.
+    expect(await a.publish(taken.lease!, sharedSet('tok-old'), 2)).toBeUndefined();
+    await a.release(taken.lease!);
+    await redis.command('HSET', entryKey, 'gen', '9');
+    expect((await a.read()).entry).toEqual({
+      generation: 9,
+      tokenSet: undefined,
+      unreadable: true,
+    });
+    await redis.command('HSET', entryKey, 'gen', '-3');
+    expect((await a.read()).entry).toMatchObject({ generation: 0, unreadable: true });
+  });
+
+  it('a lease without an expiry, or a longer one, is given the reader’s TTL', async () => {
+    const a = tokenStore(storeConnection()); // leaseTtlMs 12 000
+    const taken = await a.takeLease(5_000);
+    const leaseKey = taken.lease!.keys.lease;
+    await a.release(taken.lease!);
+    await redis.command('SET', leaseKey, 'restored-owner');
+    expect((await a.read()).leaseHeld).toBe(true);
+    const ttl = Number(/:(-?\d+)/.exec(await redis.command('PTTL', leaseKey))?.[1]);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(12_000);
+    await redis.command('SET', leaseKey, 'long-owner', 'PX', '600000');
+    expect((await a.takeLease(5_000)).lease).toBeUndefined();
+    const capped = Number(/:(-?\d+)/.exec(await redis.command('PTTL', leaseKey))?.[1]);
+    expect(capped).toBeLessThanOrEqual(5_000);
+    await redis.command('DEL', leaseKey);
   });
 
   it('a lease expires on its own when its holder dies', async () => {
@@ -400,7 +460,8 @@ describe('coordinator', () => {
     const first = await a.obtain({ held: undefined }, granter(counter));
     expect(first.kind).toBe('granted');
     const again = await a.obtain({ held: { accessToken: 'tok-1' } }, granter(counter));
-    expect(again).toMatchObject({ kind: 'granted', refreshToken: 'rt-2', shared: true });
+    // Published: the refresh token is the fleet's, and this process keeps no private copy of it.
+    expect(again).toMatchObject({ kind: 'granted', refreshToken: undefined, shared: true });
     expect(counter.sources).toEqual([
       { kind: 'shared', refreshToken: undefined },
       { kind: 'shared', refreshToken: 'rt-1' },

@@ -124,6 +124,12 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
   let closed = false;
   /** The first connection attempt succeeded or failed; until then calls get the longer bound. */
   let firstAttemptSettled = false;
+  /**
+   * Why the last connection attempt failed (wrong password, TLS to a plain server, refused), until
+   * the client is ready again: a call that times out waiting for the connection names it instead
+   * of "no answer" (docs/token-store.md "What the store says is never trusted").
+   */
+  let connectError: string | undefined;
   const readyWaiters = new Set<() => void>();
 
   const markDown = (error: unknown): void => {
@@ -145,12 +151,14 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
 
   client.on('error', (error: unknown) => {
     firstAttemptSettled = true;
+    connectError = describe(error);
     markDown(error);
     // A caller waiting for the connection learns at once that this attempt failed.
     for (const wake of readyWaiters) wake();
   });
   client.on('ready', () => {
     firstAttemptSettled = true;
+    connectError = undefined;
     for (const wake of readyWaiters) wake();
     readyWaiters.clear();
     // Learn the version and show `up` at once, not at the next health tick.
@@ -158,6 +166,7 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
   });
   client.connect().catch((error: unknown) => {
     firstAttemptSettled = true;
+    connectError = describe(error);
     markDown(error);
   });
 
@@ -201,7 +210,15 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
       const timeout = new Promise<never>((_, reject) => {
         timer = clock.setTimeout(() => {
           givenUp = true;
-          reject(new StoreError(`${what}: no answer within ${budget} ms`));
+          // Still not connected: the cause is the connection's, not a slow answer.
+          const notConnected = !client.isReady && connectError !== undefined;
+          reject(
+            new StoreError(
+              notConnected
+                ? `${what}: not connected (${connectError})`
+                : `${what}: no answer within ${budget} ms`,
+            ),
+          );
         }, budget);
         timer.unref?.();
       });

@@ -14,7 +14,8 @@ import {
 } from 'node:crypto';
 
 const SALT = 'oauth-sidecar token store v1';
-const VERSION = 'v1';
+// v2: the generation is part of the associated data (v1 entries read as unreadable: one grant).
+const VERSION = 'v2';
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
@@ -58,11 +59,19 @@ export function deriveEntryKeys(identity: EntryIdentity): EntryKeys {
   };
 }
 
-/** `v1.<iv>.<ciphertext+tag>` (base64url). The entry key is the associated data: entries cannot be swapped. */
-export function sealValue(keys: EntryKeys, plaintext: string): string {
+/**
+ * Associated data: the entry key and the generation. Entries cannot be swapped, and a sealed value
+ * cannot be given another generation (an old entry relabelled as new opens as unreadable).
+ */
+function associatedData(keys: EntryKeys, generation: number): Buffer {
+  return Buffer.from(`${keys.entry}\0${generation}`);
+}
+
+/** `v2.<iv>.<ciphertext+tag>` (base64url), bound to the entry key and `generation`. */
+export function sealValue(keys: EntryKeys, plaintext: string, generation: number): string {
   const iv = randomBytes(IV_BYTES);
   const cipher = createCipheriv('aes-256-gcm', keys.seal, iv);
-  cipher.setAAD(Buffer.from(keys.entry));
+  cipher.setAAD(associatedData(keys, generation));
   const body = Buffer.concat([
     cipher.update(plaintext, 'utf8'),
     cipher.final(),
@@ -71,8 +80,11 @@ export function sealValue(keys: EntryKeys, plaintext: string): string {
   return `${VERSION}.${iv.toString('base64url')}.${body.toString('base64url')}`;
 }
 
-/** The plaintext, or undefined when the value was sealed under another secret or is corrupted. */
-export function openValue(keys: EntryKeys, sealed: string): string | undefined {
+/**
+ * The plaintext, or undefined when the value was sealed under another secret or another
+ * generation, or is corrupted.
+ */
+export function openValue(keys: EntryKeys, sealed: string, generation: number): string | undefined {
   const [version, ivText, bodyText] = sealed.split('.');
   if (version !== VERSION || ivText === undefined || bodyText === undefined) return undefined;
   const iv = Buffer.from(ivText, 'base64url');
@@ -80,7 +92,7 @@ export function openValue(keys: EntryKeys, sealed: string): string | undefined {
   if (iv.length !== IV_BYTES || body.length < TAG_BYTES) return undefined;
   try {
     const decipher = createDecipheriv('aes-256-gcm', keys.seal, iv);
-    decipher.setAAD(Buffer.from(keys.entry));
+    decipher.setAAD(associatedData(keys, generation));
     decipher.setAuthTag(body.subarray(body.length - TAG_BYTES));
     return Buffer.concat([
       decipher.update(body.subarray(0, body.length - TAG_BYTES)),

@@ -31,8 +31,8 @@ describe('store quota (real redis-server)', () => {
       upstream: 'https://api.example',
       rateLimit: { count: 5, periodMs: 60_000 },
     };
-    const one = createStoreQuota({ connection: connect(), ...options });
-    const two = createStoreQuota({ connection: connect(), ...options });
+    const one = createStoreQuota({ connection: connect(), maxCooldownMs: 300_000, ...options });
+    const two = createStoreQuota({ connection: connect(), maxCooldownMs: 300_000, ...options });
     const a = await one.take(3);
     const b = await two.take(3);
     expect(a).toMatchObject({ granted: 3, waitMs: 0, cooldown: undefined });
@@ -49,6 +49,7 @@ describe('store quota (real redis-server)', () => {
   it('refills evenly on the store clock', async () => {
     const quota = createStoreQuota({
       connection: connect(),
+      maxCooldownMs: 300_000,
       keyPrefix: 'test-b:',
       upstream: 'https://api.example',
       rateLimit: { count: 10, periodMs: 1_000 },
@@ -68,8 +69,8 @@ describe('store quota (real redis-server)', () => {
       upstream: 'https://api.example',
       rateLimit: { count: 5, periodMs: 1_000 },
     };
-    const one = createStoreQuota({ connection: connect(), ...options });
-    const two = createStoreQuota({ connection: connect(), ...options });
+    const one = createStoreQuota({ connection: connect(), maxCooldownMs: 300_000, ...options });
+    const two = createStoreQuota({ connection: connect(), maxCooldownMs: 300_000, ...options });
     expect(await two.readCooldown()).toBeUndefined();
     await one.startCooldown(429, 30_000);
     await one.startCooldown(503, 5_000);
@@ -86,6 +87,7 @@ describe('store quota (real redis-server)', () => {
   it('keys hold the prefix and a hash, never the upstream URL', async () => {
     const quota = createStoreQuota({
       connection: connect(),
+      maxCooldownMs: 300_000,
       keyPrefix: 'test-d:',
       upstream: 'https://secret-host.example',
       rateLimit: { count: 1, periodMs: 1_000 },
@@ -95,5 +97,70 @@ describe('store quota (real redis-server)', () => {
     const keys = [...(await redis.dump()).keys()].filter((k) => k.startsWith('test-d:'));
     expect(keys.sort()).toEqual([quota.keys.bucket, quota.keys.cooldown].sort());
     expect(keys.join()).not.toContain('secret-host');
+  });
+
+  it('a cooldown read from the store is capped by the reader, cut in the store, and ends', async () => {
+    const quota = createStoreQuota({
+      connection: connect(),
+      maxCooldownMs: 2_000,
+      keyPrefix: 'test-e:',
+      upstream: 'https://api.example',
+      rateLimit: { count: 5, periodMs: 1_000 },
+    });
+    const now = Date.now();
+    // Forged: 30 days, no expiry; and a non-numeric status next to it.
+    await redis.command(
+      'HSET',
+      quota.keys.cooldown,
+      'until',
+      String(now + 2_592_000_000),
+      'status',
+      '503',
+    );
+    const read = await quota.readCooldown();
+    expect(read?.status).toBe(503);
+    expect(read!.msLeft).toBeLessThanOrEqual(2_000);
+    const ttl = Number(/:(-?\d+)/.exec(await redis.command('PTTL', quota.keys.cooldown))?.[1]);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(3_000);
+    const taken = await quota.take(1);
+    expect(taken.granted).toBe(0);
+    expect(taken.cooldown!.msLeft).toBeLessThanOrEqual(2_000);
+    await redis.command(
+      'HSET',
+      quota.keys.cooldown,
+      'until',
+      String(now + 60_000),
+      'status',
+      '999',
+    );
+    expect(await quota.readCooldown()).toBeUndefined();
+    await redis.command('DEL', quota.keys.cooldown);
+  });
+
+  it('a bucket timestamp ahead of the store clock is read as now', async () => {
+    const quota = createStoreQuota({
+      connection: connect(),
+      maxCooldownMs: 300_000,
+      keyPrefix: 'test-f:',
+      upstream: 'https://api.example',
+      rateLimit: { count: 20, periodMs: 1_000 },
+    });
+    await redis.command(
+      'HSET',
+      quota.keys.bucket,
+      'tokens',
+      '0',
+      'ts',
+      String(Date.now() + 60_000),
+    );
+    const first = await quota.take(1);
+    expect(first.granted).toBe(0);
+    expect(first.waitMs).toBeLessThanOrEqual(50);
+    // Refilling from now: a slot within one interval (50 ms), not after the 60 s ahead.
+    const deadline = Date.now() + 1_000;
+    let granted = 0;
+    while (granted === 0 && Date.now() < deadline) granted = (await quota.take(1)).granted;
+    expect(granted).toBe(1);
   });
 });

@@ -27,6 +27,8 @@ export interface SharedTokenSet {
 export interface StoredEntry {
   /** 0 when the entry has never been written (or expired). */
   generation: number;
+  /** Its refresh token was already presented by some lease holder: never present it again. */
+  refreshSpent?: boolean;
   /** Absent, deleted after a 401, or unreadable. */
   tokenSet: SharedTokenSet | undefined;
   /** Present but sealed under another secret or corrupted: treated as absent. */
@@ -47,7 +49,10 @@ export interface TokenSetStore {
   read(): Promise<{ entry: StoredEntry; leaseHeld: boolean }>;
   /** `SET NX PX` the lease with a random owner; the entry as it is at that moment either way. */
   takeLease(ttlMs: number): Promise<{ lease: Lease | undefined; entry: StoredEntry }>;
-  /** Write the set only while `lease` is still held, then release it. Undefined: the lease was lost. */
+  /**
+   * Write the set as generation `knownGeneration + 1` only while `lease` is still held and the store
+   * holds no newer one, then release the lease. Undefined: the lease was lost (or a newer entry).
+   */
   publish(
     lease: Lease,
     tokenSet: SharedTokenSet,
@@ -55,6 +60,12 @@ export interface TokenSetStore {
   ): Promise<number | undefined>;
   /** Compare-and-delete the lease. */
   release(lease: Lease): Promise<void>;
+  /**
+   * Mark the refresh token of `generation` as presented, only while `lease` is held and the entry
+   * is still that generation. False: do not present it (lease lost, entry changed, or already
+   * marked by an earlier holder whose answer never arrived). Single use, fleet-wide.
+   */
+  spendRefresh(lease: Lease, generation: number): Promise<boolean>;
   /**
    * Delete the entry's token set only if it is still `accessToken` (the one that got a 401);
    * otherwise return the entry as it is (possibly a newer token to adopt).
@@ -68,30 +79,63 @@ const IDENTITY_REUSE_MS = 1_000;
 /** How long an entry outlives its token: keeps the generation across a short gap between tokens. */
 export const ENTRY_GRACE_MS = 3_600_000;
 
-const READ = defineScript(`
+/**
+ * Lua: a lease found without an expiry, or with one longer than this reader's lease TTL (a restore
+ * tool that drops TTLs, a member with a longer timeout), is given this reader's TTL: it expires
+ * whatever the store holds (docs/token-store.md "What the store says is never trusted").
+ */
+const CAP_LEASE_LUA = `
+local function cap_lease(key, ttl)
+  local left = redis.call('PTTL', key)
+  if left == -1 or left > ttl then redis.call('PEXPIRE', key, ttl) end
+end
+`;
+
+/** KEYS: entry, lease. ARGV: lease TTL (ms). */
+const READ = defineScript(
+  CAP_LEASE_LUA +
+    `
+cap_lease(KEYS[2], tonumber(ARGV[1]))
 local v = redis.call('HMGET', KEYS[1], 'gen', 'data')
 return {v[1], v[2], redis.call('EXISTS', KEYS[2])}
-`);
+`,
+);
 
-const TAKE_LEASE = defineScript(`
+const TAKE_LEASE = defineScript(
+  CAP_LEASE_LUA +
+    `
+cap_lease(KEYS[2], tonumber(ARGV[2]))
 local got = redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
-local v = redis.call('HMGET', KEYS[1], 'gen', 'data')
-if got then return {v[1], v[2], 1} end
-return {v[1], v[2], 0}
-`);
+local v = redis.call('HMGET', KEYS[1], 'gen', 'data', 'spent')
+local spent = 0
+if v[3] and v[1] and v[3] == v[1] then spent = 1 end
+if got then return {v[1], v[2], 1, spent} end
+return {v[1], v[2], 0, spent}
+`,
+);
 
-// Compare-and-set: only the lease holder writes; the generation is max(stored, known) + 1 so it
-// grows even across a store that lost its data (the fencing number of docs/design.md "Practices").
+// Compare-and-set: only the lease holder writes, and only a generation above the stored one (the
+// fencing number of docs/design.md "Practices"). The writer chooses the generation (max of what it
+// has seen and what is stored, plus one) because it is sealed into the value's associated data.
+// -1: the lease is not ours; -2: the store holds this generation or a newer one.
 const PUBLISH = defineScript(`
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return -1 end
-local g = tonumber(redis.call('HGET', KEYS[1], 'gen') or '0')
-local known = tonumber(ARGV[2])
-if known > g then g = known end
-g = g + 1
-redis.call('HSET', KEYS[1], 'gen', g, 'fp', ARGV[3], 'data', ARGV[4])
+local g = tonumber(redis.call('HGET', KEYS[1], 'gen') or '0') or 0
+local new = tonumber(ARGV[2])
+if g >= new then return -2 end
+redis.call('HSET', KEYS[1], 'gen', ARGV[2], 'fp', ARGV[3], 'data', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('DEL', KEYS[2])
-return g
+return new
+`);
+
+/** KEYS: entry, lease. ARGV: owner, generation. 1: marked now; 0: do not present. */
+const SPEND_REFRESH = defineScript(`
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+local v = redis.call('HMGET', KEYS[1], 'gen', 'spent')
+if v[1] ~= ARGV[2] or v[2] == ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], 'spent', ARGV[2])
+return 1
 `);
 
 const RELEASE = defineScript(`
@@ -110,6 +154,8 @@ return {v[1], v[3], 0}
 
 export interface TokenSetStoreOptions {
   connection: StoreConnection;
+  /** This reader's lease TTL: a lease in the store without an expiry, or a longer one, gets it. */
+  leaseTtlMs: number;
   keyPrefix: string;
   tokenUrl: string;
   scopes: readonly string[];
@@ -119,6 +165,7 @@ export interface TokenSetStoreOptions {
 
 export function createTokenSetStore(options: TokenSetStoreOptions): TokenSetStore {
   const { connection } = options;
+  const leaseTtlMs = Math.ceil(options.leaseTtlMs);
   let cached: { id: string; secret: string; keys: EntryKeys; readAt: number } | undefined;
 
   /**
@@ -144,22 +191,32 @@ export function createTokenSetStore(options: TokenSetStoreOptions): TokenSetStor
     return cached.keys;
   };
 
+  /**
+   * The one place a token-set script's reply is parsed. A generation that is not a safe
+   * non-negative integer is absent (0); the value opens only under the generation stored beside it
+   * (associated data), so a relabelled old entry is unreadable, never current.
+   */
   const decode = (k: EntryKeys, reply: unknown): { entry: StoredEntry; flag: number } => {
-    const [gen, data, flag] = Array.isArray(reply) ? (reply as unknown[]) : [];
-    const generation = Number(gen ?? 0) || 0;
+    const [gen, data, flag, spent] = Array.isArray(reply) ? (reply as unknown[]) : [];
+    const generation = storedInteger(gen);
     let tokenSet: SharedTokenSet | undefined;
     let unreadable = false;
     if (typeof data === 'string' && data !== '') {
-      tokenSet = parseSet(openValue(k, data));
+      tokenSet = parseSet(openValue(k, data, generation));
       unreadable = tokenSet === undefined;
     }
-    return { entry: { generation, tokenSet, unreadable }, flag: Number(flag ?? 0) };
+    const entry: StoredEntry = { generation, tokenSet, unreadable };
+    if (storedInteger(spent) === 1) entry.refreshSpent = true;
+    return { entry, flag: storedInteger(flag) };
   };
 
   return {
     async read() {
       const k = await keys();
-      const { entry, flag } = decode(k, await connection.runScript(READ, [k.entry, k.lease], []));
+      const { entry, flag } = decode(
+        k,
+        await connection.runScript(READ, [k.entry, k.lease], [String(leaseTtlMs)]),
+      );
       return { entry, leaseHeld: flag === 1 };
     },
     async takeLease(ttlMs) {
@@ -183,19 +240,27 @@ export function createTokenSetStore(options: TokenSetStoreOptions): TokenSetStor
       const k = lease.keys;
       const expiresAt = tokenSet.sentAt + tokenSet.lifetimeSeconds * 1_000;
       const ttl = Math.max(1_000, expiresAt - options.now()) + ENTRY_GRACE_MS;
+      const generation = knownGeneration + 1;
       const reply = await connection.runScript(
         PUBLISH,
         [k.entry, k.lease],
         [
           lease.owner,
-          String(knownGeneration),
+          String(generation),
           tokenFingerprint(k, tokenSet.accessToken),
-          sealValue(k, JSON.stringify(toWire(tokenSet))),
+          sealValue(k, JSON.stringify(toWire(tokenSet)), generation),
           String(Math.ceil(ttl)),
         ],
       );
-      const generation = Number(reply);
-      return generation > 0 ? generation : undefined;
+      return storedInteger(reply) === generation ? generation : undefined;
+    },
+    async spendRefresh(lease, generation) {
+      const reply = await connection.runScript(
+        SPEND_REFRESH,
+        [lease.keys.entry, lease.keys.lease],
+        [lease.owner, String(generation)],
+      );
+      return storedInteger(reply) === 1;
     },
     async release(lease) {
       await connection.runScript(RELEASE, [lease.keys.lease], [lease.owner]);
@@ -211,6 +276,17 @@ export function createTokenSetStore(options: TokenSetStoreOptions): TokenSetStor
       return { deleted: flag === 1, entry };
     },
   };
+}
+
+/** A safe non-negative integer from a script's reply (integer or bulk string), else 0 (absent). */
+function storedInteger(value: unknown): number {
+  const n =
+    typeof value === 'number'
+      ? value
+      : typeof value === 'string' && /^[0-9]{1,16}$/.test(value)
+        ? Number(value)
+        : NaN;
+  return Number.isSafeInteger(n) && n >= 0 ? n : 0;
 }
 
 /** Short field names inside the sealed value; the store never sees them in clear anyway. */

@@ -990,6 +990,7 @@ function memoryStore(): TokenSetStore {
       lease = { owner: `owner-${owners}`, until: Date.now() + ttlMs };
       return Promise.resolve({ lease: { owner: lease.owner, keys }, entry: entry() });
     },
+    spendRefresh: (held) => Promise.resolve(holds(held.owner)),
     publish: (held, set, known) => {
       if (!holds(held.owner)) return Promise.resolve(undefined);
       generation = Math.max(generation, known) + 1;

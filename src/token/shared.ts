@@ -8,7 +8,7 @@
  */
 import { StoreError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
-import type { SharedTokenSet, StoredEntry, TokenSetStore } from '../store/token-sets.js';
+import type { Lease, SharedTokenSet, StoredEntry, TokenSetStore } from '../store/token-sets.js';
 import { renewalTime, type RenewalSettings } from './schedule.js';
 import type { GrantType, TokenSet } from './types.js';
 
@@ -111,6 +111,8 @@ export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenC
   ): SharedTokenSet | undefined => {
     const set = entry.tokenSet;
     if (set === undefined) return undefined;
+    // Generations never go back: an entry older than the newest seen is a restore or a replay.
+    if (entry.generation < (generation ?? 0)) return undefined;
     if (set.accessToken === held?.accessToken || set.accessToken === rejected) return undefined;
     const dueAt = renewalTime(set.sentAt, set.lifetimeSeconds, settings, 1);
     return now() < dueAt ? set : undefined;
@@ -136,6 +138,25 @@ export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenC
     if (typeof received === 'string') return received;
     if (received === null) return undefined;
     return outcome.grant === 'refresh_token' ? used : undefined;
+  };
+
+  /**
+   * The refresh token a lease holder may present: the entry's, only if the entry is not older than
+   * the newest generation seen, not already spent, and marked spent now. Otherwise none (client
+   * credentials). Store errors propagate (the caller grants locally, without it).
+   */
+  const spendable = async (lease: Lease, entry: StoredEntry): Promise<string | undefined> => {
+    const refreshToken = entry.tokenSet?.refreshToken;
+    if (refreshToken === undefined) return undefined;
+    if (entry.generation < (generation ?? 0)) {
+      log.warn(
+        { event: 'store', generation: entry.generation, newestSeen: generation },
+        'the store holds an older generation than this process has seen (restored or replayed); its refresh token is not used',
+      );
+      return undefined;
+    }
+    if (entry.refreshSpent === true) return undefined;
+    return (await store.spendRefresh(lease, entry.generation)) ? refreshToken : undefined;
   };
 
   const local = async <O extends GrantOutcome>(
@@ -178,8 +199,10 @@ export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenC
           return await local(grant);
         }
 
-        // Holding the lease: the only process that calls the endpoint and uses the refresh token.
-        const used = entry.tokenSet?.refreshToken;
+        // Holding the lease: the only process that calls the endpoint and uses the refresh token,
+        // and only the refresh token of a current entry, marked spent in the store before it is
+        // presented (an identity provider with reuse detection revokes the family on a replay).
+        const used = await spendable(lease, entry);
         log.debug(
           { event: 'store', lease: 'taken', generation: entry.generation },
           'renewal lease taken',
@@ -191,6 +214,7 @@ export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenC
           await store.release(lease).catch(() => undefined);
           return { kind: 'granted', outcome, refreshToken, shared: true };
         }
+        let publishRefused = false;
         const written = await store
           .publish(
             lease,
@@ -203,6 +227,10 @@ export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenC
             },
             Math.max(generation ?? 0, entry.generation),
           )
+          .then((published) => {
+            publishRefused = published === undefined;
+            return published;
+          })
           .catch((error: unknown) => {
             log.debug(
               { event: 'store', error: describe(error) },
@@ -220,7 +248,15 @@ export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenC
         } else {
           generation = written;
         }
-        return { kind: 'granted', outcome, refreshToken, shared: true };
+        // A published refresh token is the fleet's: this process keeps no private copy (it would
+        // present it on a renewal without the store while the next holder presents it too). Kept
+        // only when it was certainly not published.
+        return {
+          kind: 'granted',
+          outcome,
+          refreshToken: written === undefined && publishRefused ? refreshToken : undefined,
+          shared: true,
+        };
       } catch (error) {
         if (!(error instanceof StoreError) || phase === 'granting') throw error;
         return local(grant);
