@@ -144,6 +144,7 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
       maxPipelined: get('proxy.maxPipelined'),
       maxHeaders: get('proxy.maxHeaders'),
       bodyTimeoutMs: get('proxy.bodyTimeoutMs'),
+      minBodyBytesPerSecond: get('proxy.minBodyBytesPerSecond'),
     },
     admin: { listen: get('admin.listen') },
     log: { level: get('log.level') },

@@ -23,10 +23,11 @@ export interface ProxySettings {
   proxy: Pick<
     Config['proxy'],
     'listen' | 'http2' | 'maxInFlight' | 'maxPipelined' | 'maxHeaders' | 'bodyTimeoutMs'
-  > & {
-    /** HTTP/1.1 keep-alive timeout; not a configuration key (65 s), tests shorten it. */
-    keepAliveTimeoutMs?: number;
-  };
+  > &
+    Partial<Pick<Config['proxy'], 'minBodyBytesPerSecond'>> & {
+      /** HTTP/1.1 keep-alive timeout; not a configuration key (65 s), tests shorten it. */
+      keepAliveTimeoutMs?: number;
+    };
 }
 
 export interface ProxyDeps {
@@ -56,6 +57,7 @@ export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Prom
     timeoutMs: settings.upstream.timeoutMs,
     upstreamBodyTimeoutMs: settings.upstream.bodyTimeoutMs,
     clientBodyTimeoutMs: settings.proxy.bodyTimeoutMs,
+    minBodyBytesPerSecond: settings.proxy.minBodyBytesPerSecond,
     metrics,
     logger,
     clock,
@@ -74,6 +76,8 @@ export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Prom
     isDraining: drainState.isDraining,
     maxHeaders: settings.proxy.maxHeaders,
     inFlight,
+    // Requests still receiving their body hold at most half the slots (docs/design.md "Bounded work").
+    receivingBodies: createInFlightLimit(Math.max(1, Math.floor(settings.proxy.maxInFlight / 2))),
     refuse,
     clock,
   });

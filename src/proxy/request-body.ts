@@ -9,9 +9,14 @@ export const REPLAY_BUFFER_BYTES = 64 * 1024;
 
 export type ClientRequest = IncomingMessage | Http2ServerRequest;
 
-/** A request body as it will be sent upstream. Only `none` and `buffered` can be sent twice. */
+/**
+ * A request body as it will be sent upstream. Only `none` and `buffered` can be sent twice. A
+ * stream remembers when its reading began (`startedAt`, the clock's `now`) for the minimum rate.
+ */
 export type PreparedBody =
-  { kind: 'none' } | { kind: 'buffered'; data: Buffer } | { kind: 'stream'; prefix: Buffer[] };
+  | { kind: 'none' }
+  | { kind: 'buffered'; data: Buffer }
+  | { kind: 'stream'; prefix: Buffer[]; startedAt: number };
 
 /** The client went away while its body was being read; nothing is left to answer. */
 export class ClientGoneError extends OutcomeError {
@@ -21,14 +26,54 @@ export class ClientGoneError extends OutcomeError {
   }
 }
 
-/** `proxy.bodyTimeoutMs`: the longest pause inside a request body, and the clock that times it. */
+/**
+ * How long a request body may take: `proxy.bodyTimeoutMs`, the longest pause inside it, and
+ * `proxy.minBodyBytesPerSecond`, the slowest average it may arrive at once its first
+ * MIN_RATE_GRACE_MS have passed (Apache mod_reqtimeout's `MinRate`); and the clock that times both.
+ */
 export interface BodyTimeout {
   ms: number;
-  clock: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
+  /** 0 (or absent): no minimum rate. */
+  minBytesPerSecond?: number;
+  clock: Pick<Clock, 'now' | 'setTimeout' | 'clearTimeout'>;
 }
+
+/** A body is not judged on its average rate before this much of it has passed. */
+export const MIN_RATE_GRACE_MS = 10_000;
 
 export function requestTimeoutError(ms: number): SidecarError {
   return new SidecarError('request_timeout', `the request body paused for longer than ${ms} ms`);
+}
+
+function tooSlowError(minBytesPerSecond: number): SidecarError {
+  return new SidecarError(
+    'request_timeout',
+    `the request body arrived slower than ${minBytesPerSecond} bytes per second`,
+  );
+}
+
+/**
+ * The delay for the body's one timer after `received` bytes since `startedAt`: the pause limit,
+ * or sooner the moment the average would fall below the minimum rate (the same timer serves
+ * both, re-aimed at each chunk as before: no second timer per request).
+ */
+function bodyTimerDelay(timeout: BodyTimeout, startedAt: number, received: number): number {
+  const rate = timeout.minBytesPerSecond ?? 0;
+  if (rate <= 0) return timeout.ms;
+  const rateDeadline = startedAt + Math.max(MIN_RATE_GRACE_MS, (received * 1000) / rate);
+  return Math.max(1, Math.min(timeout.ms, rateDeadline - timeout.clock.now()));
+}
+
+/** The 408 for a body timer that fired: too slow on average, or paused too long. */
+function bodyTimeoutError(timeout: BodyTimeout, startedAt: number, received: number): SidecarError {
+  const rate = timeout.minBytesPerSecond ?? 0;
+  if (rate > 0) {
+    const elapsed = timeout.clock.now() - startedAt;
+    if (elapsed >= MIN_RATE_GRACE_MS && (received * 1000) / elapsed < rate) {
+      return tooSlowError(rate);
+    }
+  }
+  return requestTimeoutError(timeout.ms);
 }
 
 function isHttp2(req: ClientRequest): req is Http2ServerRequest {
@@ -52,17 +97,18 @@ function readUpTo(
   req: ClientRequest,
   limit: number,
   timeout: BodyTimeout,
-): Promise<{ chunks: Buffer[]; ended: boolean }> {
+): Promise<{ chunks: Buffer[]; ended: boolean; startedAt: number }> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const { clock } = timeout;
+    const startedAt = clock.now();
     const onStall = () => {
       cleanup();
       req.pause();
-      reject(requestTimeoutError(timeout.ms));
+      reject(bodyTimeoutError(timeout, startedAt, size));
     };
-    let timer = clock.setTimeout(onStall, timeout.ms);
+    let timer = clock.setTimeout(onStall, bodyTimerDelay(timeout, startedAt, size));
     const cleanup = () => {
       clock.clearTimeout(timer);
       req.off('data', onData);
@@ -71,19 +117,19 @@ function readUpTo(
       req.off('close', onGone);
     };
     const onData = (chunk: Buffer) => {
-      clock.clearTimeout(timer);
-      timer = clock.setTimeout(onStall, timeout.ms);
       chunks.push(chunk);
       size += chunk.length;
+      clock.clearTimeout(timer);
+      timer = clock.setTimeout(onStall, bodyTimerDelay(timeout, startedAt, size));
       if (size > limit) {
         req.pause();
         cleanup();
-        resolve({ chunks, ended: false });
+        resolve({ chunks, ended: false, startedAt });
       }
     };
     const onEnd = () => {
       cleanup();
-      resolve({ chunks, ended: true });
+      resolve({ chunks, ended: true, startedAt });
     };
     const onGone = () => {
       cleanup();
@@ -91,7 +137,7 @@ function readUpTo(
     };
     if (req.readableEnded) {
       clock.clearTimeout(timer);
-      resolve({ chunks, ended: true });
+      resolve({ chunks, ended: true, startedAt });
       return;
     }
     req.on('data', onData);
@@ -119,10 +165,12 @@ export async function prepareBody(
 ): Promise<PreparedBody> {
   if (!mayHaveBody(req)) return NO_BODY;
   const length = declaredLength(req);
-  if (length !== undefined && length > limit) return { kind: 'stream', prefix: [] };
-  const { chunks, ended } = await readUpTo(req, limit, timeout);
+  if (length !== undefined && length > limit) {
+    return { kind: 'stream', prefix: [], startedAt: timeout.clock.now() };
+  }
+  const { chunks, ended, startedAt } = await readUpTo(req, limit, timeout);
   if (ended) return { kind: 'buffered', data: Buffer.concat(chunks) };
-  return { kind: 'stream', prefix: chunks };
+  return { kind: 'stream', prefix: chunks, startedAt };
 }
 
 /**
@@ -141,8 +189,10 @@ export function upstreamBody(
     case 'buffered':
       return body.data;
     case 'stream': {
-      const prefix = body.prefix;
-      const { clock, ms } = timeout;
+      const { prefix, startedAt } = body;
+      const { clock } = timeout;
+      let received = 0;
+      for (const chunk of prefix) received += chunk.length;
       async function* chunks(): AsyncGenerator<Buffer> {
         yield* prefix;
         // destroyOnReturn: false — stopping early (upstream failed) must leave the client socket alone.
@@ -150,14 +200,18 @@ export function upstreamBody(
         for (;;) {
           let timer: ReturnType<typeof clock.setTimeout> | undefined;
           const stalled = new Promise<never>((_, reject) => {
-            timer = clock.setTimeout(() => {
-              onStall();
-              reject(requestTimeoutError(ms));
-            }, ms);
+            timer = clock.setTimeout(
+              () => {
+                onStall();
+                reject(bodyTimeoutError(timeout, startedAt, received));
+              },
+              bodyTimerDelay(timeout, startedAt, received),
+            );
           });
           try {
             const next = (await Promise.race([rest.next(), stalled])) as IteratorResult<Buffer>;
             if (next.done === true) return;
+            received += next.value.length;
             yield next.value;
           } finally {
             if (timer !== undefined) clock.clearTimeout(timer);

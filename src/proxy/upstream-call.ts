@@ -52,6 +52,11 @@ export interface UpstreamCallHooks<I> {
    * request (`isReleased` false) when it was answered before it got a connection.
    */
   onSettled?(call: UpstreamCall<I>): void;
+  /**
+   * The client left after the request was written and the answer is being read and dropped to
+   * keep the connection: the caller bounds how long (`stopDraining` aborts it).
+   */
+  onDraining?(call: UpstreamCall<I>): void;
 }
 
 /** What the error classification needs to know. */
@@ -186,6 +191,14 @@ export class UpstreamCall<I = undefined>
     client[kCurrentCall] = this;
   }
 
+  /**
+   * The answer of a client that left is still being read (`onDraining`): give up the connection
+   * instead. Nothing happens once undici is done with the request.
+   */
+  stopDraining(): void {
+    if (this.#draining && !this.#isReleased) this.#abortUpstream?.(new ClientGoneError());
+  }
+
   /** `dispatch()` threw instead of calling the handler: the exchange fails with `err`. */
   dispatchFailed(err: Error): void {
     this.#markReleased();
@@ -212,6 +225,7 @@ export class UpstreamCall<I = undefined>
         // Concluded first: resuming can run the parser over buffered bytes at once, and the
         // answer's end must then find the exchange already settled as the client's leaving.
         this.#conclude(reason);
+        this.#hooks.onDraining?.(this);
         this.#resume();
         return;
       }
