@@ -147,7 +147,10 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     // forwarded. In an h2 reset storm, one macrotask let each session's first
     // `upstream.maxConnections` streams through before their resets were read (docs/benchmarks.md,
     // the floods section).
-    if ('stream' in res) await new Promise<void>((resolve) => setImmediate(setImmediate, resolve));
+    // A stream already reset when its handler runs (a storm's backlog) skips the wait.
+    if ('stream' in res && !res.stream.destroyed) {
+      await new Promise<void>((resolve) => setImmediate(setImmediate, resolve));
+    }
     if (clientGone(req, res)) {
       outcome = CLIENT_GONE;
       status = CLIENT_GONE.status;

@@ -165,8 +165,12 @@ export class UpstreamCall<I = undefined>
 
   /** The client's side closed (shared listener, below). */
   clientClosed(): void {
-    // Finished, or destroyed by us after an upstream failure: not the client's doing.
-    if (this.#res.writableFinished || this.#settled) return;
+    // Finished, or destroyed by us after an upstream failure: not the client's doing. Finished
+    // only counts once we ended it: the h2 compat response reports `writableFinished` on any close
+    // of its stream, a reset too, before this listener runs (issue 22: a stream reset while its
+    // answer head was awaited was never aborted, and held its slot for the path's whole time).
+    const res = this.#res;
+    if ((res.writableFinished && res.writableEnded) || this.#settled) return;
     this.abort('client', new ClientGoneError());
   }
 
