@@ -80,6 +80,7 @@ describe('loadConfig: defaults and precedence', () => {
         maxPipelined: 8,
         maxHeaders: 100,
         bodyTimeoutMs: 30_000,
+        minBodyBytesPerSecond: 500,
       },
       admin: { listen: { host: '0.0.0.0', port: 9090 } },
       log: { level: 'info' },
@@ -154,6 +155,7 @@ describe('loadConfig: defaults and precedence', () => {
         PROXY_MAX_PIPELINED: '1',
         PROXY_MAX_HEADERS: '50',
         PROXY_BODY_TIMEOUT_MS: '2000',
+        PROXY_MIN_BODY_BYTES_PER_SECOND: '0',
         CACHE_RULES: '/v1.0/contracts/=300, /beta/releases=60',
         CACHE_MAX_BYTES: '1048576',
         CACHE_MAX_ENTRY_BYTES: '65536',
@@ -201,6 +203,7 @@ describe('loadConfig: defaults and precedence', () => {
       maxPipelined: 1,
       maxHeaders: 50,
       bodyTimeoutMs: 2000,
+      minBodyBytesPerSecond: 0,
     });
     expect(config.admin.listen).toEqual({ host: '::1', port: 0 });
     expect(config.log.level).toBe('silent');
