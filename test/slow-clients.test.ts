@@ -185,13 +185,17 @@ describe('slow request bodies', () => {
     const TRICKLERS = 1_000;
     const sockets = new Set<Socket>();
     let stopping = false;
+    /** Answers 408 (too slow on average, proxy.minBodyBytesPerSecond) the tricklers got. */
+    let tooSlow = 0;
     // Content-Length 4096, as slowhttptest -B sends; 10 bytes every 4 s, one timer for all.
     const open = (): void => {
       if (stopping) return;
       const socket = connect(port, '127.0.0.1');
       sockets.add(socket);
       socket.on('error', () => undefined);
-      socket.on('data', () => undefined);
+      socket.on('data', (chunk: Buffer) => {
+        if (chunk.toString('latin1').startsWith('HTTP/1.1 408 ')) tooSlow += 1;
+      });
       socket.once('close', () => sockets.delete(socket));
       socket.write(
         'POST /v1.0/upload HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 4096\r\n\r\n0123456789',
@@ -232,8 +236,10 @@ describe('slow request bodies', () => {
       const good = results.filter((r) => r.status === 200 && r.ms < 2_000).length;
       const statuses = results.map((r) => r.status).join(',');
       console.info(
-        `slow bodies: ${good} of 40 GETs answered 200 within 2 s (statuses ${statuses}); ${sockets.size} trickling connections`,
+        `slow bodies: ${good} of 40 GETs answered 200 within 2 s (statuses ${statuses}); ${sockets.size} trickling connections; ${tooSlow} bodies cut off with 408`,
       );
+      // 10 bytes every 4 s is far below 500 B/s: each body is cut off once its first 10 s passed.
+      expect(tooSlow).toBeGreaterThan(0);
       expect(good).toBeGreaterThanOrEqual(36);
       expect(s.child.exitCode).toBeNull();
     } finally {
