@@ -90,9 +90,9 @@ export interface ForwardContext {
   requestId: string;
   /**
    * Called with an upstream request that undici still holds after the forward ended (it was
-   * answered 504 or its client left while it waited for a connection): the caller keeps the
-   * request counted against `proxy.maxInFlight` until `until` settles, so dropped requests
-   * waiting in the pool stay bounded too.
+   * answered 504 while it waited for a connection): the caller keeps the request counted against
+   * `proxy.maxInFlight` until `until` settles, so dropped requests waiting in the pool stay
+   * bounded too. Not called for a request whose client left: its slot is given back at once.
    */
   hold?(until: Promise<void>): void;
 }
