@@ -6,6 +6,8 @@ import { defineConfig } from 'vitest/config';
  * processes took the sidecar's CPU and the figure swung between 0.6 s and 1.9 s on Node 24 in CI.
  */
 const FLOODS = ['test/flood.test.ts'];
+/** The storms (an h2 reset storm on a slow path, trickling bodies, small and streamed): alone too, after the floods. */
+const STORMS = ['test/slow-clients.test.ts', 'test/slow-bodies.test.ts'];
 
 export default defineConfig({
   test: {
@@ -20,13 +22,17 @@ export default defineConfig({
         test: {
           name: 'suite',
           include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
-          exclude: FLOODS,
+          exclude: [...FLOODS, ...STORMS],
           sequence: { groupOrder: 0 },
         },
       },
       {
         extends: true,
         test: { name: 'floods', include: FLOODS, sequence: { groupOrder: 1 } },
+      },
+      {
+        extends: true,
+        test: { name: 'storms', include: STORMS, sequence: { groupOrder: 2 } },
       },
     ],
   },

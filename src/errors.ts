@@ -13,7 +13,7 @@ export const PROXY_ERROR_STATUS = {
   token_unavailable: 503,
   shutting_down: 503,
   upstream_timeout: 504,
-  /** The client's request body paused longer than `proxy.bodyTimeoutMs`. */
+  /** The client's request body paused longer than `proxy.bodyTimeoutMs`, or came slower than `proxy.minBodyBytesPerSecond`. */
   request_timeout: 408,
   /** No slot under `upstream.rateLimit` within `upstream.queueMs`. */
   rate_limited: 429,

@@ -10,6 +10,7 @@ import { createTestPki, startStandin, type Standin, type TestPki } from '../src/
 import { waitFor } from './helpers/sidecar-process.js';
 import { startCountingUpstream, startRawUpstream } from './helpers/upstream.js';
 import { counterValue, startStack, type Stack } from './proxy-stack.js';
+import { CLIENT_GONE_DRAIN_MS } from '../src/proxy/forwarder.js';
 
 let pki: TestPki;
 let standin: Standin;
@@ -255,7 +256,7 @@ async function inFlightOf(stack: Stack): Promise<number> {
   return (await stack.metrics.requestsInFlight.get()).values[0]?.value ?? 0;
 }
 describe('a request waiting for a free upstream connection', () => {
-  it('gets its 504 at upstream.timeoutMs, stays counted until the pool drops it, and costs no connection; a waiting request whose client left is not sent', async () => {
+  it('gets its 504 at upstream.timeoutMs, stays counted until the pool drops it, and costs no connection; a waiting request whose client left gives its slot back at once and is not sent', async () => {
     let held: (() => void) | undefined;
     const upstream = await startCountingUpstream(pki, (req, res, done) => {
       const answer = () => {
@@ -301,8 +302,9 @@ describe('a request waiting for a free upstream connection', () => {
         5_000,
         'the line of the request whose client left',
       );
-      // Both still wait in the pool: they count against proxy.maxInFlight until it drops them.
-      expect(await inFlight()).toBe(3);
+      // Both still wait in the pool. The 504 counts against proxy.maxInFlight until the pool
+      // drops it; the one whose client left gave its slot back at once (issue 22).
+      expect(await inFlight()).toBe(2);
       held!();
       const firstAnswer = await first;
       expect(firstAnswer.statusCode).toBe(200);
@@ -323,7 +325,7 @@ describe('a request waiting for a free upstream connection', () => {
 });
 
 describe('a client that leaves while its request is upstream', () => {
-  it('keeps the connection: a small answer is read and dropped, a large one costs the connection', async () => {
+  it('keeps the connection: a small answer is read and dropped, a large or late one costs the connection; the slot is given back at once', async () => {
     const release = new Map<string, () => void>();
     const upstream = await startCountingUpstream(pki, (req, res, done) => {
       const size = req.url === '/v1.0/large' ? 256 * 1024 : 16;
@@ -361,8 +363,8 @@ describe('a client that leaves while its request is upstream', () => {
     };
     try {
       await leave('/v1.0/small', 'small-1');
-      // Still counted while its answer is outstanding.
-      expect(await inFlight()).toBe(1);
+      // Not counted while its answer is outstanding: its client left (issue 22).
+      expect(await inFlight()).toBe(0);
       release.get('/v1.0/small')!();
       await waitFor(async () => (await inFlight()) === 0, 5_000, 'the small answer dropped');
       await ok();
@@ -373,6 +375,15 @@ describe('a client that leaves while its request is upstream', () => {
       await waitFor(async () => (await inFlight()) === 0, 5_000, 'the large answer cut');
       await ok();
       expect(upstream.connections).toBe(2);
+
+      // An answer that does not come within CLIENT_GONE_DRAIN_MS costs the connection, so the
+      // next request (one connection allowed) does not wait for it.
+      await leave('/v1.0/late', 'late-1');
+      expect(await inFlight()).toBe(0);
+      const started = Date.now();
+      await ok();
+      expect(Date.now() - started).toBeLessThan(CLIENT_GONE_DRAIN_MS + 1_000);
+      expect(upstream.connections).toBe(3);
     } finally {
       await stack.close();
       await upstream.close();

@@ -508,7 +508,8 @@ export const FIELDS = {
     integer(1, 600_000, 'milliseconds'),
     30_000,
   ),
-  // Apache mod_reqtimeout's MinRate: a trickle that beats the pause timer still ends.
+  // Apache mod_reqtimeout's MinRate: a body slower than this on average, after its first 10 s, is
+  // cut off with 408 (docs/design.md "Bounded work"). 0 turns the check off.
   'proxy.minBodyBytesPerSecond': field(
     'PROXY_MIN_BODY_BYTES_PER_SECOND',
     integer(0, 1_000_000_000, 'bytes per second'),

@@ -85,7 +85,7 @@ export interface Config {
     maxHeaders: number;
     /** Longest pause inside a client's request body; then 408 `request_timeout`. */
     bodyTimeoutMs: number;
-    /** Slowest average a request body may arrive at after 10 s (0: off). */
+    /** Slowest average a request body may arrive at after its first 10 s; then 408 (0: off). */
     minBodyBytesPerSecond: number;
   };
   admin: {

@@ -18,6 +18,7 @@ import {
   type Forwarder,
 } from '../proxy/forwarder.js';
 import { checkRequestTarget } from '../proxy/path-safety.js';
+import { hasNoBody } from '../proxy/request-body.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 import { answerError } from './error-handler.js';
@@ -41,6 +42,11 @@ export interface ProxyHandlerOptions {
   maxHeaders: number;
   /** `proxy.maxInFlight`: a request that finds it full gets 503 `overloaded` at once. */
   inFlight: InFlightLimit;
+  /**
+   * Half of `proxy.maxInFlight`: the most requests still receiving their body; one more that
+   * may carry a body gets 503 `overloaded` (docs/design.md "Bounded work"). Default: no such limit.
+   */
+  receivingBodies?: InFlightLimit;
   /** Answers a refused request (the Hono app's error handler). */
   refuse: RefusalAnswerer;
   clock?: Pick<Clock, 'now'>;
@@ -95,8 +101,35 @@ class RequestContext implements ForwardContext {
   }
 }
 
+/**
+ * A slot of `receivingBodies`, given back once, when the body has arrived or the request ended,
+ * whichever comes first (a class: one object, no closures, per request with a body).
+ */
+class BodySlot {
+  #held = true;
+  readonly end: () => void;
+  constructor(
+    private readonly limit: InFlightLimit,
+    private readonly req: ClientRequest,
+  ) {
+    this.end = () => this.release();
+    req.once('end', this.end);
+  }
+
+  release(): void {
+    if (!this.#held) return;
+    this.#held = false;
+    this.req.off('end', this.end);
+    this.limit.release();
+  }
+}
+
+function overloaded(detail: string): SidecarError {
+  return new SidecarError('overloaded', detail, { retryAfterSeconds: 1 });
+}
+
 export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
-  const { forwarder, requestLog, inFlight } = options;
+  const { forwarder, requestLog, inFlight, receivingBodies } = options;
   const now = options.clock ? () => options.clock!.now() : Date.now;
   const generate = options.generateRequestId ?? randomUUID;
   const errorOptions = { logger: options.logger, metrics: options.metrics };
@@ -116,18 +149,27 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     // forwarded. In an h2 reset storm, one macrotask let each session's first
     // `upstream.maxConnections` streams through before their resets were read (docs/benchmarks.md,
     // the floods section).
-    if ('stream' in res) await new Promise<void>((resolve) => setImmediate(setImmediate, resolve));
+    // A stream already reset when its handler runs (a storm's backlog) skips the wait.
+    if ('stream' in res && !res.stream.destroyed) {
+      await new Promise<void>((resolve) => setImmediate(setImmediate, resolve));
+    }
     if (clientGone(req, res)) {
       outcome = CLIENT_GONE;
       status = CLIENT_GONE.status;
     } else {
       let refused = refusal(req, target, options);
+      let bodySlot: BodySlot | undefined;
       if (refused === undefined && !inFlight.tryAcquire()) {
-        refused = new SidecarError(
-          'overloaded',
-          `${inFlight.max} requests are already in progress; retry shortly`,
-          { retryAfterSeconds: 1 },
-        );
+        refused = overloaded(`${inFlight.max} requests are already in progress; retry shortly`);
+      } else if (refused === undefined && receivingBodies !== undefined && !hasNoBody(req)) {
+        // Slow bodies cannot take every slot: the other half stays for requests ready to go.
+        if (receivingBodies.tryAcquire()) bodySlot = new BodySlot(receivingBodies, req);
+        else {
+          inFlight.release();
+          refused = overloaded(
+            `${receivingBodies.max} requests are already sending their body; retry shortly`,
+          );
+        }
       }
       if (refused !== undefined) {
         ({ status, code } = await options.refuse(req, res, refused, requestId));
@@ -139,6 +181,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
         } catch (error) {
           ({ status, code } = answerError(res, error, requestId, errorOptions));
         } finally {
+          bodySlot?.release();
           // A request undici still holds in its pool stays counted until it lets go of it.
           if (ctx.held === undefined) inFlight.release();
           else void ctx.held.then(() => inFlight.release());

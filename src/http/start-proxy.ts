@@ -26,12 +26,11 @@ export interface ProxySettings {
   proxy: Pick<
     Config['proxy'],
     'listen' | 'http2' | 'maxInFlight' | 'maxPipelined' | 'maxHeaders' | 'bodyTimeoutMs'
-  > & {
-    /** `proxy.minBodyBytesPerSecond`; default 500. */
-    minBodyBytesPerSecond?: number;
-    /** HTTP/1.1 keep-alive timeout; not a configuration key (65 s), tests shorten it. */
-    keepAliveTimeoutMs?: number;
-  };
+  > &
+    Partial<Pick<Config['proxy'], 'minBodyBytesPerSecond'>> & {
+      /** HTTP/1.1 keep-alive timeout; not a configuration key (65 s), tests shorten it. */
+      keepAliveTimeoutMs?: number;
+    };
 }
 
 export interface ProxyDeps {
@@ -61,10 +60,9 @@ export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Prom
     timeoutMs: settings.upstream.timeoutMs,
     upstreamBodyTimeoutMs: settings.upstream.bodyTimeoutMs,
     clientBodyTimeoutMs: settings.proxy.bodyTimeoutMs,
-    minBodyBytesPerSecond: settings.proxy.minBodyBytesPerSecond ?? 500,
-    // Requests still receiving their body hold at most half of the slots (DESIGN "Bounded work").
-    maxBodiesReceiving: Math.max(1, Math.floor(settings.proxy.maxInFlight / 2)),
-    // A body streamed upstream holds a pool connection while it arrives: half of them at most.
+    minBodyBytesPerSecond: settings.proxy.minBodyBytesPerSecond,
+    // A body streamed upstream holds a pool connection while it arrives: half of them at most
+    // (requests receiving a body hold at most half of proxy.maxInFlight: proxy-handler.ts).
     maxBodiesStreaming: Math.max(1, Math.floor((settings.upstream.maxConnections ?? 64) / 2)),
     metrics,
     logger,
@@ -85,6 +83,8 @@ export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Prom
     isCutOff: drainState.isCutOff,
     maxHeaders: settings.proxy.maxHeaders,
     inFlight,
+    // Requests still receiving their body hold at most half the slots (docs/design.md "Bounded work").
+    receivingBodies: createInFlightLimit(Math.max(1, Math.floor(settings.proxy.maxInFlight / 2))),
     refuse,
     clock,
   });

@@ -7,12 +7,13 @@ import { createServer, request, type IncomingMessage, type ServerResponse } from
 import type { AddressInfo } from 'node:net';
 import { Registry } from 'prom-client';
 import { MockAgent, type Dispatcher } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { systemClock } from '../clock.js';
 import { SidecarError } from '../errors.js';
 import { createLogger } from '../telemetry/logger.js';
 import { createMetrics } from '../telemetry/metrics.js';
-import { createForwarder, type ForwardContext } from './forwarder.js';
+import { CLIENT_GONE, createForwarder, type ForwardContext } from './forwarder.js';
+import type { AccessTokenSource } from './types.js';
 
 const ORIGIN = 'https://api.example';
 const closers: (() => Promise<void> | void)[] = [];
@@ -20,15 +21,22 @@ afterEach(async () => {
   for (const close of closers.splice(0)) await close();
 });
 
-function forwarderWith(dispatcher: Dispatcher) {
+const HELD_TOKEN: AccessTokenSource = {
+  currentToken: () => 'token-1',
+  getAccessToken: () => Promise.resolve('token-1'),
+  invalidate: () => 'keep',
+};
+
+function forwarderWith(
+  dispatcher: Dispatcher,
+  tokens: AccessTokenSource = HELD_TOKEN,
+  minBodyBytesPerSecond = 0,
+) {
   return createForwarder({
     upstream: ORIGIN,
     dispatcher,
-    tokens: {
-      currentToken: () => 'token-1',
-      getAccessToken: () => Promise.resolve('token-1'),
-      invalidate: () => 'keep',
-    },
+    tokens,
+    minBodyBytesPerSecond,
     timeoutMs: 5_000,
     metrics: createMetrics({ registry: new Registry(), defaultMetrics: false }),
     logger: createLogger({ level: 'silent' }),
@@ -93,4 +101,70 @@ describe('forwarder', () => {
     expect((err as SidecarError).code).toBe('upstream_unreachable');
     expect(holds).toEqual([]);
   });
+
+  it('a client that leaves while its request waits for a token ends the forward at once (issue 22)', async () => {
+    const agent = new MockAgent();
+    agent.disableNetConnect();
+    closers.push(() => agent.close());
+    // No token now, and none coming: the wait would last `token.waitMs`.
+    const forwarder = forwarderWith(agent, {
+      getAccessToken: () => new Promise<string>(() => undefined),
+      invalidate: () => 'keep',
+    });
+    let settled!: Promise<unknown>;
+    const base = await serve((req, res) => {
+      settled = forwarder.forward(req, res, { requestId: 'r3' });
+    });
+    const client = request(`${base}/v1.0/a`);
+    client.on('error', () => undefined);
+    client.end();
+    await waitUntil(() => settled !== undefined);
+    client.destroy();
+    // Before issue 22 the forward waited for the token (here: for ever).
+    expect(await within(2_000, settled)).toBe(CLIENT_GONE);
+  });
+
+  it('a body slower than proxy.minBodyBytesPerSecond once its first 10 s passed: 408 request_timeout', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const agent = new MockAgent();
+    agent.disableNetConnect();
+    closers.push(() => agent.close());
+    const forwarder = forwarderWith(agent, HELD_TOKEN, 500);
+    let settled!: Promise<unknown>;
+    const base = await serve((req, res) => {
+      settled = forwarder.forward(req, res, { requestId: 'r4' }).catch((err: unknown) => {
+        res.writeHead(408).end();
+        return err;
+      });
+    });
+    const client = request(`${base}/v1.0/upload`, {
+      method: 'POST',
+      headers: { 'content-length': '4096' },
+    });
+    client.on('error', () => undefined);
+    client.write('0123456789');
+    await waitUntil(() => settled !== undefined);
+    // 10 bytes in 10 s is below 500 B/s: the body's timer, re-aimed at the chunk, fires now.
+    vi.setSystemTime(Date.now() + 10_000);
+    client.write('0123456789');
+    // Before issue 22 only the 30 s pause limit ended it.
+    const err = await within(5_000, settled);
+    vi.useRealTimers();
+    client.destroy();
+    expect(err).toBeInstanceOf(SidecarError);
+    expect((err as SidecarError).code).toBe('request_timeout');
+    expect((err as SidecarError).message).toContain('500 bytes per second');
+  });
 });
+
+/** What `pending` settles with, or 'still pending' after `ms` (real time). */
+function within(ms: number, pending: Promise<unknown>): Promise<unknown> {
+  return Promise.race([
+    pending,
+    new Promise((resolve) => setTimeout(() => resolve('still pending'), ms)),
+  ]);
+}
+
+async function waitUntil(condition: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !condition(); i++) await new Promise((r) => setTimeout(r, 10));
+}

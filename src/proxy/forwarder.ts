@@ -76,16 +76,12 @@ export interface ForwarderOptions {
   upstreamBodyTimeoutMs?: number;
   /** `proxy.bodyTimeoutMs`: longest pause inside the client's request body; then 408. */
   clientBodyTimeoutMs?: number;
-  /** `proxy.minBodyBytesPerSecond`: slowest average of a request body after 10 s; then 408. 0: off. */
+  /** `proxy.minBodyBytesPerSecond`: slowest average body after its first 10 s; then 408. Default 0 (off). */
   minBodyBytesPerSecond?: number;
   /**
-   * Requests receiving their body at once (half of `proxy.maxInFlight`); beyond it 503
-   * `overloaded`, so slow bodies never hold every slot. Default: unbounded.
-   */
-  maxBodiesReceiving?: number;
-  /**
-   * Of those, bodies streamed upstream as they arrive (larger than the replay buffer): each holds
-   * an upstream connection while it trickles, so at most half of `upstream.maxConnections`.
+   * Bodies streamed upstream as they arrive (larger than the replay buffer) at once: each holds an
+   * upstream connection while it trickles, so at most half of `upstream.maxConnections`; beyond it
+   * 503 `overloaded`. Default: unbounded.
    */
   maxBodiesStreaming?: number;
   metrics: ForwarderMetrics;
@@ -101,9 +97,9 @@ export interface ForwardContext {
   requestId: string;
   /**
    * Called with an upstream request that undici still holds after the forward ended (it was
-   * answered 504 or its client left while it waited for a connection): the caller keeps the
-   * request counted against `proxy.maxInFlight` until `until` settles, so dropped requests
-   * waiting in the pool stay bounded too.
+   * answered 504 while it waited for a connection): the caller keeps the request counted against
+   * `proxy.maxInFlight` until `until` settles, so dropped requests waiting in the pool stay
+   * bounded too. Not called for a request whose client left: its slot is given back at once.
    */
   hold?(until: Promise<void>): void;
 }
@@ -134,6 +130,9 @@ function errorCode(err: unknown): string | undefined {
 }
 
 const NO_TAPS: BodyTap[] = [];
+
+/** Longest an answer is read and dropped after its client left, before its connection is given up. */
+export const CLIENT_GONE_DRAIN_MS = 1_000;
 const GONE_ATTEMPT: Attempt = Object.freeze({ kind: 'client_gone' });
 
 /** The forwarder's outcome of the last attempt. */
@@ -191,6 +190,32 @@ function isHttp2Response(res: ClientResponse): boolean {
 }
 
 /**
+ * Resolves as `pending` does, or with undefined as soon as the client resets its stream or closes
+ * its connection (a listener only on this slow path: the common path awaits nothing).
+ */
+function unlessClientGone<T>(pending: Promise<T>, res: ClientResponse): Promise<T | undefined> {
+  const client = closesWithClient(res);
+  if (client.destroyed) {
+    pending.catch(() => undefined);
+    return Promise.resolve(undefined);
+  }
+  return new Promise<T | undefined>((resolve, reject) => {
+    const gone = (): void => resolve(undefined);
+    client.once('close', gone);
+    pending.then(
+      (value) => {
+        client.off('close', gone);
+        resolve(value);
+      },
+      (err: unknown) => {
+        client.off('close', gone);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
+}
+
+/**
  * True once the client reset its stream or closed its connection. Checked after every wait: a
  * `close` that fired while the forwarder awaited the token or a stage has no listener to see it.
  */
@@ -210,7 +235,6 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     minBytesPerSecond: options.minBodyBytesPerSecond ?? 0,
     clock,
   };
-  const bodySlots = createInFlightLimit(options.maxBodiesReceiving ?? Number.POSITIVE_INFINITY);
   const streamSlots = createInFlightLimit(options.maxBodiesStreaming ?? Number.POSITIVE_INFINITY);
   const stages = options.stages ?? [];
   // prom-client hashes the label object on every call; the children are looked up once per
@@ -271,6 +295,16 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     ),
   );
 
+  // A client that left after its request was written: its answer is read and dropped to keep the
+  // connection, for at most CLIENT_GONE_DRAIN_MS; then the connection is given up. Unbounded, an h2
+  // reset storm on a slow path held every upstream connection for the path's whole time, and every
+  // request behind them waited (issue 22). One queue and one timer for every call, as above.
+  const drainDeadlines = new ExpiryQueue<UpstreamCall<CallInfo>>(
+    clock,
+    CLIENT_GONE_DRAIN_MS,
+    (call) => call.stopDraining(),
+  );
+
   // One set of hooks for every call: the per-request state is the call's `info`.
   const hooks: UpstreamCallHooks<CallInfo> = {
     onHead(call, statusCode, rawHeaders): HeadDecision {
@@ -301,9 +335,14 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     onError: (call, err) => classify(err, call, call.info.method, call.info.label, call.info.ctx),
     onSettled(call) {
       headDeadlines.remove(call);
-      // A request undici still holds (answered 504, or its client left while it waited for a
-      // connection) stays counted by the caller until undici lets go of it.
-      if (!call.isReleased) call.info.ctx.hold?.(call.released);
+      // A request undici still holds after a 504 stays counted by the caller until undici lets go
+      // of it. One whose client left gives its slot back at once (docs/design.md "Bounded work"):
+      // undici drops it without a write the moment a connection takes it, and connections are
+      // never held longer than CLIENT_GONE_DRAIN_MS for a client that left.
+      if (!call.isReleased && call.abortedBy !== 'client') call.info.ctx.hold?.(call.released);
+    },
+    onDraining(call) {
+      drainDeadlines.add(call);
     },
   };
 
@@ -343,7 +382,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
           body:
             body.kind === 'none'
               ? null
-              : upstreamBody(req, body, () => {
+              : upstreamBody(req, body, bodyTimeout, () => {
                   call.abortedBy ??= 'client_body';
                 }),
           headersTimeout: timeoutMs,
@@ -415,7 +454,6 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
 
   async function readBody(req: ClientRequest): Promise<PreparedBody | undefined> {
     if (hasNoBody(req)) return NO_BODY;
-    const release = holdUntilBodyEnds(req, bodySlots, 'receiving their bodies');
     try {
       const body = await prepareBody(req, replayLimit, bodyTimeout);
       if (body.kind === 'stream') holdUntilBodyEnds(req, streamSlots, 'streaming their bodies');
@@ -423,16 +461,14 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     } catch (err) {
       if (err instanceof ClientGoneError) return undefined;
       throw err;
-    } finally {
-      if (req.readableEnded) release();
     }
   }
 
   /**
    * Take a slot of `slots` until the request's body has arrived (or the request ended another
-   * way), or refuse with 503 `overloaded`: slow bodies never hold every slot.
+   * way), or refuse with 503 `overloaded`: slow bodies never hold every upstream connection.
    */
-  function holdUntilBodyEnds(req: ClientRequest, slots: InFlightLimit, what: string): () => void {
+  function holdUntilBodyEnds(req: ClientRequest, slots: InFlightLimit, what: string): void {
     if (!slots.tryAcquire()) {
       throw new SidecarError(
         'overloaded',
@@ -452,7 +488,6 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     req.once('end', release);
     req.once('close', release);
     req.once('error', release);
-    return release;
   }
 
   /**
@@ -480,8 +515,13 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     ctx: ForwardContext,
     exchange: Exchange | undefined,
   ): Promise<ForwardOutcome> {
-    const token = await accessToken();
-    if (clientGone(req, res)) return CLIENT_GONE;
+    let token = tokens.currentToken?.();
+    if (token === undefined) {
+      // The wait for a token (up to `token.waitMs`) ends when the client leaves: its slot is
+      // given back at once, not when the token comes.
+      token = await unlessClientGone(accessToken(), res);
+      if (token === undefined || clientGone(req, res)) return CLIENT_GONE;
+    }
     const body = await readBody(req);
     if (body === undefined) return CLIENT_GONE;
     // A client gone since (an h2 reset after the proxy handler's wait for one) is caught at the

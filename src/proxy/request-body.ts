@@ -9,11 +9,14 @@ export const REPLAY_BUFFER_BYTES = 64 * 1024;
 
 export type ClientRequest = IncomingMessage | Http2ServerRequest;
 
-/** A request body as it will be sent upstream. Only `none` and `buffered` can be sent twice. */
+/**
+ * A request body as it will be sent upstream. Only `none` and `buffered` can be sent twice. A
+ * stream remembers when its reading began (`startedAt`, the clock's `now`) for the minimum rate.
+ */
 export type PreparedBody =
   | { kind: 'none' }
   | { kind: 'buffered'; data: Buffer }
-  | { kind: 'stream'; prefix: Buffer[]; pace: BodyPace };
+  | { kind: 'stream'; prefix: Buffer[]; startedAt: number };
 
 /** The client went away while its body was being read; nothing is left to answer. */
 export class ClientGoneError extends OutcomeError {
@@ -24,16 +27,18 @@ export class ClientGoneError extends OutcomeError {
 }
 
 /**
- * `proxy.bodyTimeoutMs`, the longest pause inside a request body; `proxy.minBodyBytesPerSecond`,
- * the slowest average it may arrive at after {@link MIN_RATE_GRACE_MS} (0: off); the clock.
+ * How long a request body may take: `proxy.bodyTimeoutMs`, the longest pause inside it, and
+ * `proxy.minBodyBytesPerSecond`, the slowest average it may arrive at once its first
+ * MIN_RATE_GRACE_MS have passed (Apache mod_reqtimeout's `MinRate`); and the clock that times both.
  */
 export interface BodyTimeout {
   ms: number;
+  /** 0 (or absent): no minimum rate. */
   minBytesPerSecond?: number;
-  clock: Pick<Clock, 'setTimeout' | 'clearTimeout' | 'now'>;
+  clock: Pick<Clock, 'now' | 'setTimeout' | 'clearTimeout'>;
 }
 
-/** The average rate is judged from this long after the body began (Apache mod_reqtimeout's way). */
+/** A body is not judged on its average rate before this much of it has passed. */
 export const MIN_RATE_GRACE_MS = 10_000;
 
 export function requestTimeoutError(ms: number): SidecarError {
@@ -48,30 +53,27 @@ function tooSlowError(minBytesPerSecond: number): SidecarError {
 }
 
 /**
- * How far one request body has come: when it must show progress next. A trickle that resets the
- * pause timer every few seconds still falls below the minimum average and ends.
+ * The delay for the body's one timer after `received` bytes since `startedAt`: the pause limit,
+ * or sooner the moment the average would fall below the minimum rate (the same timer serves
+ * both, re-aimed at each chunk as before: no second timer per request).
  */
-class BodyPace {
-  readonly #startedAt: number;
-  #bytes = 0;
-  constructor(readonly timeout: BodyTimeout) {
-    this.#startedAt = timeout.clock.now();
-  }
+function bodyTimerDelay(timeout: BodyTimeout, startedAt: number, received: number): number {
+  const rate = timeout.minBytesPerSecond ?? 0;
+  if (rate <= 0) return timeout.ms;
+  const rateDeadline = startedAt + Math.max(MIN_RATE_GRACE_MS, (received * 1000) / rate);
+  return Math.max(1, Math.min(timeout.ms, rateDeadline - timeout.clock.now()));
+}
 
-  received(bytes: number): void {
-    this.#bytes += bytes;
-  }
-
-  /** Milliseconds until the body counts as stalled, and the error it then ends with. */
-  next(): { ms: number; error: () => SidecarError } {
-    const { ms, minBytesPerSecond: min = 0 } = this.timeout;
-    if (min > 0) {
-      const due = this.#startedAt + Math.max(MIN_RATE_GRACE_MS, (this.#bytes / min) * 1000);
-      const left = due - this.timeout.clock.now();
-      if (left < ms) return { ms: Math.max(0, left), error: () => tooSlowError(min) };
+/** The 408 for a body timer that fired: too slow on average, or paused too long. */
+function bodyTimeoutError(timeout: BodyTimeout, startedAt: number, received: number): SidecarError {
+  const rate = timeout.minBytesPerSecond ?? 0;
+  if (rate > 0) {
+    const elapsed = timeout.clock.now() - startedAt;
+    if (elapsed >= MIN_RATE_GRACE_MS && (received * 1000) / elapsed < rate) {
+      return tooSlowError(rate);
     }
-    return { ms, error: () => requestTimeoutError(ms) };
   }
+  return requestTimeoutError(timeout.ms);
 }
 
 function isHttp2(req: ClientRequest): req is Http2ServerRequest {
@@ -94,19 +96,19 @@ function declaredLength(req: ClientRequest): number | undefined {
 function readUpTo(
   req: ClientRequest,
   limit: number,
-  pace: BodyPace,
-): Promise<{ chunks: Buffer[]; ended: boolean }> {
+  timeout: BodyTimeout,
+): Promise<{ chunks: Buffer[]; ended: boolean; startedAt: number }> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    const { clock } = pace.timeout;
-    let due = pace.next();
+    const { clock } = timeout;
+    const startedAt = clock.now();
     const onStall = () => {
       cleanup();
       req.pause();
-      reject(due.error());
+      reject(bodyTimeoutError(timeout, startedAt, size));
     };
-    let timer = clock.setTimeout(onStall, due.ms);
+    let timer = clock.setTimeout(onStall, bodyTimerDelay(timeout, startedAt, size));
     const cleanup = () => {
       clock.clearTimeout(timer);
       req.off('data', onData);
@@ -115,21 +117,19 @@ function readUpTo(
       req.off('close', onGone);
     };
     const onData = (chunk: Buffer) => {
-      clock.clearTimeout(timer);
-      pace.received(chunk.length);
-      due = pace.next();
-      timer = clock.setTimeout(onStall, due.ms);
       chunks.push(chunk);
       size += chunk.length;
+      clock.clearTimeout(timer);
+      timer = clock.setTimeout(onStall, bodyTimerDelay(timeout, startedAt, size));
       if (size > limit) {
         req.pause();
         cleanup();
-        resolve({ chunks, ended: false });
+        resolve({ chunks, ended: false, startedAt });
       }
     };
     const onEnd = () => {
       cleanup();
-      resolve({ chunks, ended: true });
+      resolve({ chunks, ended: true, startedAt });
     };
     const onGone = () => {
       cleanup();
@@ -137,7 +137,7 @@ function readUpTo(
     };
     if (req.readableEnded) {
       clock.clearTimeout(timer);
-      resolve({ chunks, ended: true });
+      resolve({ chunks, ended: true, startedAt });
       return;
     }
     req.on('data', onData);
@@ -164,12 +164,13 @@ export async function prepareBody(
   timeout: BodyTimeout,
 ): Promise<PreparedBody> {
   if (!mayHaveBody(req)) return NO_BODY;
-  const pace = new BodyPace(timeout);
   const length = declaredLength(req);
-  if (length !== undefined && length > limit) return { kind: 'stream', prefix: [], pace };
-  const { chunks, ended } = await readUpTo(req, limit, pace);
+  if (length !== undefined && length > limit) {
+    return { kind: 'stream', prefix: [], startedAt: timeout.clock.now() };
+  }
+  const { chunks, ended, startedAt } = await readUpTo(req, limit, timeout);
   if (ended) return { kind: 'buffered', data: Buffer.concat(chunks) };
-  return { kind: 'stream', prefix: chunks, pace };
+  return { kind: 'stream', prefix: chunks, startedAt };
 }
 
 /**
@@ -179,6 +180,7 @@ export async function prepareBody(
 export function upstreamBody(
   req: ClientRequest,
   body: PreparedBody,
+  timeout: BodyTimeout,
   onStall: () => void,
 ): Buffer | Readable | null {
   switch (body.kind) {
@@ -187,25 +189,29 @@ export function upstreamBody(
     case 'buffered':
       return body.data;
     case 'stream': {
-      const { prefix, pace } = body;
-      const { clock } = pace.timeout;
+      const { prefix, startedAt } = body;
+      const { clock } = timeout;
+      let received = 0;
+      for (const chunk of prefix) received += chunk.length;
       async function* chunks(): AsyncGenerator<Buffer> {
         yield* prefix;
         // destroyOnReturn: false — stopping early (upstream failed) must leave the client socket alone.
         const rest = req.iterator({ destroyOnReturn: false })[Symbol.asyncIterator]();
         for (;;) {
           let timer: ReturnType<typeof clock.setTimeout> | undefined;
-          const due = pace.next();
           const stalled = new Promise<never>((_, reject) => {
-            timer = clock.setTimeout(() => {
-              onStall();
-              reject(due.error());
-            }, due.ms);
+            timer = clock.setTimeout(
+              () => {
+                onStall();
+                reject(bodyTimeoutError(timeout, startedAt, received));
+              },
+              bodyTimerDelay(timeout, startedAt, received),
+            );
           });
           try {
             const next = (await Promise.race([rest.next(), stalled])) as IteratorResult<Buffer>;
             if (next.done === true) return;
-            pace.received(next.value.length);
+            received += next.value.length;
             yield next.value;
           } finally {
             if (timer !== undefined) clock.clearTimeout(timer);

@@ -52,6 +52,11 @@ export interface UpstreamCallHooks<I> {
    * request (`isReleased` false) when it was answered before it got a connection.
    */
   onSettled?(call: UpstreamCall<I>): void;
+  /**
+   * The client left after the request was written and the answer is being read and dropped to
+   * keep the connection: the caller bounds how long (`stopDraining` aborts it).
+   */
+  onDraining?(call: UpstreamCall<I>): void;
 }
 
 /** What the error classification needs to know. */
@@ -162,8 +167,12 @@ export class UpstreamCall<I = undefined>
 
   /** The client's side closed (shared listener, below). */
   clientClosed(): void {
-    // Finished, or destroyed by us after an upstream failure: not the client's doing.
-    if (this.#res.writableFinished || this.#settled) return;
+    // Finished, or destroyed by us after an upstream failure: not the client's doing. Finished
+    // only counts once we ended it: the h2 compat response reports `writableFinished` on any close
+    // of its stream, a reset too, before this listener runs (issue 22: a stream reset while its
+    // answer head was awaited was never aborted, and held its slot for the path's whole time).
+    const res = this.#res;
+    if ((res.writableFinished && res.writableEnded) || this.#settled) return;
     this.abort('client', new ClientGoneError());
   }
 
@@ -186,6 +195,14 @@ export class UpstreamCall<I = undefined>
     // finding the current call through the response: no closure, no `once` wrapper, no removal.
     if (client[kCurrentCall] === undefined) client.on('close', onClientClose);
     client[kCurrentCall] = this;
+  }
+
+  /**
+   * The answer of a client that left is still being read (`onDraining`): give up the connection
+   * instead. Nothing happens once undici is done with the request.
+   */
+  stopDraining(): void {
+    if (this.#draining && !this.#isReleased) this.#abortUpstream?.(new ClientGoneError());
   }
 
   /** `dispatch()` threw instead of calling the handler: the exchange fails with `err`. */
@@ -222,6 +239,7 @@ export class UpstreamCall<I = undefined>
         // Concluded first: resuming can run the parser over buffered bytes at once, and the
         // answer's end must then find the exchange already settled as the client's leaving.
         this.#conclude(reason);
+        this.#hooks.onDraining?.(this);
         this.#resume();
         return;
       }
