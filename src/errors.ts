@@ -158,6 +158,11 @@ export class ConfigError extends Error {
 /** EX_CONFIG from sysexits.h: what `oauth-sidecar` exits with on bad configuration. */
 export const EXIT_CONFIG = 78;
 
+/** 503 `overloaded` with `Retry-After: 1`: a limit of the sidecar's own is full. */
+export function overloadedError(detail: string): SidecarError {
+  return new SidecarError('overloaded', detail, { retryAfterSeconds: 1 });
+}
+
 /** Any error as an envelope-ready SidecarError: unknown errors become `internal_error`. */
 export function asSidecarError(error: unknown): SidecarError {
   if (error instanceof SidecarError) return error;

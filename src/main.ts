@@ -28,7 +28,7 @@ import { createLogDestination, createLogger, type Logger } from './telemetry/log
 import { createMetrics } from './telemetry/metrics.js';
 import { createTokenEndpointClient } from './token/client.js';
 import { TokenKeeper } from './token/keeper.js';
-import { createTokenCoordinator, LEASE_EXTRA_MS, type TokenCoordinator } from './token/shared.js';
+import { createTokenCoordinator, leaseTtlMs, type TokenCoordinator } from './token/shared.js';
 import type { TokenEndpoint } from './token/types.js';
 
 /** In-flight requests get this long to finish after SIGTERM (docs/reference.md "Command line"). */
@@ -92,7 +92,7 @@ async function openTokenStore(
   const coordinator = createTokenCoordinator({
     store: createTokenSetStore({
       connection,
-      leaseTtlMs: config.token.timeoutMs + LEASE_EXTRA_MS,
+      leaseTtlMs: leaseTtlMs(config.token.timeoutMs),
       keyPrefix,
       tokenUrl: config.token.url,
       scopes: config.token.scopes,
@@ -336,7 +336,7 @@ async function checkStore(
     const version = await connection.probe();
     await createTokenSetStore({
       connection,
-      leaseTtlMs: config.token.timeoutMs + LEASE_EXTRA_MS,
+      leaseTtlMs: leaseTtlMs(config.token.timeoutMs),
       keyPrefix: config.token.store.keyPrefix,
       tokenUrl: config.token.url,
       scopes: config.token.scopes,

@@ -7,7 +7,6 @@
  * coverage output) naming the files each process loaded, and the last test fails if any chunk
  * the metafile lists was loaded by none of them: a new lazy chunk cannot go untested.
  */
-import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { request } from 'undici';
@@ -15,8 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandin, type Standin } from '../src/standin/index.js';
 import { missingRedisServer, startRedisServer, type RedisServer } from './helpers/redis-server.js';
 import {
-  MAIN,
   runCli,
+  startDemo,
   startSidecarProcess,
   tempDir,
   waitFor,
@@ -139,22 +138,11 @@ describe('the bundle, through every lazily loaded part', () => {
   });
 
   it('runs the demo: the stand-in and its self-signed certificate', async () => {
-    const child = spawn(process.execPath, [MAIN, 'demo'], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        PROXY_LISTEN: '127.0.0.1:0',
-        ADMIN_LISTEN: '127.0.0.1:0',
-        NODE_V8_COVERAGE: coverage,
-      },
-    });
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    const { child, output, exited } = startDemo({ NODE_V8_COVERAGE: coverage });
     try {
       const curl = /curl (http:\/\/127\.0\.0\.1:\d+\/v1\.0\/contracts\/)/;
-      await waitFor(() => curl.test(out), 15_000, 'the curl line');
-      const res = await request(curl.exec(out)![1]!);
+      await waitFor(() => curl.test(output.text), 15_000, 'the curl line');
+      const res = await request(curl.exec(output.text)![1]!);
       await res.body.text();
       expect(res.statusCode).toBe(200);
       child.kill('SIGINT');

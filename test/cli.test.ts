@@ -2,7 +2,6 @@
  * End-to-end: the real `oauth-sidecar` process (dist/main.js, built by `npm test`) against the
  * stand-in API over HTTPS. Exit codes, printed lines, drain on SIGTERM, and logs without secrets.
  */
-import { spawn } from 'node:child_process';
 import { mkdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
@@ -11,8 +10,8 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandin, type Standin } from '../src/standin/index.js';
 import {
-  MAIN,
   runCli,
+  startDemo,
   startSidecarProcess,
   tempDir,
   waitFor,
@@ -394,25 +393,6 @@ describe('oauth-sidecar serve', () => {
 });
 
 describe('oauth-sidecar demo', () => {
-  /** Start `demo` with `env` on top of loopback listeners; resolves once it exits. */
-  function startDemo(env: Record<string, string>) {
-    const child = spawn(process.execPath, [MAIN, 'demo'], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        PROXY_LISTEN: '127.0.0.1:0',
-        ADMIN_LISTEN: '127.0.0.1:0',
-        ...env,
-      },
-    });
-    const output = { text: '' };
-    child.stdout.on('data', (d: Buffer) => (output.text += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (output.text += d.toString()));
-    const exited = new Promise<number | null>((resolve) =>
-      child.on('exit', (code) => resolve(code)),
-    );
-    return { child, output, exited };
-  }
-
   it('passes every setting through (cache, rate limit), lists the routes, and a second demo on its ports names the setting', async () => {
     const first = startDemo({
       CACHE_RULES: '/v1.0/contracts/=60',
@@ -464,26 +444,14 @@ describe('oauth-sidecar demo', () => {
   });
 
   it('starts the stand-in and the sidecar with no configuration and prints a curl line that works', async () => {
-    const child = spawn(process.execPath, [MAIN, 'demo'], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        PROXY_LISTEN: '127.0.0.1:0',
-        ADMIN_LISTEN: '127.0.0.1:0',
-      },
-    });
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    const exited = new Promise<number | null>((resolve) =>
-      child.on('exit', (code) => resolve(code)),
-    );
+    const { child, output, exited } = startDemo();
     try {
       await waitFor(
-        () => /curl (http:\/\/127\.0\.0\.1:\d+\/v1\.0\/contracts\/)/.test(out),
+        () => /curl (http:\/\/127\.0\.0\.1:\d+\/v1\.0\/contracts\/)/.test(output.text),
         15_000,
         'the curl line',
       );
-      const url = /curl (http:\/\/127\.0\.0\.1:\d+\/v1\.0\/contracts\/)/.exec(out)![1]!;
+      const url = /curl (http:\/\/127\.0\.0\.1:\d+\/v1\.0\/contracts\/)/.exec(output.text)![1]!;
       let res = await request(url);
       // The first request may wait (up to token.waitMs) for the first token: it still answers 200.
       expect(res.statusCode).toBe(200);
@@ -493,7 +461,7 @@ describe('oauth-sidecar demo', () => {
       await res.body.text();
       child.kill('SIGINT');
       expect(await exited).toBe(0);
-      expect(out).not.toContain('demo-secret');
+      expect(output.text).not.toContain('demo-secret');
     } finally {
       child.kill('SIGKILL');
     }

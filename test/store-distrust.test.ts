@@ -106,6 +106,15 @@ function presentedTwice(standin: Standin): string[] {
   return twice;
 }
 
+/** No refresh token presented twice, none refused; a failure prints the token-request trace. */
+function expectEachRefreshTokenOnce(standin: Standin): void {
+  const trace = standin.tokenRequests.map(
+    (r) => `${r.at % 100_000} ${r.grant} ${r.refreshToken?.slice(3, 8) ?? '-'} ${r.outcome}`,
+  );
+  expect(presentedTwice(standin), trace.join('\n')).toEqual([]);
+  expect(standin.tokenRequests.filter((r) => r.outcome === 'rejected')).toEqual([]);
+}
+
 async function status(s: SidecarProcess): Promise<{ store: Record<string, unknown> }> {
   const res = await request(`${s.adminUrl}/status`);
   return (await res.body.json()) as { store: Record<string, unknown> };
@@ -257,11 +266,7 @@ describe.concurrent('what the store says is never trusted', () => {
         'ten refresh grants',
       );
       await load.stop();
-      const trace = s.standin.tokenRequests.map(
-        (r) => `${r.at % 100_000} ${r.grant} ${r.refreshToken?.slice(3, 8) ?? '-'} ${r.outcome}`,
-      );
-      expect(presentedTwice(s.standin), trace.join('\n')).toEqual([]);
-      expect(s.standin.tokenRequests.filter((r) => r.outcome === 'rejected')).toEqual([]);
+      expectEachRefreshTokenOnce(s.standin);
     },
     SCENARIO_TIMEOUT_MS,
   );
@@ -291,11 +296,7 @@ describe.concurrent('what the store says is never trusted', () => {
       // The first renewal round is over once A's renewal without the store (if any) is answered.
       await waitFor(() => s.standin.tokenRequests.length >= 4, 20_000, 'four token requests');
       await load.stop();
-      const trace = s.standin.tokenRequests.map(
-        (r) => `${r.at % 100_000} ${r.grant} ${r.refreshToken?.slice(3, 8) ?? '-'} ${r.outcome}`,
-      );
-      expect(presentedTwice(s.standin), trace.join('\n')).toEqual([]);
-      expect(s.standin.tokenRequests.filter((r) => r.outcome === 'rejected')).toEqual([]);
+      expectEachRefreshTokenOnce(s.standin);
     },
     SCENARIO_TIMEOUT_MS,
   );

@@ -51,9 +51,12 @@ export function demoEnv(
   return { env: out, ignored };
 }
 
+/** The route the banner's first curl line names. */
+const CONTRACTS_PATH = '/v1.0/contracts/';
+
 /** The stand-in's routes worth trying through the demo (src/standin/api.ts has them all). */
-export const DEMO_ROUTES: readonly [string, string][] = [
-  ['/v1.0/contracts/', 'sample contracts (JSON; Accept: text/csv for CSV)'],
+export const DEMO_ROUTES: readonly (readonly [string, string])[] = [
+  [CONTRACTS_PATH, 'sample contracts (JSON; Accept: text/csv for CSV)'],
   ['/v1.0/echo/any', 'the request as the stand-in saw it, the demo token included'],
   ['/v1.0/slow/2000', 'answers after 2000 ms'],
   ['/v1.0/bytes/1048576', 'a 1 MiB body'],
@@ -61,10 +64,15 @@ export const DEMO_ROUTES: readonly [string, string][] = [
   ['/v1.0/status/503', 'any status 200..599'],
 ];
 
-export function curlTarget(address: { host: string; port: number }): string {
+/** The proxy's URL as a local client reaches it (a wildcard address is shown as loopback). */
+function proxyBase(address: { host: string; port: number }): string {
   const host = address.host.includes(':') ? `[${address.host}]` : address.host;
   const shown = host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host;
-  return `http://${shown}:${address.port}/v1.0/contracts/`;
+  return `http://${shown}:${address.port}`;
+}
+
+export function curlTarget(address: { host: string; port: number }): string {
+  return `${proxyBase(address)}${CONTRACTS_PATH}`;
 }
 
 export interface DemoDeps<
@@ -96,7 +104,7 @@ export async function runDemo<
     throw error;
   }
   deps.serve(sidecar, () => standin.close());
-  const base = curlTarget(sidecar.proxyAddress).replace(/\/v1\.0\/contracts\/$/, '');
+  const base = proxyBase(sidecar.proxyAddress);
   const rules = config.cache.rules.map((rule) => `${rule.prefix}=${rule.ttlSeconds}s`);
   const limit = config.upstream.rateLimit;
   io.out('');

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock.js';
-import { SidecarError } from '../errors.js';
+import { overloadedError, SidecarError } from '../errors.js';
 import { countHeaderFields, type InFlightLimit } from '../proxy/admission.js';
 import {
   CLIENT_GONE,
@@ -18,7 +18,7 @@ import {
   type Forwarder,
 } from '../proxy/forwarder.js';
 import { checkRequestTarget } from '../proxy/path-safety.js';
-import { hasNoBody } from '../proxy/request-body.js';
+import { hasNoBody, holdWhileBodyArrives } from '../proxy/request-body.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 import { answerError } from './error-handler.js';
@@ -101,33 +101,6 @@ class RequestContext implements ForwardContext {
   }
 }
 
-/**
- * A slot of `receivingBodies`, given back once, when the body has arrived or the request ended,
- * whichever comes first (a class: one object, no closures, per request with a body).
- */
-class BodySlot {
-  #held = true;
-  readonly end: () => void;
-  constructor(
-    private readonly limit: InFlightLimit,
-    private readonly req: ClientRequest,
-  ) {
-    this.end = () => this.release();
-    req.once('end', this.end);
-  }
-
-  release(): void {
-    if (!this.#held) return;
-    this.#held = false;
-    this.req.off('end', this.end);
-    this.limit.release();
-  }
-}
-
-function overloaded(detail: string): SidecarError {
-  return new SidecarError('overloaded', detail, { retryAfterSeconds: 1 });
-}
-
 export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
   const { forwarder, requestLog, inFlight, receivingBodies } = options;
   const now = options.clock ? () => options.clock!.now() : Date.now;
@@ -158,15 +131,17 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       status = CLIENT_GONE.status;
     } else {
       let refused = refusal(req, target, options);
-      let bodySlot: BodySlot | undefined;
+      let releaseBodySlot: (() => void) | undefined;
       if (refused === undefined && !inFlight.tryAcquire()) {
-        refused = overloaded(`${inFlight.max} requests are already in progress; retry shortly`);
+        refused = overloadedError(
+          `${inFlight.max} requests are already in progress; retry shortly`,
+        );
       } else if (refused === undefined && receivingBodies !== undefined && !hasNoBody(req)) {
         // Slow bodies cannot take every slot: the other half stays for requests ready to go.
-        if (receivingBodies.tryAcquire()) bodySlot = new BodySlot(receivingBodies, req);
-        else {
+        releaseBodySlot = holdWhileBodyArrives(req, receivingBodies);
+        if (releaseBodySlot === undefined) {
           inFlight.release();
-          refused = overloaded(
+          refused = overloadedError(
             `${receivingBodies.max} requests are already sending their body; retry shortly`,
           );
         }
@@ -181,7 +156,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
         } catch (error) {
           ({ status, code } = answerError(res, error, requestId, errorOptions));
         } finally {
-          bodySlot?.release();
+          releaseBodySlot?.();
           // A request undici still holds in its pool stays counted until it lets go of it.
           if (ctx.held === undefined) inFlight.release();
           else void ctx.held.then(() => inFlight.release());

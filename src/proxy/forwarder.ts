@@ -15,11 +15,11 @@
  */
 import type { Dispatcher } from 'undici';
 import type { Clock } from '../clock.js';
-import { SidecarError } from '../errors.js';
+import { overloadedError, SidecarError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 import { ExpiryQueue } from './expiry-queue.js';
-import { createInFlightLimit, type InFlightLimit } from './admission.js';
+import { createInFlightLimit } from './admission.js';
 import {
   AnswerHead,
   clientResponseHeaders,
@@ -37,6 +37,7 @@ import {
   NO_BODY,
   REPLAY_BUFFER_BYTES,
   hasNoBody,
+  holdWhileBodyArrives,
   prepareBody,
   requestTimeoutError,
   upstreamBody,
@@ -456,38 +457,17 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     if (hasNoBody(req)) return NO_BODY;
     try {
       const body = await prepareBody(req, replayLimit, bodyTimeout);
-      if (body.kind === 'stream') holdUntilBodyEnds(req, streamSlots, 'streaming their bodies');
+      // A body streamed upstream holds a pool connection while it arrives.
+      if (body.kind === 'stream' && holdWhileBodyArrives(req, streamSlots) === undefined) {
+        throw overloadedError(
+          `${streamSlots.max} requests are already streaming their bodies; retry shortly`,
+        );
+      }
       return body;
     } catch (err) {
       if (err instanceof ClientGoneError) return undefined;
       throw err;
     }
-  }
-
-  /**
-   * Take a slot of `slots` until the request's body has arrived (or the request ended another
-   * way), or refuse with 503 `overloaded`: slow bodies never hold every upstream connection.
-   */
-  function holdUntilBodyEnds(req: ClientRequest, slots: InFlightLimit, what: string): void {
-    if (!slots.tryAcquire()) {
-      throw new SidecarError(
-        'overloaded',
-        `${slots.max} requests are already ${what}; retry shortly`,
-        { retryAfterSeconds: 1 },
-      );
-    }
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
-      req.off('end', release);
-      req.off('close', release);
-      req.off('error', release);
-      slots.release();
-    };
-    req.once('end', release);
-    req.once('close', release);
-    req.once('error', release);
   }
 
   /**

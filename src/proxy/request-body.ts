@@ -3,6 +3,7 @@ import type { Http2ServerRequest } from 'node:http2';
 import { Readable } from 'node:stream';
 import type { Clock } from '../clock.js';
 import { OutcomeError, SidecarError } from '../errors.js';
+import type { InFlightLimit } from './admission.js';
 
 /** Bodies up to this size are buffered, so a request that met a 401 can be replayed (docs/design.md "Token keeper"). */
 export const REPLAY_BUFFER_BYTES = 64 * 1024;
@@ -148,6 +149,31 @@ function readUpTo(
 }
 
 export const NO_BODY: PreparedBody = Object.freeze({ kind: 'none' });
+
+/**
+ * Take a slot of `slots` while the request's body arrives: given back when the body has ended or
+ * the request has closed, whichever comes first, or earlier through the returned function.
+ * Undefined when `slots` is full (the caller answers 503 `overloaded`).
+ */
+export function holdWhileBodyArrives(
+  req: ClientRequest,
+  slots: Pick<InFlightLimit, 'tryAcquire' | 'release'>,
+): (() => void) | undefined {
+  if (!slots.tryAcquire()) return undefined;
+  let held = true;
+  const release = (): void => {
+    if (!held) return;
+    held = false;
+    req.off('end', release);
+    req.off('close', release);
+    req.off('error', release);
+    slots.release();
+  };
+  req.once('end', release);
+  req.once('close', release);
+  req.once('error', release);
+  return release;
+}
 
 /** True when the request cannot carry a body: nothing to read, nothing to time. */
 export function hasNoBody(req: ClientRequest): boolean {

@@ -15,7 +15,12 @@ import type { GrantType, TokenSet } from './types.js';
 /** How often a process waiting for the lease holder looks at the store. */
 export const LEASE_POLL_MS = 100;
 /** The lease outlives one token request by this much (docs/token-store.md: TTL = token.timeoutMs + 2 s). */
-export const LEASE_EXTRA_MS = 2_000;
+const LEASE_EXTRA_MS = 2_000;
+
+/** The renewal lease's TTL for a token request bound of `tokenTimeoutMs`. */
+export function leaseTtlMs(tokenTimeoutMs: number): number {
+  return tokenTimeoutMs + LEASE_EXTRA_MS;
+}
 
 /** Which refresh token a grant may use: the fleet's (store up; none = client credentials) or its own. */
 export type RefreshSource =
@@ -93,7 +98,7 @@ export interface TokenCoordinator {
 
 export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenCoordinator {
   const { store, settings, now, log } = { ...options, log: options.logger };
-  const leaseTtlMs = settings.timeoutMs + LEASE_EXTRA_MS;
+  const leaseTtl = leaseTtlMs(settings.timeoutMs);
   let generation: number | null = null;
 
   const seen = (entry: StoredEntry): void => {
@@ -179,7 +184,7 @@ export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenC
           const newer = deleted ? undefined : adoptable(entry, held, rejectedToken);
           if (newer !== undefined) return adopted(newer, entry);
         }
-        const { lease, entry } = await store.takeLease(leaseTtlMs);
+        const { lease, entry } = await store.takeLease(leaseTtl);
         seen(entry);
         const fresher = adoptable(entry, held, rejectedToken);
         if (fresher !== undefined) {
@@ -280,7 +285,7 @@ export function createTokenCoordinator(options: TokenCoordinatorOptions): TokenC
     held: HeldRef | undefined,
     rejected: string | undefined,
   ): Promise<Coordinated<never> | 'token-expiring'> {
-    const deadline = now() + leaseTtlMs + LEASE_POLL_MS;
+    const deadline = now() + leaseTtl + LEASE_POLL_MS;
     // Only a token still valid now bounds the wait: a process already without one (an endpoint
     // outage) waits for the fleet's one attempt as before instead of adding its own.
     const expiresAt = held?.expiresAt;

@@ -70,6 +70,31 @@ export function runCli(
   });
 }
 
+export interface DemoProcess {
+  child: ChildProcessWithoutNullStreams;
+  /** Everything printed so far, stdout and stderr together. */
+  output: { text: string };
+  /** Resolves with the exit code once the process has ended. */
+  exited: Promise<number | null>;
+}
+
+/** Start `node dist/main.js demo` on loopback ports 0, with `env` on top. */
+export function startDemo(env: Record<string, string> = {}): DemoProcess {
+  const child = spawn(process.execPath, [MAIN, 'demo'], {
+    env: {
+      PATH: process.env.PATH ?? '',
+      PROXY_LISTEN: '127.0.0.1:0',
+      ADMIN_LISTEN: '127.0.0.1:0',
+      ...env,
+    },
+  });
+  const output = { text: '' };
+  child.stdout.on('data', (d: Buffer) => (output.text += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (output.text += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, output, exited };
+}
+
 /** Start a serving sidecar process and wait for its "listening" log line. */
 export async function startSidecarProcess(
   env: Record<string, string>,
