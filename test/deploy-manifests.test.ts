@@ -58,12 +58,12 @@ describe('deploy/ manifests', () => {
     expect(ids('overlays/shared-gateway')).toContain('Deployment/oauth-sidecar-gateway');
   });
 
-  it('the shared gateway runs 3 replicas with TOKEN_STORE_URL from a Secret and egress to Redis', () => {
+  it('the shared gateway runs 3 replicas with STORE_URL from a Secret and egress to Redis', () => {
     const deployment = find('overlays/shared-gateway', 'Deployment', 'oauth-sidecar-gateway');
     expect((deployment.spec as { replicas: number }).replicas).toBe(3);
     const container = podSpec(deployment).containers[0];
-    expect(container.env.find((e: { name: string }) => e.name === 'TOKEN_STORE_URL')).toEqual({
-      name: 'TOKEN_STORE_URL',
+    expect(container.env.find((e: { name: string }) => e.name === 'STORE_URL')).toEqual({
+      name: 'STORE_URL',
       valueFrom: {
         secretKeyRef: { name: 'oauth-sidecar-token-store', key: 'url', optional: true },
       },
@@ -241,6 +241,7 @@ describe('deploy/ manifests', () => {
       (configMap.data as Record<string, string>).PROXY_LISTEN = '0.0.0.0:8080';
       (configMap.data as Record<string, string>).UPSTREAM_BASEURL = 'https://example.com';
       (configMap.data as Record<string, string>).TOKEN_STORE_URL = 'redis://:pw@redis:6379';
+      (configMap.data as Record<string, string>).STORE_URL = 'redis://:pw@redis:6379';
       const problems = crossReferences(docs, secretExample).join('\n');
       expect(problems).toContain('CLIENT_SECRET_FILE=/var/run/secrets/oauth-sidecar/client_secret');
       expect(problems).toContain('subPath');
@@ -249,6 +250,7 @@ describe('deploy/ manifests', () => {
       expect(problems).toContain('loopback');
       expect(problems).toContain('UPSTREAM_BASEURL is not a configuration variable');
       expect(problems).toContain('TOKEN_STORE_URL must come from a Secret');
+      expect(problems).toContain(' STORE_URL must come from a Secret');
     });
   });
 });

@@ -3,13 +3,14 @@ import { connect } from 'node:net';
 import { Registry } from 'prom-client';
 import { Agent, fetch, type Dispatcher } from 'undici';
 import { systemClock } from '../src/clock.js';
+import { loadConfig } from '../src/config/load.js';
+import type { Config, LogLevel } from '../src/config/types.js';
 import type { SidecarError } from '../src/errors.js';
 import { createRequestLog } from '../src/http/request-log.js';
-import { startProxy, type ProxySettings, type RunningProxy } from '../src/http/start-proxy.js';
-import { createUpstreamDispatcher } from '../src/proxy/dispatcher.js';
+import type { RunningProxy } from '../src/http/start-proxy.js';
 import type { ForwardStage } from '../src/proxy/forwarder.js';
-import { QuotaGuard, type QuotaGuardOptions } from '../src/proxy/quota/guard.js';
-import { quotaStage } from '../src/proxy/quota/stage.js';
+import type { QuotaGuard, SharedQuota } from '../src/proxy/quota/guard.js';
+import { startProxyStack, Teardown } from '../src/sidecar.js';
 import type { AccessTokenSource } from '../src/proxy/types.js';
 import type { Standin } from '../src/standin/index.js';
 import { createLogger } from '../src/telemetry/logger.js';
@@ -99,8 +100,8 @@ export interface Stack {
   metrics: SidecarMetrics;
   logs: Record<string, unknown>[];
   dispatcher: Dispatcher;
-  /** The quota guard; on the request path only when `quota` options were given. */
   quota: QuotaGuard;
+  config: Config;
   close(): Promise<void>;
 }
 
@@ -110,30 +111,58 @@ export interface StackOptions {
   http2?: boolean;
   upstreamHttp2?: boolean;
   /** Overrides of the shipped defaults (config/schema.ts) for the limits under test. */
-  limits?: Partial<ProxySettings['proxy']> & {
+  limits?: Partial<
+    Pick<
+      Config['proxy'],
+      'maxInFlight' | 'maxPipelined' | 'maxHeaders' | 'bodyTimeoutMs' | 'minBodyBytesPerSecond'
+    >
+  > & {
     maxConnections?: number;
     upstreamBodyTimeoutMs?: number;
     keepAliveTimeoutMs?: number;
   };
-  stages?: ForwardStage[];
-  logLevel?: string;
-  /** Put the quota guard on the request path with these settings (default: not installed). */
-  quota?: Partial<
-    Pick<QuotaGuardOptions, 'rateLimit' | 'queueMs' | 'maxCooldownSeconds' | 'maxQueued' | 'shared'>
-  >;
+  /** A response cache built by the test (on its own clock); default: none, as `cache.rules` is empty. */
+  cache?: ForwardStage;
+  logLevel?: LogLevel;
+  /** Quota settings (`upstream.rateLimit`, `queueMs`, `maxCooldownSeconds`) and a fleet half. */
+  quota?: Partial<Pick<Config['upstream'], 'rateLimit' | 'queueMs' | 'maxCooldownSeconds'>> & {
+    shared?: SharedQuota;
+  };
 }
 
-/** The shipped defaults of the proxy limits (docs/configuration.md). */
-export const DEFAULT_LIMITS = {
-  maxInFlight: 512,
-  maxPipelined: 8,
-  maxHeaders: 100,
-  clientBodyTimeoutMs: 30_000,
-  maxConnections: 64,
-  upstreamBodyTimeoutMs: 30_000,
-} as const;
+/** The shipped configuration (defaults from config/schema.ts) with the test's overrides. */
+async function stackConfig(standin: Standin, options: StackOptions): Promise<Config> {
+  const config = await loadConfig({
+    env: {
+      UPSTREAM_BASE_URL: options.upstream ?? standin.url,
+      UPSTREAM_ALLOW_INSECURE_HTTP: 'true',
+      UPSTREAM_PATH_PREFIXES: '/v1.0/,/beta/',
+      UPSTREAM_TIMEOUT_MS: String(options.timeoutMs ?? 5_000),
+      CLIENT_ID: 'demo-client',
+      CLIENT_SECRET: 'demo-secret',
+      PROXY_LISTEN: '127.0.0.1:0',
+      LOG_LEVEL: options.logLevel ?? 'info',
+    },
+  });
+  const {
+    maxConnections,
+    upstreamBodyTimeoutMs,
+    keepAliveTimeoutMs: _,
+    ...proxy
+  } = options.limits ?? {};
+  const { shared: __, ...quota } = options.quota ?? {};
+  Object.assign(config.proxy, proxy, { http2: options.http2 ?? false });
+  Object.assign(config.upstream, quota, {
+    http2: options.upstreamHttp2 ?? false,
+    maxConnections: maxConnections ?? config.upstream.maxConnections,
+    bodyTimeoutMs: upstreamBodyTimeoutMs ?? config.upstream.bodyTimeoutMs,
+  });
+  return config;
+}
 
+/** The proxy stack that ships (sidecar.ts), with the stand-in's tokens in place of the keeper. */
 export async function startStack(standin: Standin, options: StackOptions = {}): Promise<Stack> {
+  const config = await stackConfig(standin, options);
   const logs: Record<string, unknown>[] = [];
   const sink = {
     // One or more whole lines per write (the request log batches them).
@@ -143,58 +172,22 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
       }
     },
   };
-  const level = options.logLevel ?? 'info';
-  const logger = createLogger({ level, destination: sink });
+  const logger = createLogger({ level: config.log.level, destination: sink });
   const metrics = createMetrics({ registry: new Registry(), defaultMetrics: false });
   const tokens = new StandinTokens(standin);
-  const limits = options.limits ?? {};
-  const dispatcher = createUpstreamDispatcher({
-    ca: standin.caCert,
-    http2: options.upstreamHttp2 ?? false,
-    connections: limits.maxConnections ?? DEFAULT_LIMITS.maxConnections,
-    origin: options.upstream ?? standin.url,
-  });
-  const quota = new QuotaGuard({
-    rateLimit: undefined,
-    queueMs: 2_000,
-    maxCooldownSeconds: 300,
-    ...options.quota,
-    clock: systemClock,
+  const teardown = new Teardown();
+  const { proxy, quota, dispatcher } = await startProxyStack(config, {
+    tokens,
     metrics,
     logger,
+    requestLog: createRequestLog({ level: config.log.level, sink }),
+    clock: systemClock,
+    teardown,
+    ca: standin.caCert,
+    shared: options.quota?.shared,
+    cache: options.cache,
+    keepAliveTimeoutMs: options.limits?.keepAliveTimeoutMs,
   });
-  metrics.bindQuotaState(quota);
-  quota.start();
-  const proxy = await startProxy(
-    {
-      upstream: {
-        baseUrl: options.upstream ?? standin.url,
-        pathPrefixes: ['/v1.0/', '/beta/'],
-        timeoutMs: options.timeoutMs ?? 5_000,
-        bodyTimeoutMs: limits.upstreamBodyTimeoutMs ?? DEFAULT_LIMITS.upstreamBodyTimeoutMs,
-      },
-      proxy: {
-        listen: { host: '127.0.0.1', port: 0 },
-        http2: options.http2 ?? false,
-        maxInFlight: limits.maxInFlight ?? DEFAULT_LIMITS.maxInFlight,
-        maxPipelined: limits.maxPipelined ?? DEFAULT_LIMITS.maxPipelined,
-        maxHeaders: limits.maxHeaders ?? DEFAULT_LIMITS.maxHeaders,
-        bodyTimeoutMs: limits.bodyTimeoutMs ?? DEFAULT_LIMITS.clientBodyTimeoutMs,
-        keepAliveTimeoutMs: limits.keepAliveTimeoutMs,
-      },
-    },
-    {
-      dispatcher,
-      tokens,
-      metrics,
-      logger,
-      requestLog: createRequestLog({ level, sink }),
-      stages:
-        options.quota === undefined
-          ? options.stages
-          : [quotaStage(quota), ...(options.stages ?? [])],
-    },
-  );
   return {
     url: `http://127.0.0.1:${proxy.address.port}`,
     port: proxy.address.port,
@@ -204,10 +197,10 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
     logs,
     dispatcher,
     quota,
+    config,
     async close() {
-      quota.close();
       await proxy.drain(1_000);
-      await dispatcher.close();
+      await teardown.run();
       await tokens.close();
     },
   };

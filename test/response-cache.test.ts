@@ -119,7 +119,7 @@ beforeAll(async () => {
     clock: cacheClock,
     metrics: cacheMetrics,
   });
-  stack = await startStack(standin, { upstream: originUrl, stages: [cache] });
+  stack = await startStack(standin, { upstream: originUrl, cache });
 });
 
 afterAll(async () => {
@@ -423,7 +423,7 @@ describe('a fill belongs to the cache, not to its first requester', () => {
     fillStack = await startStack(standin, {
       upstream: originUrl,
       http2: true,
-      stages: [fillCache],
+      cache: fillCache,
     });
   });
   afterAll(async () => {
@@ -622,7 +622,7 @@ describe('response cache over h2c', () => {
         maxEntries: 10_000,
       },
     });
-    const h2 = await startStack(standin, { upstream: originUrl, http2: true, stages: [h2cache] });
+    const h2 = await startStack(standin, { upstream: originUrl, http2: true, cache: h2cache });
     const session = connectH2(h2.url);
     const get2 = (path: string) =>
       new Promise<{ status: number; body: string; cacheStatus: string }>((resolve, reject) => {

@@ -207,6 +207,8 @@ export const KNOWN_ENV = new Set([
   'PROXY_HTTP2',
   'ADMIN_LISTEN',
   'LOG_LEVEL',
+  'STORE_URL',
+  'STORE_KEY_PREFIX',
   'TOKEN_STORE_URL',
   'TOKEN_STORE_KEY_PREFIX',
 ]);
@@ -441,12 +443,12 @@ function checkSidecar(
         env.set(key, value);
   }
   for (const variable of container.env ?? []) env.set(variable.name, variable.value);
-  // The store URL may hold a password: only ever from a Secret.
-  const storeUrl = (container.env ?? []).find((v) => v.name === 'TOKEN_STORE_URL');
-  if (env.has('TOKEN_STORE_URL') && storeUrl?.valueFrom?.secretKeyRef === undefined) {
-    problems.push(
-      `${where}: TOKEN_STORE_URL must come from a Secret (secretKeyRef), not a literal`,
-    );
+  // The store URL (or its alias) may hold a password: only ever from a Secret.
+  for (const name of ['STORE_URL', 'TOKEN_STORE_URL']) {
+    const storeUrl = (container.env ?? []).find((v) => v.name === name);
+    if (env.has(name) && storeUrl?.valueFrom?.secretKeyRef === undefined) {
+      problems.push(`${where}: ${name} must come from a Secret (secretKeyRef), not a literal`);
+    }
   }
 
   const ports = new Map((container.ports ?? []).map((port) => [port.name, port.containerPort]));

@@ -1,7 +1,12 @@
 /** `oauth-sidecar check`: validate config, get one token, print what came back, never the token. */
+import { systemClock } from '../clock.js';
 import { createCredentialsReader } from '../config/credentials.js';
-import type { Config } from '../config/types.js';
+import type { ClientCredentials, Config } from '../config/types.js';
 import { TokenEndpointError } from '../errors.js';
+import { createUpstreamDispatcher } from '../proxy/dispatcher.js';
+import { readCa, tokenEndpointFor } from '../sidecar.js';
+import { createLogger } from '../telemetry/logger.js';
+import { leaseTtlMs } from '../token/shared.js';
 import type { TokenEndpoint } from '../token/types.js';
 
 export interface Io {
@@ -34,7 +39,7 @@ export async function runCheck(config: Config, io: Io, deps: CheckDeps): Promise
       `expires in: ${tokens.expiresInSeconds} s${tokens.lifetimeDefaulted ? ' (no expiresIn in the answer: default assumed)' : ''}`,
     );
     io.out(`refresh token: ${typeof tokens.refreshToken === 'string' ? 'yes' : 'no'}`);
-    if (config.token.store.url !== undefined && deps.checkStore !== undefined) {
+    if (config.store.url !== undefined && deps.checkStore !== undefined) {
       const failure = await deps.checkStore(credentials);
       if (failure !== undefined) {
         io.err(`oauth-sidecar check: failed: store: ${failure}`);
@@ -47,5 +52,58 @@ export async function runCheck(config: Config, io: Io, deps: CheckDeps): Promise
       error instanceof TokenEndpointError || error instanceof Error ? error.message : String(error);
     io.err(`oauth-sidecar check: failed: ${reason}`);
     return 1;
+  }
+}
+
+/** `check` as the CLI runs it: the token endpoint client on its own dispatcher, closed at the end. */
+export async function check(config: Config, io: Io): Promise<number> {
+  const dispatcher = createUpstreamDispatcher({ ca: readCa(config), http2: false });
+  try {
+    return await runCheck(config, io, {
+      endpoint: tokenEndpointFor(config, dispatcher),
+      checkStore: (credentials) => checkStore(config, credentials, io),
+    });
+  } finally {
+    await dispatcher.close();
+  }
+}
+
+/**
+ * With a store: PING, the server's version, and one read of the token-set entry through the same
+ * script the keeper runs (proves the ACL user may run scripts on those keys).
+ */
+async function checkStore(
+  config: Config,
+  credentials: ClientCredentials,
+  io: Io,
+): Promise<string | undefined> {
+  const url = config.store.url;
+  if (url === undefined) return undefined;
+  const { createStoreConnection, createTokenSetStore, redactStoreUrl } =
+    await import('../store/index.js');
+  // A one-shot command may wait for the connection (TLS, DNS) longer than a serving process would.
+  const connection = createStoreConnection({
+    url,
+    logger: createLogger({ level: 'silent' }),
+    clock: systemClock,
+    commandTimeoutMs: 5_000,
+  });
+  try {
+    const version = await connection.probe();
+    await createTokenSetStore({
+      connection,
+      leaseTtlMs: leaseTtlMs(config.token.timeoutMs),
+      keyPrefix: config.store.keyPrefix,
+      tokenUrl: config.token.url,
+      scopes: config.token.scopes,
+      readIdentity: () => Promise.resolve(credentials),
+      now: () => Date.now(),
+    }).read();
+    io.out(`store: ok (redis ${version})`);
+    return undefined;
+  } catch (error) {
+    return `${redactStoreUrl(url)}: ${error instanceof Error ? error.message : String(error)}`;
+  } finally {
+    await connection.close();
   }
 }

@@ -2,9 +2,15 @@
  * `oauth-sidecar demo`: the embedded stand-in API and the sidecar in front of it (docs/reference.md
  * "Command line"). The stand-in and its certificate generator are loaded only here.
  */
+import { createRequire } from 'node:module';
+import { formatConfigProblems, loadConfig } from '../config/load.js';
 import { FIELDS } from '../config/schema.js';
 import type { Config } from '../config/types.js';
+import { ConfigError, EXIT_CONFIG } from '../errors.js';
+import { startSidecar, type RunningSidecar } from '../sidecar.js';
+import { createLogDestination, createLogger, type Logger } from '../telemetry/logger.js';
 import type { Io } from './check.js';
+import type { Serving } from './serve.js';
 
 type Env = Record<string, string | undefined>;
 
@@ -75,35 +81,77 @@ export function curlTarget(address: { host: string; port: number }): string {
   return `${proxyBase(address)}${CONTRACTS_PATH}`;
 }
 
-export interface DemoDeps<
-  S extends { proxyAddress: { host: string; port: number }; adminAddress: { port: number } },
-> {
-  /** Load the configuration from the demo's environment (ConfigError on bad values). */
-  loadConfig(env: Env): Promise<Config>;
-  /** Start the sidecar against the stand-in, trusting its CA. */
-  startSidecar(config: Config, caPem: string): Promise<S>;
-  /** Called once the sidecar serves, with a cleanup that stops the stand-in. */
-  serve(sidecar: S, cleanup: () => Promise<void>): void;
-}
-
-/** Start the demo; returns an exit code on failure, undefined while it serves. */
-export async function runDemo<
-  S extends { proxyAddress: { host: string; port: number }; adminAddress: { port: number } },
->(env: Env, io: Io, deps: DemoDeps<S>): Promise<number | undefined> {
+/** Start the demo: the stand-in, a pretty logger where available, and the sidecar in front. */
+export async function runDemo(env: Env, io: Io): Promise<Serving | number> {
   const { startStandin } = await import('../standin/index.js');
   const standin = await startStandin({ tokenLifetimeSeconds: DEMO_TOKEN_LIFETIME_SECONDS });
   const variables = Object.values(FIELDS).map((field) => field.env);
   const { env: demoEnvironment, ignored } = demoEnv(env, standin.url, variables);
-  let sidecar: S;
-  let config: Config;
+  let serving: Serving;
   try {
-    config = await deps.loadConfig(demoEnvironment);
-    sidecar = await deps.startSidecar(config, standin.caCert);
+    const config = await loadConfig({ env: demoEnvironment });
+    serving = await startDemoSidecar(config, standin.caCert);
+    serving.cleanup = () => standin.close();
+    printBanner(io, config, serving.sidecar, ignored);
+    return serving;
   } catch (error) {
     await standin.close();
-    throw error;
+    if (error instanceof ConfigError) {
+      io.err(formatConfigProblems(error));
+      return EXIT_CONFIG;
+    }
+    io.err(
+      `oauth-sidecar demo: cannot start: ${error instanceof Error ? error.message : String(error)}`,
+    );
+    return 1;
   }
-  deps.serve(sidecar, () => standin.close());
+}
+
+async function startDemoSidecar(config: Config, caPem: string): Promise<Serving> {
+  const pretty = prettyAvailable();
+  const destination = pretty ? undefined : createLogDestination();
+  const logger = createLogger({ level: config.log.level, pretty, destination });
+  logger.info(
+    { upstream: config.upstream.baseUrl, tokenLifetimeSeconds: DEMO_TOKEN_LIFETIME_SECONDS },
+    'demo: stand-in API started',
+  );
+  const sidecar = await startSidecar(config, {
+    logger,
+    logSink: destination ?? prettySink(logger),
+    extraCaPem: caPem,
+  });
+  return { logger, sidecar };
+}
+
+/** Human-readable logs where pino-pretty is installed (a dev dependency): demo and local runs. */
+function prettyAvailable(): boolean {
+  try {
+    createRequire(import.meta.url).resolve('pino-pretty');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** With pino-pretty, request lines go through the logger so they are pretty too. */
+function prettySink(logger: Logger): { write(lines: string): void } {
+  return {
+    write(lines) {
+      for (const line of lines.split('\n')) {
+        if (line === '') continue;
+        const { level: _l, time: _t, msg, ...fields } = JSON.parse(line) as Record<string, unknown>;
+        logger.info(fields, String(msg));
+      }
+    },
+  };
+}
+
+function printBanner(
+  io: Io,
+  config: Config,
+  sidecar: RunningSidecar,
+  ignored: readonly string[],
+): void {
   const base = proxyBase(sidecar.proxyAddress);
   const rules = config.cache.rules.map((rule) => `${rule.prefix}=${rule.ttlSeconds}s`);
   const limit = config.upstream.rateLimit;
@@ -126,5 +174,4 @@ export async function runDemo<
   }
   io.out(`Status: curl http://127.0.0.1:${sidecar.adminAddress.port}/status   Stop: Ctrl-C`);
   io.out('');
-  return undefined;
 }

@@ -71,8 +71,8 @@ describe('loadConfig: defaults and precedence', () => {
         waitMs: 5_000,
         refreshMarginSeconds: 60,
         refreshFraction: 0.2,
-        store: { url: undefined, keyPrefix: 'oauth-sidecar:' },
       },
+      store: { url: undefined, keyPrefix: 'oauth-sidecar:' },
       credentials: { source: 'inline', clientId: 'the-id', clientSecret: 'the-secret' },
       proxy: {
         listen: { host: '127.0.0.1', port: 8080 },
@@ -199,11 +199,14 @@ describe('loadConfig: defaults and precedence', () => {
       waitMs: 0,
       refreshMarginSeconds: 86_400,
       refreshFraction: 0.5,
-      store: { url: 'rediss://user:pw@redis.example:6380/2', keyPrefix: 'team-a:' },
+    });
+    expect(config.store).toEqual({
+      url: 'rediss://user:pw@redis.example:6380/2',
+      keyPrefix: 'team-a:',
     });
     // The store URL's password never shows when the config is logged or inspected.
-    expect(JSON.stringify(config.token.store)).not.toContain('pw');
-    expect(inspect(config.token.store)).not.toContain('pw');
+    expect(JSON.stringify(config.store)).not.toContain('pw');
+    expect(inspect(config.store)).not.toContain('pw');
     expect(config.proxy).toEqual({
       listen: { host: '0.0.0.0', port: 8081 },
       http2: true,
@@ -233,13 +236,39 @@ describe('loadConfig: defaults and precedence', () => {
       ].join('\n'),
     );
     const config = await loadConfig({ env: INLINE, configFile });
-    expect(config.token.store).toEqual({ url: 'redis://127.0.0.1:6379', keyPrefix: 'x:' });
+    expect(config.store).toEqual({ url: 'redis://127.0.0.1:6379', keyPrefix: 'x:' });
     expect(config.cache.rules).toEqual([
       { prefix: '/v1.0/contracts/', ttlSeconds: 30 },
       { prefix: '/v1.0/releases/', ttlSeconds: 5 },
     ]);
     expect(await problemsFromYaml('token:\n  store:\n    urll: redis://x\n', GOOD)).toEqual([
       `token.store.urll: unknown key (in ${join(dir, 'config.yaml')}), did you mean token.store.url?`,
+    ]);
+  });
+
+  it('takes STORE_URL and store.* as the canonical names, TOKEN_STORE_* as aliases, never both', async () => {
+    const canonical = await loadConfig({
+      env: { ...GOOD, STORE_URL: 'redis://a:6379', STORE_KEY_PREFIX: 'a:' },
+    });
+    expect(canonical.store).toEqual({ url: 'redis://a:6379', keyPrefix: 'a:' });
+    const fromYaml = await loadConfig({
+      env: GOOD,
+      configFile: await file('store.yaml', 'store: { url: redis://b:6379, keyPrefix: "b:" }\n'),
+    });
+    expect(fromYaml.store).toEqual({ url: 'redis://b:6379', keyPrefix: 'b:' });
+    const both = await problemsOf({
+      env: { ...GOOD, STORE_URL: 'redis://a:6379', TOKEN_STORE_URL: 'redis://user:hunter2@b:6379' },
+    });
+    expect(both).toEqual([
+      'STORE_URL (store.url): both STORE_URL and its alias TOKEN_STORE_URL are set; keep one',
+    ]);
+    expect(
+      await problemsFromYaml(
+        'store: { url: redis://a }\ntoken: { store: { url: redis://b } }\n',
+        GOOD,
+      ),
+    ).toEqual([
+      `store.url (in ${join(dir, 'config.yaml')}, or STORE_URL): both store.url and its alias token.store.url are in the file; keep one`,
     ]);
   });
 
@@ -717,7 +746,7 @@ describe('loadConfig: one line per bad configuration', () => {
       'UPSTREAM_BASE_URL (upstream.baseUrl): required, e.g. https://api.sparkcommodities.com',
     ]);
     expect(await problemsFromYaml('- a\n- b\n', GOOD)).toEqual([
-      `--config ${configFile}: must be a YAML mapping with sections upstream, token, credentials, proxy, admin, log, cache`,
+      `--config ${configFile}: must be a YAML mapping with sections upstream, token, store, credentials, proxy, admin, log, cache`,
     ]);
   });
 

@@ -16,6 +16,7 @@ import {
   type ReadTextFile,
 } from './credentials.js';
 import { DEFAULT_TOKEN_PATH, EXAMPLE_BASE_URL } from './defaults.js';
+import { aliasOf, readYamlLayer } from './yaml-layer.js';
 import {
   FIELDS,
   label,
@@ -36,19 +37,20 @@ export interface LoadConfigOptions {
 }
 
 const FIELD_KEYS = Object.keys(FIELDS) as FieldKey[];
-const SECTIONS = [...new Set(FIELD_KEYS.map((key) => key.split('.')[0] as string))];
-/** Mappings below a section (`token.store`): every dotted prefix of a key that is not a key. */
-const SUBSECTIONS = new Set(
-  FIELD_KEYS.flatMap((key) => {
-    const parts = key.split('.');
-    return parts.slice(2).map((_, i) => parts.slice(0, i + 2).join('.'));
-  }),
-);
 
 /** A key's value from the layers, else its default from `FIELDS` (a fresh copy). */
 function resolver(v: FieldValues) {
   return <K extends FieldKey>(key: K): ResolvedValues[K] =>
     (v[key] ?? structuredClone(FIELDS[key].default)) as ResolvedValues[K];
+}
+type Get = ReturnType<typeof resolver>;
+
+/** The parsed layers: values, keys found invalid, and where each problem's value came from. */
+interface Layers {
+  v: FieldValues;
+  invalid: Set<FieldKey>;
+  /** Keys whose value came from the YAML file: their problems name the file, not the variable. */
+  fileKeys: FieldKey[];
 }
 
 /**
@@ -58,51 +60,15 @@ function resolver(v: FieldValues) {
 export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
   const readFile = options.readFile ?? readTextFile;
   const problems: string[] = [];
-
   const fromFile =
     options.configFile === undefined
       ? new Map<string, unknown>()
       : await readYamlLayer(options.configFile, readFile, problems);
-
-  const values: Partial<Record<FieldKey, unknown>> = {};
-  const invalid = new Set<FieldKey>();
-  /** Keys whose value came from the YAML file: their problems name the file, not the variable. */
-  const fileKeys: FieldKey[] = [];
-  for (const key of FIELD_KEYS) {
-    const spec = FIELDS[key];
-    const envValue = options.env[spec.env];
-    const fromEnv = envValue !== undefined && envValue.trim() !== '';
-    const raw = fromEnv ? envValue : fromFile.get(key);
-    if (raw === undefined || raw === null) continue;
-    if (!fromEnv) fileKeys.push(key);
-    const result = parseValue<unknown>(spec.parse, raw);
-    if (result.ok) {
-      values[key] = result.value;
-    } else {
-      invalid.add(key);
-      for (const problem of result.problems) problems.push(`${label(key)}: ${problem}`);
-    }
-  }
-  const v = values as FieldValues;
-
+  const layers = parseLayers(options.env, fromFile, problems);
+  const { v, invalid } = layers;
   const get = resolver(v);
-  const allowInsecureHttp = get('upstream.allowInsecureHttp');
-  const httpHint = `http:// is refused unless ${label('upstream.allowInsecureHttp')} is true`;
-  const insecureUnknown = invalid.has('upstream.allowInsecureHttp');
-  const baseUrl = v['upstream.baseUrl'];
-  if (baseUrl === undefined && !invalid.has('upstream.baseUrl')) {
-    problems.push(`${label('upstream.baseUrl')}: required, e.g. ${EXAMPLE_BASE_URL}`);
-  }
-  if (baseUrl?.protocol === 'http:' && !allowInsecureHttp && !insecureUnknown) {
-    problems.push(`${label('upstream.baseUrl')}: must use https:// (${httpHint})`);
-  }
-  const tokenUrl = v['token.url'];
-  if (tokenUrl?.protocol === 'http:' && !allowInsecureHttp && !insecureUnknown) {
-    problems.push(`${label('token.url')}: must use https:// (${httpHint})`);
-  }
-
+  checkSchemes(v, get, invalid, problems);
   checkCacheRules(get, invalid, problems);
-
   const credentials = credentialSource(v, invalid, problems);
   await Promise.all([
     credentials === undefined ? undefined : checkCredentialFiles(credentials, readFile, problems),
@@ -110,18 +76,86 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
       ? undefined
       : checkCaFile(v['upstream.caFile'], readFile, problems),
   ]);
-
+  const baseUrl = v['upstream.baseUrl'];
   if (problems.length > 0 || baseUrl === undefined || credentials === undefined) {
-    throw new ConfigError(namingTheFile(problems, fileKeys, options.configFile));
+    throw new ConfigError(namingTheFile(problems, layers.fileKeys, options.configFile));
   }
-  const origin = baseUrl.origin;
+  return buildConfig(get, baseUrl.origin, v['token.url']?.href, credentials);
+}
+
+/** Environment over file, key by key; an alias counts as its key, and both set is a problem. */
+function parseLayers(
+  env: LoadConfigOptions['env'],
+  fromFile: ReadonlyMap<string, unknown>,
+  problems: string[],
+): Layers {
+  const values: Partial<Record<FieldKey, unknown>> = {};
+  const invalid = new Set<FieldKey>();
+  const fileKeys: FieldKey[] = [];
+  const set = (value: string | undefined): value is string =>
+    value !== undefined && value.trim() !== '';
+  for (const key of FIELD_KEYS) {
+    const spec = FIELDS[key];
+    const alias = aliasOf(key);
+    const envName = alias !== undefined && set(env[alias.env]) ? alias.env : spec.env;
+    if (alias !== undefined && set(env[spec.env]) && set(env[alias.env])) {
+      problems.push(`${label(key)}: both ${spec.env} and its alias ${alias.env} are set; keep one`);
+    }
+    if (alias !== undefined && fromFile.has(key) && fromFile.has(alias.key)) {
+      problems.push(
+        `${label(key)}: both ${key} and its alias ${alias.key} are in the file; keep one`,
+      );
+    }
+    const fromEnv = set(env[envName]);
+    const raw = fromEnv ? env[envName] : (fromFile.get(key) ?? fromFile.get(alias?.key ?? key));
+    if (raw === undefined || raw === null) continue;
+    if (!fromEnv) fileKeys.push(key);
+    const result = parseValue<unknown>(spec.parse, raw);
+    if (result.ok) {
+      values[key] = result.value;
+      continue;
+    }
+    invalid.add(key);
+    const named = envName === spec.env ? label(key) : `${envName} (${alias?.key ?? key})`;
+    for (const problem of result.problems) problems.push(`${named}: ${problem}`);
+  }
+  return { v: values as FieldValues, invalid, fileKeys };
+}
+
+/** `http://` only where `upstream.allowInsecureHttp` says so; the base URL is required. */
+function checkSchemes(
+  v: FieldValues,
+  get: Get,
+  invalid: ReadonlySet<FieldKey>,
+  problems: string[],
+): void {
+  const allowed = get('upstream.allowInsecureHttp') || invalid.has('upstream.allowInsecureHttp');
+  const httpHint = `http:// is refused unless ${label('upstream.allowInsecureHttp')} is true`;
+  const baseUrl = v['upstream.baseUrl'];
+  if (baseUrl === undefined && !invalid.has('upstream.baseUrl')) {
+    problems.push(`${label('upstream.baseUrl')}: required, e.g. ${EXAMPLE_BASE_URL}`);
+  }
+  if (baseUrl?.protocol === 'http:' && !allowed) {
+    problems.push(`${label('upstream.baseUrl')}: must use https:// (${httpHint})`);
+  }
+  if (v['token.url']?.protocol === 'http:' && !allowed) {
+    problems.push(`${label('token.url')}: must use https:// (${httpHint})`);
+  }
+}
+
+function buildConfig(
+  get: Get,
+  origin: string,
+  tokenUrl: string | undefined,
+  credentials: CredentialsConfig,
+): Config {
   return {
     upstream: {
       baseUrl: origin,
       pathPrefixes: get('upstream.pathPrefixes'),
       caFile: get('upstream.caFile'),
       timeoutMs: get('upstream.timeoutMs'),
-      allowInsecureHttp,
+      allowInsecureHttp: get('upstream.allowInsecureHttp'),
       http2: get('upstream.http2'),
       maxConnections: get('upstream.maxConnections'),
       bodyTimeoutMs: get('upstream.bodyTimeoutMs'),
@@ -130,7 +164,7 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
       maxCooldownSeconds: get('upstream.maxCooldownSeconds'),
     },
     token: {
-      url: tokenUrl?.href ?? `${origin}${DEFAULT_TOKEN_PATH}`,
+      url: tokenUrl ?? `${origin}${DEFAULT_TOKEN_PATH}`,
       format: get('token.format'),
       clientAuth: get('token.clientAuth'),
       scopes: get('token.scopes'),
@@ -138,8 +172,8 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
       waitMs: get('token.waitMs'),
       refreshMarginSeconds: get('token.refreshMarginSeconds'),
       refreshFraction: get('token.refreshFraction'),
-      store: storeConfig(get('token.store.url'), get('token.store.keyPrefix')),
     },
+    store: storeConfig(get('store.url'), get('store.keyPrefix')),
     credentials,
     proxy: {
       listen: get('proxy.listen'),
@@ -179,8 +213,8 @@ function namingTheFile(
   });
 }
 
-/** `token.store`: the URL may hold a password, so serialising the object never shows it. */
-function storeConfig(url: string | undefined, keyPrefix: string): Config['token']['store'] {
+/** `store`: the URL may hold a password, so serialising the object never shows it. */
+function storeConfig(url: string | undefined, keyPrefix: string): Config['store'] {
   const store = { url, keyPrefix };
   const safe = (): object => ({
     url: url === undefined ? undefined : redactStoreUrl(url),
@@ -195,11 +229,7 @@ function storeConfig(url: string | undefined, keyPrefix: string): Config['token'
  * Cross-key rules of the response cache: a rule outside every forwarded prefix would never apply,
  * and an entry limit above the total would store nothing it promises.
  */
-function checkCacheRules(
-  get: ReturnType<typeof resolver>,
-  invalid: ReadonlySet<FieldKey>,
-  problems: string[],
-): void {
+function checkCacheRules(get: Get, invalid: ReadonlySet<FieldKey>, problems: string[]): void {
   if (!invalid.has('upstream.pathPrefixes')) {
     const prefixes = get('upstream.pathPrefixes');
     for (const rule of get('cache.rules')) {
@@ -232,109 +262,6 @@ export function formatConfigProblems(error: ConfigError): string {
     `oauth-sidecar: invalid configuration (${count} problem${count === 1 ? '' : 's'}):`,
     ...lines,
   ].join('\n');
-}
-
-/** Read and flatten the YAML file into `section.key` → raw value; problems name the file. */
-async function readYamlLayer(
-  file: string,
-  readFile: ReadTextFile,
-  problems: string[],
-): Promise<Map<string, unknown>> {
-  const values = new Map<string, unknown>();
-  let text: string;
-  try {
-    text = await readFile(file);
-  } catch (error) {
-    problems.push(`--config ${file}: cannot read configuration file (${readFailure(error)})`);
-    return values;
-  }
-  const { parseYaml } = await import('./yaml.js');
-  const parsed = parseYaml(text);
-  if (!parsed.ok) {
-    problems.push(`--config ${file}: ${parsed.problem}`);
-    return values;
-  }
-  const root = parsed.value;
-  if (root === null || root === undefined) return values;
-  if (!isMapping(root)) {
-    problems.push(`--config ${file}: must be a YAML mapping with sections ${SECTIONS.join(', ')}`);
-    return values;
-  }
-  for (const [section, body] of Object.entries(root)) {
-    if (!SECTIONS.includes(section)) {
-      problems.push(unknownKey(section, file));
-      continue;
-    }
-    if (body === null || body === undefined) continue;
-    if (!isMapping(body)) {
-      problems.push(
-        `${section} (in ${file}): must be a mapping of keys, e.g. ${section}.<key>: value`,
-      );
-      continue;
-    }
-    flatten(section, body, file, values, problems);
-  }
-  return values;
-}
-
-/** Collect `prefix.key` values of one mapping, descending into subsections (`token.store`). */
-function flatten(
-  prefix: string,
-  body: Record<string, unknown>,
-  file: string,
-  values: Map<string, unknown>,
-  problems: string[],
-): void {
-  for (const [key, value] of Object.entries(body)) {
-    const dotted = `${prefix}.${key}`;
-    if (dotted in FIELDS) values.set(dotted, value);
-    else if (SUBSECTIONS.has(dotted) && isMapping(value)) {
-      flatten(dotted, value, file, values, problems);
-    } else if (SUBSECTIONS.has(dotted) && (value === null || value === undefined)) continue;
-    else problems.push(unknownKey(dotted, file));
-  }
-}
-
-function isMapping(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** `upstream.baseURL: unknown key (in FILE), did you mean upstream.baseUrl?` */
-function unknownKey(dotted: string, file: string): string {
-  const suggestion = suggest(dotted);
-  const hint = suggestion === undefined ? '' : `, did you mean ${suggestion}?`;
-  return `${dotted}: unknown key (in ${file})${hint}`;
-}
-
-function suggest(dotted: string): string | undefined {
-  // An environment variable name or a flat dotted key used as a top-level YAML key.
-  const byEnv = FIELD_KEYS.find((key) => FIELDS[key].env === dotted);
-  if (byEnv !== undefined) return byEnv;
-  if (dotted in FIELDS) {
-    const [section, key] = dotted.split('.');
-    return `${dotted} written nested (${section ?? ''}: { ${key ?? ''}: ... })`;
-  }
-  const candidates = dotted.includes('.') ? FIELD_KEYS : SECTIONS;
-  const lower = dotted.toLowerCase();
-  let best: { key: string; distance: number } | undefined;
-  for (const key of candidates) {
-    const distance = editDistance(lower, key.toLowerCase());
-    if (distance <= 2 && (best === undefined || distance < best.distance)) best = { key, distance };
-  }
-  return best?.key;
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i += 1) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j += 1) {
-      const substitution = (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
-      current.push(Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, substitution));
-    }
-    previous = current;
-  }
-  return previous[b.length] ?? 0;
 }
 
 const SOURCES = {

@@ -1,427 +1,31 @@
 /**
- * The configuration schema: one entry per key, naming its environment variable and the parser
- * that turns a raw value (a string from the environment, or whatever YAML produced) into the typed
- * value. Every message says what is expected; a value is echoed only when it cannot be a secret.
- * Cross-key rules (https vs `allowInsecureHttp`, the credential source) live in `load.ts`.
- *
- * The parsers are plain functions, not a schema library: a library cost ~4 MiB of idle RSS for
- * ~40 scalar keys (docs/design.md "Dependencies").
+ * The configuration schema: one entry per key, naming its environment variable, its parser
+ * (parsers.ts) and its default. Cross-key rules (https vs `allowInsecureHttp`, the credential
+ * source) live in `load.ts`.
  */
-import { isIPv6 } from 'node:net';
-import { shown } from '../safe-text.js';
-import { DEFAULT_LISTEN_HOST } from './defaults.js';
-import type { CacheRule, ClientAuth, HostPort, LogLevel, RateLimit, TokenFormat } from './types.js';
+import {
+  CLIENT_AUTHS,
+  LOG_LEVELS,
+  TOKEN_FORMATS,
+  baseUrl,
+  boolean,
+  cacheRules,
+  endpointUrl,
+  fraction,
+  integer,
+  keyPrefix,
+  listen,
+  oneOf,
+  pathPrefixes,
+  rateLimit,
+  scopes,
+  secret,
+  storeUrl,
+  text,
+  type Parser,
+} from './parsers.js';
 
-/** What a parser returns when the value is unusable (after reporting why). */
-export const INVALID: unique symbol = Symbol('invalid');
-type Invalid = typeof INVALID;
-
-/** Receives one problem message; a parser may report several before it returns. */
-export type Report = (message: string) => void;
-
-/** Turns one raw value into `T`; any reported problem makes the value invalid. */
-export type Parser<T> = (raw: unknown, report: Report) => T | Invalid;
-
-/** The value, or every problem the parser reported (at least one). */
-export function parseValue<T>(
-  parser: Parser<T>,
-  raw: unknown,
-): { ok: true; value: T } | { ok: false; problems: string[] } {
-  const problems: string[] = [];
-  const value = parser(raw, (message) => problems.push(message));
-  if (value === INVALID || problems.length > 0) {
-    return { ok: false, problems: problems.length > 0 ? problems : ['is invalid'] };
-  }
-  return { ok: true, value };
-}
-
-/** `first`, then `next` on its value; `next` never runs after `first` reported a problem. */
-function pipe<A, B>(first: Parser<A>, next: (value: A, report: Report) => B | Invalid): Parser<B> {
-  return (raw, report) => {
-    let failed = false;
-    const value = first(raw, (message) => {
-      failed = true;
-      report(message);
-    });
-    return failed || value === INVALID ? INVALID : next(value, report);
-  };
-}
-
-const NUMERIC = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
-
-/** Environment values are strings; YAML may already have produced a number. */
-function toNumber(raw: unknown): unknown {
-  if (typeof raw !== 'string') return raw;
-  const trimmed = raw.trim();
-  return NUMERIC.test(trimmed) ? Number(trimmed) : raw;
-}
-
-/** A whole number in `[min, max]`; the message repeats the range whatever went wrong. */
-function integer(min: number, max: number, unit: string): Parser<number> {
-  return (raw, report) => {
-    const value = toNumber(raw);
-    if (typeof value === 'number' && Number.isSafeInteger(value) && value >= min && value <= max) {
-      return value;
-    }
-    report(`must be a whole number of ${unit} from ${min} to ${max} (got ${shown(value)})`);
-    return INVALID;
-  };
-}
-
-/** A number strictly between 0 and 1. */
-function fraction(): Parser<number> {
-  return (raw, report) => {
-    const value = toNumber(raw);
-    if (typeof value === 'number' && value > 0 && value < 1) return value;
-    report(`must be a number greater than 0 and less than 1, e.g. 0.2 (got ${shown(value)})`);
-    return INVALID;
-  };
-}
-
-const TRUE = new Set(['true', '1', 'yes']);
-const FALSE = new Set(['false', '0', 'no']);
-
-/** true/false/1/0/yes/no, any case; YAML booleans too. */
-function boolean(): Parser<boolean> {
-  return (raw, report) => {
-    if (typeof raw === 'boolean') return raw;
-    const text = typeof raw === 'string' || typeof raw === 'number' ? String(raw).trim() : '';
-    if (TRUE.has(text.toLowerCase())) return true;
-    if (FALSE.has(text.toLowerCase())) return false;
-    report(`must be true or false (1/0 and yes/no also accepted) (got ${shown(raw)})`);
-    return INVALID;
-  };
-}
-
-/** One of a fixed set of words, case-insensitive. */
-function oneOf<const T extends readonly [string, ...string[]]>(values: T): Parser<T[number]> {
-  return (raw, report) => {
-    const value = typeof raw === 'string' ? raw.trim().toLowerCase() : raw;
-    const found = values.find((candidate) => candidate === value);
-    if (found !== undefined) return found;
-    report(`must be one of ${values.join(', ')} (got ${shown(value)})`);
-    return INVALID;
-  };
-}
-
-/** A comma list (environment or YAML string) or a YAML sequence of strings; trimmed, empties dropped. */
-function list(): Parser<string[]> {
-  return (raw, report) => {
-    const items =
-      typeof raw === 'string' ? raw.split(',') : Array.isArray(raw) ? (raw as unknown[]) : null;
-    if (items === null || items.some((item) => typeof item !== 'string')) {
-      report('must be a comma-separated list or a YAML list of strings');
-      return INVALID;
-    }
-    return (items as string[]).map((item) => item.trim()).filter((item) => item !== '');
-  };
-}
-
-/** A non-empty string that is not a secret (a path, a URL without credentials). */
-function text(what: string): Parser<string> {
-  return (raw, report) => {
-    if (typeof raw !== 'string' || raw.trim() === '') {
-      report(`must be ${what}`);
-      return INVALID;
-    }
-    return raw.trim();
-  };
-}
-
-/** A secret string: never echoed, not even its type's value. */
-function secret(): Parser<string> {
-  return (raw, report) => {
-    if (typeof raw !== 'string') {
-      report('must be a string (quote it in YAML)');
-      return INVALID;
-    }
-    if (raw.trim() === '') {
-      report('must not be empty');
-      return INVALID;
-    }
-    return raw.trim();
-  };
-}
-
-/**
- * Parse an absolute http(s) URL and report credentials or a fragment in it; messages never echo
- * the URL (it may hold a password). `ok` is false when something was reported.
- */
-function parseHttpUrl(raw: string, report: Report): { url: URL; ok: boolean } | null {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    report('must be an absolute URL such as https://api.sparkcommodities.com');
-    return null;
-  }
-  let ok = true;
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-    report(`must use https:// (got scheme ${shown(url.protocol)})`);
-    ok = false;
-  }
-  if (url.username !== '' || url.password !== '') {
-    // The value may hold a password: say what is wrong without repeating it.
-    report('must not contain credentials (user:password@); configure credentials.* instead');
-    ok = false;
-  }
-  if (url.hash !== '' || raw.includes('#')) {
-    report('must not contain a fragment (#...)');
-    ok = false;
-  }
-  return { url, ok };
-}
-
-/** `upstream.baseUrl`: origin only. Output: the origin, no trailing slash. */
-function baseUrl(): Parser<URL> {
-  return pipe(
-    text('an https:// URL such as https://api.sparkcommodities.com'),
-    (raw, report): URL | Invalid => {
-      const parsed = parseHttpUrl(raw, report);
-      if (parsed === null) return INVALID;
-      const { url } = parsed;
-      let ok = parsed.ok;
-      if (url.pathname !== '/' && url.pathname !== '') {
-        report(
-          `must be an origin only (https://host[:port]); remove the path ${shown(url.pathname)} (use upstream.pathPrefixes for forwarded paths)`,
-        );
-        ok = false;
-      }
-      if (url.search !== '' || raw.includes('?')) {
-        report('must not contain a query string (?...)');
-        ok = false;
-      }
-      return ok ? new URL(url.origin) : INVALID;
-    },
-  );
-}
-
-/** `token.url`: any path allowed. */
-function endpointUrl(): Parser<URL> {
-  return pipe(
-    text('an https:// URL such as https://api.sparkcommodities.com/oauth/token/'),
-    (raw, report): URL | Invalid => {
-      const parsed = parseHttpUrl(raw, report);
-      return parsed?.ok === true ? parsed.url : INVALID;
-    },
-  );
-}
-
-/** `upstream.pathPrefixes`: each starts with `/`, ends with `/` (added), no dot segments. */
-function pathPrefixes(): Parser<string[]> {
-  return pipe(list(), (items, report): string[] | Invalid => {
-    if (items.length === 0) {
-      report('must name at least one path prefix, e.g. /v1.0/');
-      return INVALID;
-    }
-    const out: string[] = [];
-    for (const item of items) {
-      if (!item.startsWith('/')) {
-        report(`each prefix must start with "/" (got ${shown(item)})`);
-      } else if (item.split('/').some((segment) => segment === '..' || segment === '.')) {
-        report(`a prefix must not contain "." or ".." segments (got ${shown(item)})`);
-      } else if (/[\s?#\\%]/.test(item)) {
-        report(`a prefix must not contain whitespace, "?", "#", "\\" or "%" (got ${shown(item)})`);
-      } else {
-        const normalised = item.endsWith('/') ? item : `${item}/`;
-        if (!out.includes(normalised)) out.push(normalised);
-      }
-    }
-    return out;
-  });
-}
-
-/** `token.scopes`: RFC 6749 §3.3 scope tokens, so no whitespace, quote or backslash inside one. */
-function scopes(): Parser<string[]> {
-  return pipe(list(), (items, report): string[] | Invalid => {
-    for (const item of items) {
-      if (/[\s"\\]/.test(item)) {
-        report(`scopes are comma-separated; ${shown(item)} contains whitespace, '"' or '\\'`);
-        return INVALID;
-      }
-    }
-    return items;
-  });
-}
-
-const HOSTNAME = /^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/;
-
-/** `host:port`, `[v6]:port` or `:port` (all interfaces, IPv4), port 0..65535. */
-export function parseListen(raw: string): HostPort | string {
-  const expected = `must be host:port, [ipv6]:port or :port (got ${shown(raw)})`;
-  const match = /^(?:\[([^\]]*)\]|([^:[\]]*)):(\d{1,5})$/.exec(raw.trim());
-  if (match === null) return expected;
-  const [, v6, name, portText] = match;
-  const port = Number(portText);
-  if (port > 65_535) return `port must be from 0 to 65535 (got ${shown(raw)})`;
-  if (v6 !== undefined) {
-    return isIPv6(v6) ? { host: v6, port } : `${shown(v6)} is not an IPv6 address; ${expected}`;
-  }
-  if (name === undefined || name === '') return { host: DEFAULT_LISTEN_HOST, port };
-  return HOSTNAME.test(name) ? { host: name, port } : expected;
-}
-
-function listen(): Parser<HostPort> {
-  return pipe(
-    text('host:port, [ipv6]:port or :port, e.g. 127.0.0.1:8080'),
-    (raw, report): HostPort | Invalid => {
-      const parsed = parseListen(raw);
-      if (typeof parsed === 'string') {
-        report(parsed);
-        return INVALID;
-      }
-      return parsed;
-    },
-  );
-}
-
-const TOKEN_FORMATS = ['json', 'form'] as const satisfies readonly TokenFormat[];
-const CLIENT_AUTHS = ['body', 'basic'] as const satisfies readonly ClientAuth[];
-const LOG_LEVELS = [
-  'fatal',
-  'error',
-  'warn',
-  'info',
-  'debug',
-  'trace',
-  'silent',
-] as const satisfies readonly LogLevel[];
-
-/** `upstream.rateLimit`: `N/s`, `N/m` or `N/h` (docs/configuration.md "Upstream (the API)"). */
-const RATE_PERIODS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000 };
-
-function rateLimit(): Parser<RateLimit> {
-  return pipe(text('N/s, N/m or N/h, e.g. 500/h'), (raw, report): RateLimit | Invalid => {
-    const match = /^(\d{1,9})\s*\/\s*([smh])$/i.exec(raw);
-    const count = match === null ? 0 : Number(match[1]);
-    const periodMs = match === null ? undefined : RATE_PERIODS[(match[2] ?? '').toLowerCase()];
-    if (periodMs === undefined || count < 1) {
-      report(`must be N/s, N/m or N/h with N at least 1, e.g. 500/h (got ${shown(raw)})`);
-      return INVALID;
-    }
-    return { count, periodMs };
-  });
-}
-
-/** The longest cache TTL a rule may name: one day (answers are data that changes). */
-const MAX_CACHE_TTL_SECONDS = 86_400;
-
-/** One `PREFIX=SECONDS` (env) or `{prefix, ttlSeconds}` (YAML) cache rule. */
-function cacheRule(item: unknown, report: Report): CacheRule | undefined {
-  let prefix: unknown;
-  let ttl: unknown;
-  if (typeof item === 'string') {
-    const at = item.lastIndexOf('=');
-    prefix = at < 0 ? item : item.slice(0, at).trim();
-    ttl = at < 0 ? undefined : item.slice(at + 1).trim();
-  } else if (typeof item === 'object' && item !== null && !Array.isArray(item)) {
-    const { prefix: p, ttlSeconds, ...rest } = item as Record<string, unknown>;
-    const extra = Object.keys(rest);
-    if (extra.length > 0) {
-      report(`a rule has only prefix and ttlSeconds (unknown: ${extra.join(', ')})`);
-      return undefined;
-    }
-    prefix = p;
-    ttl = ttlSeconds;
-  } else {
-    report('each rule must be PREFIX=SECONDS or a mapping {prefix, ttlSeconds}');
-    return undefined;
-  }
-  const seconds = typeof ttl === 'string' && /^\d{1,9}$/.test(ttl) ? Number(ttl) : ttl;
-  let ok = true;
-  if (typeof prefix !== 'string' || !prefix.startsWith('/') || /[\s?#\\%]/.test(prefix)) {
-    report(
-      `each rule's prefix must start with "/" and hold no whitespace, "?", "#", "\\" or "%" (got ${shown(prefix)})`,
-    );
-    ok = false;
-  } else if (prefix.split('/').some((segment) => segment === '..' || segment === '.')) {
-    report(`a rule's prefix must not contain "." or ".." segments (got ${shown(prefix)})`);
-    ok = false;
-  }
-  if (
-    typeof seconds !== 'number' ||
-    !Number.isInteger(seconds) ||
-    seconds < 1 ||
-    seconds > MAX_CACHE_TTL_SECONDS
-  ) {
-    report(
-      `each rule's TTL must be a whole number of seconds from 1 to ${MAX_CACHE_TTL_SECONDS} (got ${shown(ttl ?? 'nothing')}), e.g. /v1.0/contracts/=300`,
-    );
-    ok = false;
-  }
-  return ok ? { prefix: prefix as string, ttlSeconds: seconds as number } : undefined;
-}
-
-/** `cache.rules`: env `PREFIX=SECONDS,...`; YAML a list of `{prefix, ttlSeconds}` (or strings). */
-function cacheRules(): Parser<CacheRule[]> {
-  return (raw, report) => {
-    const items =
-      typeof raw === 'string'
-        ? raw
-            .split(',')
-            .map((item) => item.trim())
-            .filter((item) => item !== '')
-        : Array.isArray(raw)
-          ? (raw as unknown[])
-          : null;
-    if (items === null) {
-      report('must be PREFIX=SECONDS,... or a YAML list of {prefix, ttlSeconds}');
-      return INVALID;
-    }
-    const rules: CacheRule[] = [];
-    for (const item of items) {
-      const rule = cacheRule(item, report);
-      if (rule !== undefined) rules.push(rule);
-    }
-    return rules.length === items.length ? rules : INVALID;
-  };
-}
-
-/**
- * `token.store.url`: a `redis://` or `rediss://` URL. It may hold a password, so no message
- * ever repeats it (the field is secret).
- */
-function storeUrl(): Parser<string> {
-  return (raw, report) => {
-    const expected =
-      'must be a redis:// or rediss:// URL, e.g. rediss://user:password@redis:6380/0';
-    if (typeof raw !== 'string' || raw.trim() === '') {
-      report(expected);
-      return INVALID;
-    }
-    let url: URL;
-    try {
-      url = new URL(raw.trim());
-    } catch {
-      report(expected);
-      return INVALID;
-    }
-    if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
-      report(`${expected} (the scheme is neither)`);
-      return INVALID;
-    }
-    if (url.hostname === '') {
-      report(`${expected} (no host)`);
-      return INVALID;
-    }
-    if (url.pathname !== '' && url.pathname !== '/' && !/^\/\d{1,2}$/.test(url.pathname)) {
-      report(`${expected} (the path may only name a database number, e.g. /0)`);
-      return INVALID;
-    }
-    return raw.trim();
-  };
-}
-
-/** `token.store.keyPrefix`: printable, no whitespace, at most 64 characters. */
-function keyPrefix(): Parser<string> {
-  return pipe(text('a key prefix such as oauth-sidecar:'), (raw, report): string | Invalid => {
-    if (!/^[\x21-\x7e]{1,64}$/.test(raw)) {
-      report(`must be 1 to 64 printable ASCII characters without spaces (got ${shown(raw)})`);
-      return INVALID;
-    }
-    return raw;
-  });
-}
+export { INVALID, parseListen, parseValue, type Parser, type Report } from './parsers.js';
 
 /**
  * One configuration key: its environment variable, the parser for its raw value and its built-in
@@ -433,6 +37,8 @@ export interface FieldSpec<T, D extends T | undefined = T | undefined> {
   /** Never echo the value, in any message. */
   secret: boolean;
   default: D;
+  /** An older name still accepted (documented as an alias); setting both is a problem. */
+  alias?: { key: string; env: string };
 }
 
 function field<T>(env: string, parse: Parser<T>): FieldSpec<T, undefined>;
@@ -444,6 +50,15 @@ function field<T>(env: string, parse: Parser<T>, fallback?: T): FieldSpec<T> {
 /** A key whose value is never echoed; secrets have no default. */
 function secretField<T>(env: string, parse: Parser<T>): FieldSpec<T, undefined> {
   return { env, parse, secret: true, default: undefined };
+}
+
+/** `spec`, also accepted under an older YAML key and variable. */
+function aliased<T, D extends T | undefined>(
+  spec: FieldSpec<T, D>,
+  key: string,
+  env: string,
+): FieldSpec<T, D> {
+  return { ...spec, alias: { key, env } };
 }
 
 /**
@@ -490,8 +105,12 @@ export const FIELDS = {
     60,
   ),
   'token.refreshFraction': field('TOKEN_REFRESH_FRACTION', fraction(), 0.2),
-  'token.store.url': secretField('TOKEN_STORE_URL', storeUrl()),
-  'token.store.keyPrefix': field('TOKEN_STORE_KEY_PREFIX', keyPrefix(), 'oauth-sidecar:'),
+  'store.url': aliased(secretField('STORE_URL', storeUrl()), 'token.store.url', 'TOKEN_STORE_URL'),
+  'store.keyPrefix': aliased(
+    field('STORE_KEY_PREFIX', keyPrefix(), 'oauth-sidecar:'),
+    'token.store.keyPrefix',
+    'TOKEN_STORE_KEY_PREFIX',
+  ),
   'credentials.clientId': secretField('CLIENT_ID', secret()),
   'credentials.clientSecret': secretField('CLIENT_SECRET', secret()),
   'credentials.clientIdFile': field('CLIENT_ID_FILE', text('a path to a file')),

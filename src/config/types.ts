@@ -66,11 +66,11 @@ export interface Config {
     waitMs: number;
     refreshMarginSeconds: number;
     refreshFraction: number;
-    store: {
-      /** `redis://` / `rediss://` URL of the shared token store (may hold a password); unset: none. */
-      url: string | undefined;
-      keyPrefix: string;
-    };
+  };
+  store: {
+    /** `redis://` / `rediss://` URL of the fleet's shared store (may hold a password); unset: none. */
+    url: string | undefined;
+    keyPrefix: string;
   };
   credentials: CredentialsConfig;
   proxy: {

@@ -1,0 +1,28 @@
+/** `oauth-sidecar` (serve): the sidecar on the configuration, JSON logs on stdout. */
+import type { Config } from '../config/types.js';
+import { startSidecar, type RunningSidecar } from '../sidecar.js';
+import { createLogDestination, createLogger, type Logger } from '../telemetry/logger.js';
+import type { Io } from './check.js';
+
+/** What main.ts needs of a command that keeps running: its logger and how to stop it. */
+export interface Serving {
+  logger: Logger;
+  sidecar: RunningSidecar;
+  /** Runs after the sidecar shut down (the demo stops its stand-in). */
+  cleanup?: () => Promise<void>;
+}
+
+/** Start serving; an exit code when the sidecar cannot start. */
+export async function runServe(config: Config, io: Io): Promise<Serving | number> {
+  const destination = createLogDestination();
+  const logger = createLogger({ level: config.log.level, destination });
+  try {
+    return { logger, sidecar: await startSidecar(config, { logger, logSink: destination }) };
+  } catch (error) {
+    logger.fatal({ err: error }, 'cannot start');
+    io.err(
+      `oauth-sidecar: cannot start: ${error instanceof Error ? error.message : String(error)}`,
+    );
+    return 1;
+  }
+}

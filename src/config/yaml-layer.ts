@@ -1,0 +1,135 @@
+/**
+ * The YAML layer of the configuration: the file read and flattened into `section.key` → raw value.
+ * Problems name the file; an unknown key gets the nearest known one as a suggestion.
+ */
+import { readFailure, type ReadTextFile } from './credentials.js';
+import { FIELDS, type FieldKey } from './schema.js';
+
+const FIELD_KEYS = Object.keys(FIELDS) as FieldKey[];
+export function aliasOf(key: FieldKey): { key: string; env: string } | undefined {
+  return (FIELDS[key] as { alias?: { key: string; env: string } }).alias;
+}
+
+/** Older names still accepted (`token.store.url` for `store.url`). */
+const ALIAS_KEYS = new Set(
+  FIELD_KEYS.flatMap((key) => {
+    const alias = aliasOf(key);
+    return alias === undefined ? [] : [alias.key];
+  }),
+);
+const ALL_KEYS = [...FIELD_KEYS, ...ALIAS_KEYS];
+export const SECTIONS = [...new Set(ALL_KEYS.map((key) => key.split('.')[0] as string))];
+/** Mappings below a section (`token.store`): every dotted prefix of a key that is not a key. */
+const SUBSECTIONS = new Set(
+  ALL_KEYS.flatMap((key) => {
+    const parts = key.split('.');
+    return parts.slice(2).map((_, i) => parts.slice(0, i + 2).join('.'));
+  }),
+);
+
+const isKnown = (dotted: string): boolean => dotted in FIELDS || ALIAS_KEYS.has(dotted);
+
+/** Read and flatten the YAML file into `section.key` → raw value; problems name the file. */
+export async function readYamlLayer(
+  file: string,
+  readFile: ReadTextFile,
+  problems: string[],
+): Promise<Map<string, unknown>> {
+  const values = new Map<string, unknown>();
+  let text: string;
+  try {
+    text = await readFile(file);
+  } catch (error) {
+    problems.push(`--config ${file}: cannot read configuration file (${readFailure(error)})`);
+    return values;
+  }
+  const { parseYaml } = await import('./yaml.js');
+  const parsed = parseYaml(text);
+  if (!parsed.ok) {
+    problems.push(`--config ${file}: ${parsed.problem}`);
+    return values;
+  }
+  const root = parsed.value;
+  if (root === null || root === undefined) return values;
+  if (!isMapping(root)) {
+    problems.push(`--config ${file}: must be a YAML mapping with sections ${SECTIONS.join(', ')}`);
+    return values;
+  }
+  for (const [section, body] of Object.entries(root)) {
+    if (!SECTIONS.includes(section)) {
+      problems.push(unknownKey(section, file));
+      continue;
+    }
+    if (body === null || body === undefined) continue;
+    if (!isMapping(body)) {
+      problems.push(
+        `${section} (in ${file}): must be a mapping of keys, e.g. ${section}.<key>: value`,
+      );
+      continue;
+    }
+    flatten(section, body, file, values, problems);
+  }
+  return values;
+}
+
+/** Collect `prefix.key` values of one mapping, descending into subsections (`token.store`). */
+function flatten(
+  prefix: string,
+  body: Record<string, unknown>,
+  file: string,
+  values: Map<string, unknown>,
+  problems: string[],
+): void {
+  for (const [key, value] of Object.entries(body)) {
+    const dotted = `${prefix}.${key}`;
+    if (isKnown(dotted)) values.set(dotted, value);
+    else if (SUBSECTIONS.has(dotted) && isMapping(value)) {
+      flatten(dotted, value, file, values, problems);
+    } else if (SUBSECTIONS.has(dotted) && (value === null || value === undefined)) continue;
+    else problems.push(unknownKey(dotted, file));
+  }
+}
+
+function isMapping(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** `upstream.baseURL: unknown key (in FILE), did you mean upstream.baseUrl?` */
+function unknownKey(dotted: string, file: string): string {
+  const suggestion = suggest(dotted);
+  const hint = suggestion === undefined ? '' : `, did you mean ${suggestion}?`;
+  return `${dotted}: unknown key (in ${file})${hint}`;
+}
+
+function suggest(dotted: string): string | undefined {
+  // An environment variable name or a flat dotted key used as a top-level YAML key.
+  const byEnv = FIELD_KEYS.find(
+    (key) => FIELDS[key].env === dotted || aliasOf(key)?.env === dotted,
+  );
+  if (byEnv !== undefined) return byEnv;
+  if (dotted in FIELDS) {
+    const [section, key] = dotted.split('.');
+    return `${dotted} written nested (${section ?? ''}: { ${key ?? ''}: ... })`;
+  }
+  const candidates = dotted.includes('.') ? ALL_KEYS : SECTIONS;
+  const lower = dotted.toLowerCase();
+  let best: { key: string; distance: number } | undefined;
+  for (const key of candidates) {
+    const distance = editDistance(lower, key.toLowerCase());
+    if (distance <= 2 && (best === undefined || distance < best.distance)) best = { key, distance };
+  }
+  return best?.key;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i += 1) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j += 1) {
+      const substitution = (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
+      current.push(Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, substitution));
+    }
+    previous = current;
+  }
+  return previous[b.length] ?? 0;
+}
