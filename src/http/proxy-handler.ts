@@ -1,8 +1,8 @@
 /**
- * One proxied request, start to end: request id, the refusals (header count, two Hosts, path
- * safety, method, drain, `proxy.maxInFlight`), the forwarder, the error answer, the request line.
- * The node request listener of the proxy: a forwarded request goes straight to the forwarder; a
- * refused one is handed to the Hono app (proxy-app.ts), whose error handler answers it.
+ * One proxied request, start to end, as the proxy listener's node request listener: request id,
+ * the refusals (header count, two Hosts, path safety, method, drain, `proxy.maxInFlight`), the
+ * forwarder, the error answer (answers.ts), the request line. No router: the listener serves
+ * one route, and Hono's Request/Context would cost every forwarded request (docs/design.md "Proxy").
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock.js';
@@ -21,8 +21,7 @@ import { checkRequestTarget } from '../proxy/path-safety.js';
 import { hasNoBody, holdWhileBodyArrives } from '../proxy/request-body.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
-import { answerError } from './error-handler.js';
-import type { RefusalAnswerer } from './proxy-app.js';
+import { answerError } from './answers.js';
 import { REQUEST_ID_HEADER, resolveRequestId } from './request-id.js';
 import type { RequestLog } from './request-log.js';
 
@@ -47,8 +46,6 @@ export interface ProxyHandlerOptions {
    * may carry a body gets 503 `overloaded` (docs/design.md "Bounded work"). Default: no such limit.
    */
   receivingBodies?: InFlightLimit;
-  /** Answers a refused request (the Hono app's error handler). */
-  refuse: RefusalAnswerer;
   clock?: Pick<Clock, 'now'>;
   /** Request id generator; crypto.randomUUID by default. */
   generateRequestId?: () => string;
@@ -147,7 +144,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
         }
       }
       if (refused !== undefined) {
-        ({ status, code } = await options.refuse(req, res, refused, requestId));
+        ({ status, code } = answerError(res, refused, requestId, errorOptions));
       } else {
         const ctx = new RequestContext(requestId);
         try {

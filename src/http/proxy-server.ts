@@ -1,8 +1,7 @@
 /**
  * The proxy listener, HTTP/1.1 or h2c (prior knowledge), with the proxy handler as its request
- * listener (which hands refusals to the Hono app, proxy-app.ts). Assembles named pieces: the
- * pipelining gate (admission.ts), client errors (client-errors.ts), CONNECT refusal
- * (connect-refusal.ts) and the drain (drain.ts).
+ * listener. Assembles named pieces: the pipelining gate (admission.ts), the answers to what the
+ * parser refused and to CONNECT (answers.ts), idle connections and the drain (drain.ts).
  */
 import {
   createServer as createHttpServer,
@@ -24,8 +23,7 @@ import type { HostPort } from '../config/types.js';
 import { createPipelineGate, type InFlightLimit } from '../proxy/admission.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
-import { createClientErrorHandler } from './client-errors.js';
-import { installConnectRefusal } from './connect-refusal.js';
+import { createClientErrorHandler, installConnectRefusal } from './answers.js';
 import { createDrain, type DrainState } from './drain.js';
 import {
   advertiseKeepAlive,
@@ -51,8 +49,8 @@ export interface ProxyServerOptions {
   drainState: DrainState;
   logger: Logger;
   requestLog: RequestLog | undefined;
-  /** Counts refusals that never reach the app (CONNECT, parse errors). */
-  metrics?: Pick<SidecarMetrics, 'proxyRejected'>;
+  /** Counts refusals that never reach the handler (CONNECT, parse errors). */
+  metrics: Pick<SidecarMetrics, 'proxyRejected'>;
   clock?: Clock;
   /** HTTP/1.1 keep-alive timeout (advertised; idle connections closed 1 s after it). Tests shorten it. */
   keepAliveTimeoutMs?: number;
@@ -136,9 +134,10 @@ export async function startProxyServer(options: ProxyServerOptions): Promise<Pro
     http1.on('clientError', createClientErrorHandler({ logger, metrics: options.metrics }));
     server = http1;
   }
-  installConnectRefusal(server, options.http2, {
-    requestLog: options.requestLog,
+  installConnectRefusal(server, {
+    logger,
     metrics: options.metrics,
+    requestLog: options.requestLog,
   });
 
   const sessions = new Set<Http2Session>();

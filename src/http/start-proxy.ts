@@ -1,5 +1,5 @@
 /**
- * The proxy listener with everything it serves: forwarder, request handler, Hono app, server.
+ * The proxy listener with everything it serves: forwarder, request handler, server.
  * One function for main.ts and the tests, so the tests run the stack that ships. Concrete
  * instances (dispatcher, token source, metrics, logger) come in from the caller.
  */
@@ -12,7 +12,6 @@ import type { AccessTokenSource } from '../proxy/types.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 import { createDrainState } from './drain.js';
-import { createProxyApp } from './proxy-app.js';
 import { createProxyHandler } from './proxy-handler.js';
 import { startProxyServer, type ProxyServer } from './proxy-server.js';
 import type { RequestLog } from './request-log.js';
@@ -72,7 +71,6 @@ export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Prom
   const inFlight = createInFlightLimit(settings.proxy.maxInFlight);
   metrics.bindRequestsInFlight(() => inFlight.count);
   const drainState = createDrainState();
-  const refuse = createProxyApp({ logger, metrics });
   const handler = createProxyHandler({
     prefixes: settings.upstream.pathPrefixes,
     forwarder,
@@ -85,7 +83,6 @@ export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Prom
     inFlight,
     // Requests still receiving their body hold at most half the slots (docs/design.md "Bounded work").
     receivingBodies: createInFlightLimit(Math.max(1, Math.floor(settings.proxy.maxInFlight / 2))),
-    refuse,
     clock,
   });
   const server = await startProxyServer({
