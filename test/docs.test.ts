@@ -263,6 +263,15 @@ describe('the repository', () => {
     );
   });
 
+  it("the Dockerfile's comments give reasons in at most 10 lines; the history is in docs/benchmarks.md", () => {
+    const comments = read('Dockerfile')
+      .split('\n')
+      .filter((line) => line.startsWith('#'));
+    expect(comments.length).toBeLessThanOrEqual(10);
+    expect(comments.join('\n')).toContain('docs/benchmarks.md');
+    expect(comments.join('\n')).not.toMatch(/\bpass\b/);
+  });
+
   it('no comment cites a file outside the repository', () => {
     const sources = [
       ...['src', 'test', 'bench', 'deploy', 'scripts', 'config', '.ci'].flatMap(walk),
