@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPki, startStandin, type Standin, type TestPki } from '../src/standin/index.js';
 import { waitFor } from './helpers/sidecar-process.js';
 import { startCountingUpstream } from './helpers/upstream.js';
-import { startStack, type Stack } from './proxy-stack.js';
+import { rawRequest, startStack, type Stack } from './proxy-stack.js';
 
 let pki: TestPki;
 let standin: Standin;
@@ -64,6 +64,17 @@ describe('keep-alive at the shipped timeout', () => {
       expect(head).toMatch(/\r\nKeep-Alive: timeout=65\r\n/i);
     }
     expect(conn.state.closedAt).toBe(0);
+    conn.socket.destroy();
+  });
+
+  it('advertises it to an HTTP/1.0 client only when it asked for keep-alive, as node does', async () => {
+    const plain = await rawRequest(stack.port, 'GET /v1.0/contracts/ HTTP/1.0\r\n\r\n');
+    expect(plain.status).toBe(200);
+    expect(plain.headers['keep-alive']).toBeUndefined();
+    const conn = rawConnection(stack.port);
+    conn.socket.write('GET /v1.0/contracts/ HTTP/1.0\r\nConnection: keep-alive\r\n\r\n');
+    await waitFor(() => conn.answers() === 1, 5_000, 'HTTP/1.0 keep-alive answer');
+    expect(conn.state.text).toMatch(/\r\nKeep-Alive: timeout=65\r\n/i);
     conn.socket.destroy();
   });
 

@@ -7,7 +7,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Http2Server, Http2ServerRequest } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { SidecarError, asSidecarError, errorEnvelope, type ProxyErrorCode } from '../errors.js';
-import type { ClientResponse } from '../proxy/outcome.js';
+import { keepAliveOf, type ClientResponse } from '../proxy/outcome.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 import { REQUEST_ID_HEADER, resolveRequestId } from './request-id.js';
@@ -88,7 +88,9 @@ export function answerError(
   }
   const headers = answer.headers;
   headers['content-length'] = String(Buffer.byteLength(answer.body));
+  const keepAlive = keepAliveOf(res);
   if (CLOSES_CONNECTION.has(code) && !('stream' in res)) headers.connection = 'close';
+  else if (keepAlive !== undefined) headers['keep-alive'] = keepAlive;
   res.writeHead(answer.status, headers);
   res.end(answer.body);
   return { status: answer.status, code };

@@ -1,23 +1,10 @@
 /**
- * The HTTP/1.1 listener's keep-alive timeout: connections that stay idle longer than the timeout
- * are closed, by one sweep timer per listener instead of node's timer per answer.
- *
- * node's own (`server.keepAliveTimeout`) is a socket timeout armed after every answer and disarmed
- * by the next request: per request a bound function, a `Timeout`, two timer-list updates (a list
- * made and dropped when it empties) and a refresh on every read while armed. Under load that
- * cost the sidecar 11 % of its CPU per 2 KB request (docs/benchmarks.md "Keep-alive sweep (ninth
- * pass)"). The listener therefore runs with node's timeout off, and this sweep does the closing.
- *
- * A connection is quiet when no request on it is in progress (`busy`) and it moved no byte since
- * the previous sweep (`bytesRead`, `bytesWritten`). It is closed once it has been quiet for
- * `closeAfterMs` by the monotonic clock. Never earlier: the quiet time counts from the sweep that
- * last saw it move (after its last byte), or the first sweep that found its request over. At most
- * one sweep interval later (two when a request had just ended). Nothing is done per request: the
- * pipeline gate's count says whether a request is in progress, and the byte counters are node's.
- *
- * The sweep timer is unref'd and runs only while connections are tracked.
+ * The HTTP/1.1 keep-alive timeout, kept by one sweep timer per listener: node's own
+ * (`server.keepAliveTimeout`) arms a socket timer per answer, 11 % of the CPU per 2 KB request
+ * (docs/benchmarks.md "Keep-alive sweep"). A connection is closed once it has had no request in
+ * progress and moved no byte for `closeAfterMs`, never earlier, at most two sweeps later.
  */
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import {
   monotonicNow,
   systemClock,
@@ -138,13 +125,17 @@ export function createIdleSweep<S extends SweptSocket>(options: IdleSweepOptions
   };
 }
 
+const CLOSE = /(?:^|,)\s*close\s*(?:,|$)/i;
+const KEEP_ALIVE = /(?:^|,)\s*keep-alive\s*(?:,|$)/i;
+
 /**
- * Make node write `Keep-Alive: timeout=<s>` in this answer, as it does by itself when
- * `server.keepAliveTimeout` is set (node copies that into this field of every answer, and writes the
- * field only when the connection stays open). The listener's own is 0, so that node arms no timer;
- * the advertised timeout is this sweep's. test/keep-alive.test.ts fails if a node release stops
- * reading the field.
+ * True when node keeps this request's connection open after the answer (RFC 9112 §9.3): HTTP/1.1
+ * unless the client sent `close`, HTTP/1.0 only when it asked for `keep-alive`.
  */
-export function advertiseKeepAlive(res: ServerResponse, timeoutMs: number): void {
-  (res as unknown as { _keepAliveTimeout: number })._keepAliveTimeout = timeoutMs;
+export function persistent(req: IncomingMessage): boolean {
+  const connection = req.headers.connection;
+  if (req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) {
+    return connection === undefined || !CLOSE.test(connection);
+  }
+  return connection !== undefined && KEEP_ALIVE.test(connection);
 }

@@ -21,13 +21,14 @@ import type { Socket } from 'node:net';
 import { systemClock, type Clock } from '../clock.js';
 import type { HostPort } from '../config/types.js';
 import { createPipelineGate, type InFlightLimit } from '../proxy/admission.js';
+import { advertiseKeepAlive } from '../proxy/outcome.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 import { createClientErrorHandler, installConnectRefusal } from './answers.js';
 import { createDrain, type DrainState } from './drain.js';
 import {
-  advertiseKeepAlive,
   createIdleSweep,
+  persistent,
   KEEP_ALIVE_GRACE_MS,
   KEEP_ALIVE_TIMEOUT_MS,
 } from './idle-connections.js';
@@ -93,6 +94,8 @@ export async function startProxyServer(options: ProxyServerOptions): Promise<Pro
   const { logger } = options;
   const clock = options.clock ?? systemClock;
   const keepAliveMs = options.keepAliveTimeoutMs ?? KEEP_ALIVE_TIMEOUT_MS;
+  // As node writes it from `server.keepAliveTimeout`, which stays 0 (HTTP1_OPTIONS).
+  const keepAlive = `timeout=${Math.floor(keepAliveMs / 1000)}`;
 
   const { handler } = options;
   const dispatch = (
@@ -119,7 +122,7 @@ export async function startProxyServer(options: ProxyServerOptions): Promise<Pro
       options.maxPipelined,
       (req, res) => {
         if (options.drainState.isDraining()) res.setHeader('connection', 'close');
-        else advertiseKeepAlive(res, keepAliveMs);
+        else if (persistent(req)) advertiseKeepAlive(res, keepAlive);
         dispatch(req, res);
       },
     );

@@ -13,6 +13,7 @@
  *   6. a 401 on a still-current token: replay once (docs/design.md "Token keeper")
  * Between the steps a client that left (h2 reset, closed socket) stops the request at once.
  */
+import type { OutgoingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { Clock } from '../clock.js';
 import { overloadedError, SidecarError } from '../errors.js';
@@ -29,6 +30,7 @@ import {
 import {
   CLIENT_GONE,
   closesWithClient,
+  keepAliveOf,
   type ClientResponse,
   type ForwardOutcome,
 } from './outcome.js';
@@ -324,14 +326,16 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       // STAGE HOOK 2: the answer head, before the client sees it.
       const taps = info.exchange === undefined ? NO_TAPS : tapsFor(info.exchange, statusCode, head);
       const requestId = info.ctx.requestId;
-      return {
-        replay: false,
-        taps,
-        headers: objectHeadersFor(call.res, head)
-          ? clientResponseHeaders(head.headers, requestId, statusCode)
-          : rawClientResponseHeaders(rawHeaders, requestId, statusCode),
-        bodiless: bodiless(statusCode, info.method),
-      };
+      const keepAlive = keepAliveOf(call.res);
+      let headers: OutgoingHttpHeaders | string[];
+      if (objectHeadersFor(call.res, head)) {
+        headers = clientResponseHeaders(head.headers, requestId, statusCode);
+        if (keepAlive !== undefined) headers['keep-alive'] = keepAlive;
+      } else {
+        headers = rawClientResponseHeaders(rawHeaders, requestId, statusCode);
+        if (keepAlive !== undefined) headers.push('keep-alive', keepAlive);
+      }
+      return { replay: false, taps, headers, bodiless: bodiless(statusCode, info.method) };
     },
     onError: (call, err) => classify(err, call, call.info.method, call.info.label, call.info.ctx),
     onSettled(call) {

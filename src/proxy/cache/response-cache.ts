@@ -13,7 +13,7 @@ import type { Clock } from '../../clock.js';
 import type { CacheRule, Config } from '../../config/types.js';
 import type { SidecarMetrics } from '../../telemetry/metrics.js';
 import { clientResponseHeaders } from '../headers.js';
-import { CLIENT_GONE, type ClientResponse, type ForwardOutcome } from '../outcome.js';
+import { CLIENT_GONE, keepAliveOf, type ClientResponse, type ForwardOutcome } from '../outcome.js';
 import type { BodyTap, Exchange, ForwardStage, UpstreamHead } from '../stages.js';
 import { hasNoBody } from '../request-body.js';
 import {
@@ -185,12 +185,15 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
     const { res } = exchange;
     if (exchange.clientGone()) return CLIENT_GONE;
     const age = Math.max(0, Math.floor((clock.now() - answer.storedAt) / 1000));
-    res.writeHead(200, {
+    const headers: OutgoingHttpHeaders = {
       ...answer.headers,
       age: String(age),
       'cache-status': withCacheStatus(answer.headers['cache-status'], `${CACHE_NAME}; hit`),
       'x-request-id': exchange.requestId,
-    });
+    };
+    const keepAlive = keepAliveOf(res);
+    if (keepAlive !== undefined) headers['keep-alive'] = keepAlive;
+    res.writeHead(200, headers);
     if (exchange.method === 'HEAD') res.end();
     else res.end(answer.body);
     return { status: 200, upstreamStatus: undefined, replayed: false, result: 'complete' };
