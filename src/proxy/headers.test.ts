@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createRequire } from 'node:module';
 import {
   AnswerHead,
+  parseRawHeaders,
   clientResponseHeaders,
   connectionListed,
   rawClientResponseHeaders,
@@ -260,6 +261,15 @@ describe('AnswerHead', () => {
     expect(headers).toEqual({ 'retry-after': '5', 'set-cookie': ['a', 'b'] });
     headers['cache-status'] = 'sidecar; hit';
     expect(head.headers['cache-status']).toBe('sidecar; hit');
+  });
+});
+
+describe('parseRawHeaders', () => {
+  it('lower-cases names, makes repeats an array, and keeps a __proto__ field as a field', () => {
+    const headers = parseRawHeaders(wire(['A', '1'], ['a', '2'], ['a', '3'], ['__proto__', 'x']));
+    expect(headers.a).toEqual(['1', '2', '3']);
+    expect(Object.getOwnPropertyDescriptor(headers, '__proto__')?.value).toBe('x');
+    expect(({} as Record<string, unknown>).x).toBeUndefined();
   });
 });
 

@@ -3,9 +3,28 @@
  * so each rule is tested without a socket.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-// undici's own helpers (its parser and handlers use them; bundled with the pool). Typed in
-// src/types/undici-deep.d.ts; headers.test.ts checks them against undici's public behaviour.
-import { headerNameToString, parseHeaders } from 'undici/lib/core/util.js';
+
+/** A raw header name as the object form keys it (lower case). */
+function headerName(raw: Buffer): string {
+  return raw.toString('latin1').toLowerCase();
+}
+
+/** name, value, ... as read off the wire → an object; a repeated field becomes an array. */
+export function parseRawHeaders(raw: readonly Buffer[]): IncomingHttpHeaders {
+  const headers: Record<string, string | string[]> = Object.create(null) as Record<
+    string,
+    string | string[]
+  >;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = headerName(raw[i] as Buffer);
+    const value = (raw[i + 1] as Buffer).toString('latin1');
+    const seen = headers[name];
+    if (seen === undefined) headers[name] = value;
+    else if (typeof seen === 'string') headers[name] = [seen, value];
+    else seen.push(value);
+  }
+  return headers;
+}
 
 /** RFC 9110 §7.6.1: connection-specific fields a proxy must not forward, plus the legacy ones it names. */
 const HOP_BY_HOP = new Set([
@@ -165,7 +184,7 @@ export class AnswerHead {
 
   /** Lower-case names, repeated fields as arrays; a stage may add fields for the client. */
   get headers(): IncomingHttpHeaders {
-    return (this.#parsed ??= parseHeaders(this.raw) as IncomingHttpHeaders);
+    return (this.#parsed ??= parseRawHeaders(this.raw));
   }
 
   /** True once `headers` was read: the client's headers must then come from the object. */
@@ -188,7 +207,7 @@ export function rawClientResponseHeaders(
   let listed: Set<string> | undefined;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i] as Buffer;
-    if (name.length !== 10 || headerNameToString(name) !== 'connection') continue;
+    if (name.length !== 10 || headerName(name) !== 'connection') continue;
     const value = (raw[i + 1] as Buffer).toString('latin1');
     // `keep-alive` / `close` (nearly every answer) list no field beyond the hop-by-hop set.
     if (value === 'keep-alive' || value === 'close') continue;
@@ -197,7 +216,7 @@ export function rawClientResponseHeaders(
   }
   const out: string[] = [];
   for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = headerNameToString(raw[i] as Buffer);
+    const name = headerName(raw[i] as Buffer);
     if (dropsFromAnswer(name, listed, status)) continue;
     out.push(name, (raw[i + 1] as Buffer).toString('latin1'));
   }

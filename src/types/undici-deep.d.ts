@@ -14,14 +14,3 @@ declare module 'undici/lib/dispatcher/agent.js' {
   import { Agent } from 'undici';
   export default Agent;
 }
-
-/** undici's header helpers, the ones its own parser and handlers use (bundled with the pool). */
-declare module 'undici/lib/core/util.js' {
-  /** A header name as a lower-case string; well-known names come from a table, not a new string. */
-  export function headerNameToString(value: string | Buffer): string;
-  /** name, value, ... as read off the wire → an object (lower-case names, repeats as arrays). */
-  export function parseHeaders(
-    headers: (Buffer | string)[],
-    obj?: Record<string, string | string[]>,
-  ): Record<string, string | string[]>;
-}
