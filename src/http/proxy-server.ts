@@ -81,7 +81,7 @@ export const HTTP1_OPTIONS = {
   /**
    * A request without Content-Length or Transfer-Encoding has no body (RFC 9112 §6.3): node (≥ 24.12)
    * then skips its request stream's life cycle (no 'data', 'end' or 'close' events; about 4 % of
-   * the CPU per request, docs/benchmarks.md "Keep-alive sweep (ninth pass)"). The forwarder never
+   * the CPU per request, docs/benchmarks.md "Keep-alive sweep"). The forwarder never
    * reads the body of such a request (request-body.ts `mayHaveBody`). Node 20 ignores the option.
    */
   optimizeEmptyRequests: true,

@@ -260,7 +260,7 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     }
     let child = byCode.get(code);
     if (child === undefined) {
-      child = metrics.upstreamRequests.labels({ method, code: String(code) });
+      child = metrics.upstreamRequests.child({ method, code: String(code) });
       byCode.set(code, child);
     }
     child.inc();

@@ -1,6 +1,5 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { registerDefaultMetrics } from './default-metrics.js';
-import { LeanCounter, LeanHistogram } from './lean-metrics.js';
+import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
+import { LeanCounter } from './lean-metrics.js';
 
 export const METRIC_PREFIX = 'oauth_sidecar_';
 
@@ -34,7 +33,7 @@ export interface SidecarMetrics {
   tokenRequests: Counter<'grant' | 'outcome'>;
   tokenRequestDuration: Histogram<'grant'>;
   upstreamRequests: LeanCounter<'method' | 'code'>;
-  upstreamRequestDuration: LeanHistogram<'method'>;
+  upstreamRequestDuration: Histogram<'method'>;
   upstreamUnauthorized: Counter<'replayed'>;
   proxyRejected: Counter<'code'>;
   requestsInFlight: Gauge;
@@ -137,11 +136,10 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
       labelNames: ['method', 'code'] as const,
       registers,
     }),
-    // Observed once per proxied request: the lean kind (lean-metrics.ts), same exposition.
-    upstreamRequestDuration: new LeanHistogram({
+    upstreamRequestDuration: new Histogram({
       name: `${METRIC_PREFIX}upstream_request_duration_seconds`,
       help: 'Time to upstream response headers in seconds.',
-      labelName: 'method',
+      labelNames: ['method'] as const,
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     }),
@@ -209,6 +207,13 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
     },
   };
 
-  if (defaultMetrics) registerDefaultMetrics(registry, METRIC_PREFIX);
+  // prom-client's defaults as they come, GC histogram included (public API; ~1 % CPU, docs/reference.md).
+  if (defaultMetrics) {
+    collectDefaultMetrics({
+      register: registry,
+      prefix: METRIC_PREFIX,
+      eventLoopMonitoringPrecision: 10,
+    });
+  }
   return metrics;
 }
