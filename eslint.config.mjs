@@ -11,7 +11,7 @@ const honoOnlyInHttp = {
 const redisOnlyInStore = {
   group: ['redis', '@redis/*', 'ioredis'],
   message:
-    'Only src/store/ imports the Redis client (docs/design.md "Module boundaries"); use the StoreConnection / TokenSetStore interfaces.',
+    'Only src/fleet/ imports the Redis client (docs/design.md "Module boundaries"); use the StoreConnection / TokenSetStore interfaces.',
 };
 
 /** Module boundaries from docs/design.md, each with its reason. */

@@ -19,7 +19,7 @@ import type { ForwardStage } from './proxy/forwarder.js';
 import { QuotaGuard, type SharedQuota } from './proxy/quota/guard.js';
 import { quotaStage } from './proxy/quota/stage.js';
 import type { AccessTokenSource } from './proxy/types.js';
-import type { StoreConnection } from './store/connection.js';
+import type { StoreConnection } from './fleet/connection.js';
 import type { Logger } from './telemetry/logger.js';
 import { createMetrics, type SidecarMetrics } from './telemetry/metrics.js';
 import { createTokenEndpointClient } from './token/client.js';
@@ -93,7 +93,7 @@ async function openFleetStore(
 ): Promise<FleetStore | undefined> {
   const { url, keyPrefix } = config.store;
   if (url === undefined) return undefined;
-  const { createStoreConnection, createTokenSetStore } = await import('./store/index.js');
+  const { createStoreConnection, createTokenSetStore } = await import('./fleet/index.js');
   const { clock } = deps;
   const logger = deps.logger.child({ component: 'store' });
   const connection = createStoreConnection({ url, logger, clock });
@@ -126,7 +126,7 @@ async function openSharedQuota(
   connection: StoreConnection | undefined,
 ): Promise<SharedQuota | undefined> {
   if (connection === undefined) return undefined;
-  const { createStoreQuota } = await import('./store/quota.js');
+  const { createStoreQuota } = await import('./fleet/quota.js');
   return createStoreQuota({
     connection,
     keyPrefix: config.store.keyPrefix,

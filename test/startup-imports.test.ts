@@ -20,7 +20,7 @@ const ROOT = join(import.meta.dirname, '..');
 
 /** Packages (node_modules/<name>/) and source folders kept out of the start. */
 const NOT_AT_START = ['@redis/client', 'lru-cache', 'yaml', 'selfsigned', 'zod', 'pino-pretty'];
-const LOCAL_NOT_AT_START = ['src/store/', 'src/standin/', 'src/proxy/cache/'];
+const LOCAL_NOT_AT_START = ['src/fleet/', 'src/standin/', 'src/proxy/cache/'];
 
 interface Metafile {
   outputs: Record<
@@ -98,7 +98,7 @@ describe('what dist/main.js loads at start', () => {
 
   it('keeps them reachable at the point of need through a dynamic import()', () => {
     const lazy = {
-      'src/store/index.ts': '@redis/client',
+      'src/fleet/index.ts': '@redis/client',
       'src/proxy/cache/response-cache.ts': 'lru-cache',
       'src/standin/index.ts': 'selfsigned',
       'src/config/yaml.ts': 'yaml',

@@ -13,9 +13,9 @@ import {
   defineScript,
   redactStoreUrl,
   type StoreConnection,
-} from '../src/store/connection.js';
-import { deriveEntryKeys, openValue, sealValue } from '../src/store/crypto.js';
-import { createTokenSetStore, type TokenSetStore } from '../src/store/token-sets.js';
+} from '../src/fleet/connection.js';
+import { deriveEntryKeys, openValue, sealValue } from '../src/fleet/crypto.js';
+import { createTokenSetStore, type TokenSetStore } from '../src/fleet/token-sets.js';
 import { createLogger } from '../src/telemetry/logger.js';
 import {
   createTokenCoordinator,

@@ -80,7 +80,7 @@ async function checkStore(
   const url = config.store.url;
   if (url === undefined) return undefined;
   const { createStoreConnection, createTokenSetStore, redactStoreUrl } =
-    await import('../store/index.js');
+    await import('../fleet/index.js');
   // A one-shot command may wait for the connection (TLS, DNS) longer than a serving process would.
   const connection = createStoreConnection({
     url,

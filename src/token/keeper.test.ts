@@ -6,8 +6,8 @@ import { StoreError, TokenEndpointError, TokenUnavailableError } from '../errors
 import { createLogger } from '../telemetry/logger.js';
 import { createMetrics } from '../telemetry/metrics.js';
 import { createCredentialsReader } from '../config/credentials.js';
-import type { EntryKeys } from '../store/crypto.js';
-import type { SharedTokenSet, StoredEntry, TokenSetStore } from '../store/token-sets.js';
+import type { EntryKeys } from '../fleet/crypto.js';
+import type { SharedTokenSet, StoredEntry, TokenSetStore } from '../fleet/token-sets.js';
 import { TokenKeeper } from './keeper.js';
 import { RECOVERY_CAP_MS } from './schedule.js';
 import { LEASE_POLL_MS, createTokenCoordinator, type TokenCoordinator } from './shared.js';

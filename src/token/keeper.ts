@@ -23,7 +23,7 @@ import {
   retryTime,
   secondsUntil,
 } from './schedule.js';
-import type { SharedTokenSet } from '../store/token-sets.js';
+import type { SharedTokenSet } from '../fleet/token-sets.js';
 import {
   LEASE_POLL_MS,
   LeaseWaitError,

@@ -8,7 +8,7 @@
  */
 import { StoreError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
-import type { Lease, SharedTokenSet, StoredEntry, TokenSetStore } from '../store/token-sets.js';
+import type { Lease, SharedTokenSet, StoredEntry, TokenSetStore } from '../fleet/token-sets.js';
 import { renewalTime, type RenewalSettings } from './schedule.js';
 import type { GrantType, TokenSet } from './types.js';
 

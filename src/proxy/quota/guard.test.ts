@@ -12,6 +12,30 @@ import {
 
 const logger = createLogger({ level: 'silent' });
 
+/** A store whose health follows its calls, as fleet/connection.ts's does (the one health). */
+function connected(calls: Omit<SharedQuota, 'health'>): SharedQuota {
+  let up = true;
+  let lastError: { message: string; at: string } | null = null;
+  const track = <T>(call: Promise<T>): Promise<T> =>
+    call.then(
+      (value) => {
+        up = true;
+        return value;
+      },
+      (err: unknown) => {
+        up = false;
+        lastError = { message: (err as Error).message, at: '' };
+        throw err;
+      },
+    );
+  return {
+    take: (want) => track(calls.take(want)),
+    startCooldown: (status, ms) => track(calls.startCooldown(status, ms)),
+    readCooldown: () => track(calls.readCooldown()),
+    health: () => ({ up, connecting: false, lastError }),
+  };
+}
+
 function makeGuard(options: Partial<QuotaGuardOptions> = {}) {
   const waits: number[] = [];
   const guard = new QuotaGuard({
@@ -217,11 +241,11 @@ describe('rate limit', () => {
     const take = vi.fn((): Promise<SharedDecision> =>
       Promise.resolve({ granted: 0, waitMs: 100, tokens: 0, cooldown: undefined }),
     );
-    const shared: SharedQuota = {
+    const shared = connected({
       take,
       startCooldown: () => Promise.resolve(),
       readCooldown: () => Promise.resolve(undefined),
-    };
+    });
     const { guard } = makeGuard({
       rateLimit: { count: 10, periodMs: 1_000 },
       queueMs: 300,
@@ -318,7 +342,7 @@ describe('fleet-wide (shared store)', () => {
       cooldown: undefined as SharedCooldown | undefined,
       calls: 0,
     };
-    const shared: SharedQuota = {
+    const shared = connected({
       take: (want) => {
         state.calls += 1;
         if (state.failing) return Promise.reject(new Error('ECONNREFUSED'));
@@ -345,7 +369,7 @@ describe('fleet-wide (shared store)', () => {
       },
       readCooldown: () =>
         state.failing ? Promise.reject(new Error('ECONNREFUSED')) : Promise.resolve(state.cooldown),
-    };
+    });
     return { state, shared };
   }
 
@@ -402,12 +426,17 @@ describe('fleet-wide (shared store)', () => {
     guard.close();
   });
 
-  it('a store that hangs counts as down after 500 ms; the request is admitted locally', async () => {
-    const shared: SharedQuota = {
-      take: () => new Promise(() => undefined),
-      startCooldown: () => new Promise(() => undefined),
-      readCooldown: () => new Promise(() => undefined),
-    };
+  it("a store that hangs counts as down at the connection's bound (500 ms); the request is admitted locally", async () => {
+    // fleet/connection.ts settles every call within 500 ms; the guard keeps no timer of its own.
+    const noAnswer = <T>(): Promise<T> =>
+      new Promise<T>((_, reject) => {
+        setTimeout(() => reject(new Error('no answer within 500 ms')), 500);
+      });
+    const shared = connected({
+      take: noAnswer,
+      startCooldown: noAnswer,
+      readCooldown: noAnswer,
+    });
     // queueMs shorter than the store's bound: the deadline must not refuse what the store delayed.
     const { guard } = makeGuard({ rateLimit: { count: 2, periodMs: 1_000 }, queueMs: 200, shared });
     const a = track(guard.admit()!);

@@ -11,6 +11,7 @@ import type { Clock, TimerHandle } from '../clock.js';
 import { StoreError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import { redactStoreUrl } from '../safe-text.js';
+import type { StoreHealth } from './ports.js';
 
 /** Every store call settles within this (docs/token-store.md: no answer in 500 ms counts as down). */
 export const STORE_COMMAND_TIMEOUT_MS = 500;
@@ -50,14 +51,7 @@ export function defineScript(lua: string): StoreScript {
 export const STORE_NOW_MS_LUA =
   "local __t = redis.call('TIME')\nlocal now_ms = tonumber(__t[1]) * 1000 + math.floor(tonumber(__t[2]) / 1000)\n";
 
-export interface StoreHealth {
-  /** The configured URL without its password. */
-  url: string;
-  up: boolean;
-  lastError: { message: string; at: string } | null;
-  /** `redis_version` from the server, once known. */
-  serverVersion: string | null;
-}
+export type { StoreHealth } from './ports.js';
 
 /** What the rest of the sidecar sees of Redis. */
 export interface StoreConnection {
@@ -295,6 +289,7 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
     health: () => ({
       url,
       up,
+      connecting: !firstAttemptSettled,
       lastError: lastError === null ? null : { ...lastError },
       serverVersion,
     }),

@@ -2,36 +2,18 @@
  * The fleet-wide half of the quota guard (docs/quota-guard.md): the rate-limit bucket and the
  * cooldown of one upstream, kept in the store so every sidecar of the fleet shares them. Each
  * decision is one atomic script on the store's clock (`TIME`), so process clocks do not matter.
- * The proxy sees this only through its `SharedQuota` interface (proxy/quota/guard.ts), which these
- * shapes match structurally; store/ does not import proxy/.
  */
 import { createHash } from 'node:crypto';
 import { STORE_NOW_MS_LUA, defineScript, type StoreConnection } from './connection.js';
+import type { SharedCooldown, SharedQuota } from './ports.js';
 
-export type QuotaCooldownStatus = 429 | 503;
-
-export interface StoreCooldown {
-  status: QuotaCooldownStatus;
-  msLeft: number;
-}
-
-export interface StoreQuotaDecision {
-  granted: number;
-  waitMs: number;
-  tokens: number;
-  cooldown: StoreCooldown | undefined;
-}
-
-export interface StoreQuota {
-  take(want: number): Promise<StoreQuotaDecision>;
-  startCooldown(status: QuotaCooldownStatus, ms: number): Promise<void>;
-  readCooldown(): Promise<StoreCooldown | undefined>;
+export interface StoreQuota extends SharedQuota {
   /** The two keys, for tests and operators (`<prefix>quota:<hash>:bucket|cooldown`). */
   readonly keys: { bucket: string; cooldown: string };
 }
 
 export interface StoreQuotaOptions {
-  connection: Pick<StoreConnection, 'runScript'>;
+  connection: Pick<StoreConnection, 'runScript' | 'health'>;
   keyPrefix: string;
   /** The upstream whose quota this is (`upstream.baseUrl`); hashed into the keys. */
   upstream: string;
@@ -153,7 +135,7 @@ function numbers(reply: unknown, length: number, what: string): number[] {
 }
 
 /** A cooldown only with a known status, clamped to the reader's own cap. */
-function cooldownOf(status: number, msLeft: number, capMs: number): StoreCooldown | undefined {
+function cooldownOf(status: number, msLeft: number, capMs: number): SharedCooldown | undefined {
   if (status !== 429 && status !== 503) return undefined;
   return msLeft > 0 ? { status, msLeft: Math.min(msLeft, capMs) } : undefined;
 }
@@ -204,5 +186,6 @@ export function createStoreQuota(options: StoreQuotaOptions): StoreQuota {
       const [status = 0, msLeft = 0] = numbers(reply, 2, 'quota cooldown');
       return cooldownOf(status, msLeft, capMs);
     },
+    health: () => connection.health(),
   };
 }
