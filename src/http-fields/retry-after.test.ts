@@ -68,3 +68,14 @@ describe('wholeSecondsLeft', () => {
     expect(wholeSecondsLeft(299_500)).toBe(300);
   });
 });
+
+describe("retryAfterMs: the token client's cases", () => {
+  it('reads delta-seconds and HTTP-dates, never negative', () => {
+    expect(retryAfterMs(undefined, 0)).toBeUndefined();
+    expect(retryAfterMs(' 5 ', 0)).toBe(5000);
+    expect(retryAfterMs('soon', 0)).toBeUndefined();
+    expect(retryAfterMs('-3', 0)).toBeUndefined();
+    expect(retryAfterMs('Thu, 01 Jan 1970 00:00:10 GMT', 4000)).toBe(6000);
+    expect(retryAfterMs('Thu, 01 Jan 1970 00:00:10 GMT', 20_000)).toBe(0);
+  });
+});

@@ -9,7 +9,6 @@ import {
   MAX_ANSWER_BYTES,
   checkTokenResponse,
   createTokenEndpointClient,
-  parseRetryAfter,
   sendGrantRequest,
   type TokenClientOptions,
 } from './client.js';
@@ -295,21 +294,17 @@ describe('checkTokenResponse: error statuses', () => {
     expect(e.message).toBe('token endpoint answered 429 (retry after 120 s)');
   });
 
+  it("Retry-After counts from when the answer was made, as the quota guard's (one parser)", () => {
+    const e = checkError(
+      answer(null, { status: 503, headers: { 'retry-after': '60', age: '50' } }),
+    );
+    expect(e.retryAfterMs).toBe(10_000);
+  });
+
   it('an error status with a body over the cap still reports the status', () => {
     const e = checkError(tokenAnswer(503, {}, '', true));
     expect(e.kind).toBe('server');
     expect(e.message).toBe('token endpoint answered 503');
-  });
-});
-
-describe('parseRetryAfter', () => {
-  it('reads delta-seconds and HTTP-dates, never negative', () => {
-    expect(parseRetryAfter(null, 0)).toBeUndefined();
-    expect(parseRetryAfter(' 5 ', 0)).toBe(5000);
-    expect(parseRetryAfter('soon', 0)).toBeUndefined();
-    expect(parseRetryAfter('-3', 0)).toBeUndefined();
-    expect(parseRetryAfter('Thu, 01 Jan 1970 00:00:10 GMT', 4000)).toBe(6000);
-    expect(parseRetryAfter('Thu, 01 Jan 1970 00:00:10 GMT', 20_000)).toBe(0);
   });
 });
 

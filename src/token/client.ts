@@ -5,6 +5,7 @@
  * messages name the problem and never carry a token, a secret or any of the answer body; the raw
  * body is kept on the error's non-enumerable `body`.
  */
+import { retryAfterMs as parseRetryAfter } from '../http-fields/retry-after.js';
 import type { Dispatcher } from 'undici';
 import { systemClock, type Clock } from '../clock.js';
 import type { ClientAuth, TokenFormat } from '../config/types.js';
@@ -98,7 +99,13 @@ export function checkTokenResponse(
   }
 
   if (status < 200 || status >= 300) {
-    const retryAfterMs = parseRetryAfter(answer.header('retry-after'), clock.now());
+    // One parser for the whole sidecar: counted from when the answer was made (its Date, its Age).
+    const retryAfterMs = parseRetryAfter(
+      answer.header('retry-after') ?? undefined,
+      clock.now(),
+      answer.header('date') ?? undefined,
+      answer.header('age') ?? undefined,
+    );
     const server = status === 429 || status < 400 || status >= 500;
     // The status already says what happened; a body over the cap adds nothing.
     const text = answer.tooLarge ? undefined : answer.text;
@@ -168,18 +175,6 @@ export function createTokenEndpointClient(options: TokenClientOptions): TokenEnd
       }
     },
   };
-}
-
-/** `Retry-After` (RFC 9110 §10.2.3): delta-seconds or an HTTP-date, in ms from `nowMs` (≥ 0). */
-export function parseRetryAfter(value: string | null, nowMs: number): number | undefined {
-  if (value === null) return undefined;
-  const trimmed = value.trim();
-  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
-  // HTTP-date forms all start with a day name; Date.parse alone would read "-3" as a year.
-  if (!/^[A-Za-z]{3}/.test(trimmed)) return undefined;
-  const date = Date.parse(trimmed);
-  if (Number.isNaN(date)) return undefined;
-  return Math.max(0, date - nowMs);
 }
 
 /** Thrown by the field validators; turned into a `malformed` TokenEndpointError by the caller. */
