@@ -5,132 +5,47 @@
  * live in schedule.ts; this file is the state machine around them.
  */
 import { setLongTimeout, type Clock, type LongTimer } from '../clock.js';
-import type { Config } from '../config/types.js';
-import {
-  CredentialsReadError,
-  TokenEndpointError,
-  TokenUnavailableError,
-  errorText,
-  isRejectedGrant,
-} from '../errors.js';
+import { TokenUnavailableError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
-import type { SidecarMetrics } from '../telemetry/metrics.js';
 import {
   FORCED_RENEWAL_INTERVAL_MS,
   MIN_RENEWAL_DELAY_MS,
   RequestCeiling,
   renewalTime,
-  retryTime,
   secondsUntil,
 } from './schedule.js';
 import type { SharedTokenSet } from '../fleet/token-sets.js';
+import { StoreWatch } from './store-watch.js';
+import { TokenWaiters } from './waiters.js';
+import { Grants } from './grants.js';
+import { Failures } from './failures.js';
 import {
-  LEASE_POLL_MS,
-  LeaseWaitError,
-  type HeldRef,
-  type RefreshSource,
-  type TokenCoordinator,
-} from './shared.js';
-import type {
-  ClientCredentials,
-  CredentialsReader,
-  GrantRequest,
-  GrantType,
-  TokenEndpoint,
-  TokenSet,
-} from './types.js';
+  failureFields,
+  iso,
+  statusOf,
+  unavailableError,
+  type AttemptReason,
+  type HeldToken,
+  type InvalidateVerdict,
+  type KeeperStatus,
+  type Outcome,
+  type TokenKeeperOptions,
+} from './keeper-types.js';
+import type { HeldRef, TokenCoordinator } from './shared.js';
+import type { GrantType } from './types.js';
 
-export interface TokenKeeperOptions {
-  endpoint: TokenEndpoint;
-  readCredentials: CredentialsReader;
-  settings: Pick<Config['token'], 'waitMs' | 'refreshMarginSeconds' | 'refreshFraction'>;
-  clock: Clock;
-  /** [0, 1); Math.random when absent. Drives renewal jitter and backoff jitter. */
-  random?: () => number;
-  logger: Logger;
-  metrics: Pick<SidecarMetrics, 'tokenRequests' | 'tokenRequestDuration'> &
-    Partial<Pick<SidecarMetrics, 'tokenAdopted'>>;
-  /**
-   * The shared token store's side (docs/token-store.md): wraps the one grant point.
-   * Absent: this process keeps its own token.
-   */
-  coordinator?: TokenCoordinator;
-}
-
-/** What went wrong last: a token endpoint error kind, or the credentials could not be read. */
-export type KeeperErrorKind =
-  | TokenEndpointError['kind']
-  | 'credentials'
-  | 'internal'
-  /** Another process held the renewal lease and left without a new token. */
-  | 'lease';
-
-/**
- * The keeper's one status snapshot, read by `/status`, `/readyz` and the token gauges. JSON-safe;
- * never holds a token or a secret.
- */
-export interface KeeperStatus {
-  /** A token is held and `now < expiresAt`. */
-  ready: boolean;
-  /** Grant of the most recent successful token request. */
-  lastGrant: GrantType | null;
-  /** Seconds since the current token's request was sent; null when none is held. */
-  tokenAgeSeconds: number | null;
-  /** Seconds until the current token expires; 0 when none is held. */
-  expiresInSeconds: number;
-  lifetimeSeconds: number | null;
-  /** Next scheduled token request (renewal, or retry after a failure), ISO 8601. */
-  nextRenewalAt: string | null;
-  refreshTokenHeld: boolean;
-  lastError: { kind: KeeperErrorKind; message: string; at: string } | null;
-  consecutiveFailures: number;
-  requestInFlight: boolean;
-}
-
-/**
- * What `invalidate` decided about a token the upstream answered 401:
- * - `replay`: it is no longer the current token; a replay gets the current one (or waits for one).
- * - `renewing`: it was the current token; it is dropped and a renewal runs or is scheduled, so a
- *   replay waits for the new token (or gets `token_unavailable`).
- * - `keep`: the token is kept (a forced renewal ran less than 5 s ago and none is in flight, or the
- *   keeper is stopped); a replay would carry the same token, so the 401 goes to the client.
- */
-export type InvalidateVerdict = 'replay' | 'renewing' | 'keep';
-
-interface HeldToken {
-  accessToken: string;
-  sentAt: number;
-  expiresAt: number;
-  lifetimeSeconds: number;
-}
-
-interface Waiter {
-  resolve(token: string): void;
-  reject(error: Error): void;
-  timer: LongTimer | undefined;
-}
-
-type Outcome =
-  | { ok: true; grant: GrantType; tokenSet: TokenSet; sentAt: number }
-  | { ok: false; grant: GrantType; error: unknown };
-
-type AttemptReason = 'startup' | 'renewal' | 'retry' | 'demand' | 'forced' | 'credentials';
-
-/** The last failure's inputs to the retry time (schedule.ts `retryTime`). */
-interface FailureRecord {
-  /** The backoff step: consecutive failures since the last success or credentials change. */
-  failures: number;
-  random: number;
-  retryAfterMs: number | undefined;
-}
+export type {
+  InvalidateVerdict,
+  KeeperErrorKind,
+  KeeperStatus,
+  TokenKeeperOptions,
+} from './keeper-types.js';
 
 /**
  * Keeps one access token fresh. Satisfies proxy/types.ts `AccessTokenSource` and telemetry's
  * `TokenGaugeSource` structurally (token/ may not import proxy/).
  */
 export class TokenKeeper {
-  private readonly endpoint: TokenEndpoint;
-  private readonly readCredentials: CredentialsReader;
   private readonly settings: TokenKeeperOptions['settings'];
   private readonly clock: Clock;
   private readonly random: () => number;
@@ -144,39 +59,61 @@ export class TokenKeeper {
   private refreshToken: string | undefined;
   private inflight: Promise<void> | undefined;
   private timer: LongTimer | undefined;
-  /**
-   * With a shared store, while a retry waits out its backoff: the next look at the store for a set
-   * another process published (see {@link watchStore}).
-   */
-  private watchTimer: LongTimer | undefined;
+  /** With a shared store: adopts a set published while a retry waits (store-watch.ts). */
+  private readonly storeWatch: StoreWatch | undefined;
   /** When the scheduled timer fires. */
   private nextAttemptAt: number | undefined;
-  /** Backoff / Retry-After: no token request before this time (ms since the epoch). */
-  private notBefore = 0;
-  /** What set `notBefore`, so it can be pulled in when the token is dropped; none after a success. */
-  private failure: FailureRecord | undefined;
-  private consecutiveFailures = 0;
-  /** `consecutiveFailures` at the last credentials change: the backoff starts over from there. */
-  private failuresBeforeChange = 0;
-  private lastError: KeeperStatus['lastError'] = null;
+  private readonly failures: Failures;
   private lastGrant: GrantType | undefined;
   private lastForcedAt: number | undefined;
   /** The token an upstream 401 invalidated, for the next grant's compare-and-delete in the store. */
   private rejectedToken: string | undefined;
   /** At most 10 token requests in any 10 s, for every path into a grant. */
   private readonly ceiling = new RequestCeiling();
-  private readonly waiters = new Set<Waiter>();
-  private readonly readyWaiters: { resolve(): void; reject(error: Error): void }[] = [];
+  private readonly waiters: TokenWaiters;
+  private readonly grants: Grants;
 
   constructor(options: TokenKeeperOptions) {
-    this.endpoint = options.endpoint;
-    this.readCredentials = options.readCredentials;
     this.settings = options.settings;
     this.clock = options.clock;
     this.random = options.random ?? Math.random;
+    this.failures = new Failures(this.random);
     this.log = options.logger;
     this.metrics = options.metrics;
     this.coordinator = options.coordinator;
+    this.waiters = new TokenWaiters(this.clock);
+    this.grants = new Grants({
+      endpoint: options.endpoint,
+      readCredentials: options.readCredentials,
+      metrics: this.metrics,
+      clock: this.clock,
+      ceiling: this.ceiling,
+      isStopped: () => this.stopped,
+      refreshToken: () => this.refreshToken,
+      dropRefreshToken: (token) => {
+        if (this.refreshToken === token) this.refreshToken = undefined;
+      },
+      logFailure: (grant, error, next) => this.logFailure(grant, error, next),
+    });
+    const coordinator = options.coordinator;
+    this.storeWatch =
+      coordinator === undefined
+        ? undefined
+        : new StoreWatch({
+            coordinator,
+            clock: this.clock,
+            log: this.log,
+            held: () => this.heldRef(),
+            rejectedToken: () => this.rejectedToken,
+            stillWaiting: (failure) =>
+              !this.stopped && this.inflight === undefined && this.failures.last === failure,
+            adopt: (tokenSet, generation) => {
+              this.clearTimer();
+              this.nextAttemptAt = undefined;
+              this.rejectedToken = undefined;
+              this.onAdopted(tokenSet, generation);
+            },
+          });
   }
 
   /** Starts the start-up client-credentials grant at once. Idempotent. */
@@ -193,15 +130,10 @@ export class TokenKeeper {
     this.clearTimer();
     this.clearWatch();
     this.nextAttemptAt = undefined;
-    for (const waiter of this.waiters) {
-      this.settleWaiter(waiter);
-      waiter.reject(new TokenUnavailableError('the token keeper is shutting down', 1));
-    }
-    for (const waiter of this.readyWaiters.splice(0)) {
-      waiter.reject(
-        new TokenUnavailableError('the token keeper stopped before a token arrived', 1),
-      );
-    }
+    this.waiters.refuse(
+      new TokenUnavailableError('the token keeper is shutting down', 1),
+      new TokenUnavailableError('the token keeper stopped before a token arrived', 1),
+    );
   }
 
   /**
@@ -226,18 +158,7 @@ export class TokenKeeper {
     if (valid !== undefined) return Promise.resolve(valid);
     // attempt() itself defers to the backoff and the rate ceiling.
     if (this.started) this.attempt('demand');
-    return new Promise<string>((resolve, reject) => {
-      const waiter: Waiter = { resolve, reject, timer: undefined };
-      waiter.timer = setLongTimeout(
-        this.clock,
-        () => {
-          this.waiters.delete(waiter);
-          reject(this.unavailable());
-        },
-        this.settings.waitMs,
-      );
-      this.waiters.add(waiter);
-    });
+    return this.waiters.wait(this.settings.waitMs, () => this.unavailable());
   }
 
   /**
@@ -261,9 +182,7 @@ export class TokenKeeper {
     this.current = undefined;
     this.rejectedToken = token;
     // Not serving from now on: a pending backoff / Retry-After wait ends within the recovery cap.
-    if (this.failure !== undefined) {
-      this.notBefore = Math.min(this.notBefore, retryTime(now, this.failure, undefined));
-    }
+    this.failures.tokenDropped(now);
     const startAt = this.inflight === undefined ? this.earliestAttemptAt(now) : now;
     let what = 'a token request is already in flight';
     if (this.inflight === undefined) {
@@ -288,10 +207,7 @@ export class TokenKeeper {
    * starts at once, rate ceiling permitting (a request in flight already read the new ones).
    */
   credentialsChanged(): void {
-    if (!this.started || this.stopped || this.consecutiveFailures === 0) return;
-    this.failuresBeforeChange = this.consecutiveFailures;
-    this.failure = undefined;
-    this.notBefore = 0;
+    if (!this.started || this.stopped || !this.failures.credentialsChanged()) return;
     this.attempt('credentials');
   }
 
@@ -301,25 +217,20 @@ export class TokenKeeper {
     if (this.stopped) {
       return Promise.reject(new TokenUnavailableError('the token keeper is stopped', 1));
     }
-    return new Promise<void>((resolve, reject) => this.readyWaiters.push({ resolve, reject }));
+    return this.waiters.whenReady();
   }
 
   /** The one status snapshot (see {@link KeeperStatus}). */
   status(): KeeperStatus {
-    const now = this.clock.now();
-    const held = this.current;
-    return {
+    return statusOf(this.clock.now(), this.current, {
       ready: this.validToken() !== undefined,
       lastGrant: this.lastGrant ?? null,
-      tokenAgeSeconds: held === undefined ? null : Math.max(0, (now - held.sentAt) / 1_000),
-      expiresInSeconds: held === undefined ? 0 : Math.max(0, (held.expiresAt - now) / 1_000),
-      lifetimeSeconds: held?.lifetimeSeconds ?? null,
       nextRenewalAt: this.nextAttemptAt === undefined ? null : iso(this.nextAttemptAt),
       refreshTokenHeld: this.refreshToken !== undefined,
-      lastError: this.lastError === null ? null : { ...this.lastError },
-      consecutiveFailures: this.consecutiveFailures,
+      lastError: this.failures.lastError === null ? null : { ...this.failures.lastError },
+      consecutiveFailures: this.failures.consecutive,
       requestInFlight: this.inflight !== undefined,
-    };
+    });
   }
 
   private validToken(): string | undefined {
@@ -330,7 +241,7 @@ export class TokenKeeper {
 
   /** No token request before this time: the backoff / `Retry-After`, and the rate ceiling. */
   private earliestAttemptAt(now: number): number {
-    return Math.max(this.notBefore, this.ceiling.nextFreeAt(now));
+    return Math.max(this.failures.notBefore, this.ceiling.nextFreeAt(now));
   }
 
   /**
@@ -362,34 +273,13 @@ export class TokenKeeper {
    * store's lease and compare-and-set wrap this). Never rejects.
    */
   private async runGrant(): Promise<void> {
-    const progress: { grant: GrantType } = { grant: 'client_credentials' };
-    let outcome: Outcome;
-    let adopted: { tokenSet: SharedTokenSet; generation: number } | undefined;
-    let sharedRefresh: { refreshToken: string | undefined } | undefined;
     const rejectedToken = this.rejectedToken;
     this.rejectedToken = undefined;
-    try {
-      if (this.coordinator === undefined) {
-        outcome = await this.obtain(progress, { kind: 'local' });
-      } else {
-        const result = await this.coordinator.obtain(
-          { held: this.heldRef(), rejectedToken },
-          (source) => this.obtain(progress, source),
-        );
-        if (result.kind === 'adopted') {
-          adopted = result;
-          outcome = { ok: false, grant: progress.grant, error: undefined };
-        } else if (result.kind === 'lease-lost') {
-          outcome = { ok: false, grant: progress.grant, error: result.error };
-        } else {
-          outcome = result.outcome;
-          if (result.shared) sharedRefresh = { refreshToken: result.refreshToken };
-        }
-      }
-    } catch (error) {
-      // obtain() does not throw; if it ever does, report the grant that was running.
-      outcome = { ok: false, grant: progress.grant, error };
-    }
+    const { outcome, adopted, sharedRefresh } = await this.grants.run(
+      this.coordinator,
+      this.heldRef(),
+      rejectedToken,
+    );
     this.inflight = undefined;
     if (this.stopped) return;
     try {
@@ -403,57 +293,6 @@ export class TokenKeeper {
       // Applying a result does not throw either; if it does, keep the keeper alive and retrying.
       if (!this.stopped) this.onFailure({ ok: false, grant: outcome.grant, error });
     }
-  }
-
-  /**
-   * Refresh grant while a refresh token is held, else (or once it is rejected) client credentials.
-   * `progress.grant` names the grant running, for a failure nobody anticipated.
-   */
-  private async obtain(progress: { grant: GrantType }, source: RefreshSource): Promise<Outcome> {
-    // A store fallback can come back after stop(): no token request from a stopped keeper.
-    if (this.stopped) {
-      return { ok: false, grant: progress.grant, error: new TokenUnavailableError('stopped', 1) };
-    }
-    // The fleet's refresh token while this process holds the store's lease; its own otherwise.
-    const refreshToken = source.kind === 'shared' ? source.refreshToken : this.refreshToken;
-    if (refreshToken !== undefined) {
-      progress.grant = 'refresh_token';
-      const refreshed = await this.call({ grant: 'refresh_token', refreshToken });
-      if (refreshed.ok || !isRejectedGrant(refreshed.error)) return refreshed;
-      // The refresh token is dead (revoked, expired or already used): client credentials at once,
-      // unless the rate ceiling forbids a second request now (then the retry uses them).
-      if (this.refreshToken === refreshToken) this.refreshToken = undefined;
-      const now = this.clock.now();
-      if (this.stopped || this.ceiling.nextFreeAt(now) > now) return refreshed;
-      this.logFailure(refreshed.grant, refreshed.error, 'falling back to client credentials');
-    }
-    progress.grant = 'client_credentials';
-    let credentials: ClientCredentials;
-    try {
-      credentials = await this.readCredentials();
-    } catch (error) {
-      return { ok: false, grant: 'client_credentials', error: new CredentialsReadError(error) };
-    }
-    return this.call({ grant: 'client_credentials', credentials });
-  }
-
-  /** One token endpoint call, counted against the rate ceiling, with its metrics. Never rejects. */
-  private async call(request: GrantRequest): Promise<Outcome> {
-    const grant = request.grant;
-    // expiresAt counts from the moment the request was sent, not from when the answer arrived.
-    const sentAt = this.clock.now();
-    this.ceiling.record(sentAt);
-    let outcome: Outcome;
-    try {
-      const tokenSet = await this.endpoint.requestToken(request);
-      outcome = { ok: true, grant, tokenSet, sentAt };
-    } catch (error) {
-      outcome = { ok: false, grant, error };
-    }
-    const result = outcome.ok ? 'success' : isRejectedGrant(outcome.error) ? 'rejected' : 'error';
-    this.metrics.tokenRequests.inc({ grant, outcome: result });
-    this.metrics.tokenRequestDuration.observe({ grant }, (this.clock.now() - sentAt) / 1_000);
-    return outcome;
   }
 
   private onSuccess({ grant, tokenSet, sentAt }: Extract<Outcome, { ok: true }>): void {
@@ -523,10 +362,7 @@ export class TokenKeeper {
     };
     this.lastGrant = grant;
     this.clearWatch();
-    this.consecutiveFailures = 0;
-    this.failuresBeforeChange = 0;
-    this.failure = undefined;
-    this.notBefore = 0;
+    this.failures.succeeded();
     const now = this.clock.now();
     const renewAt = Math.max(
       renewalTime(sentAt, lifetimeSeconds, this.settings, this.random()),
@@ -536,18 +372,11 @@ export class TokenKeeper {
     return renewAt;
   }
 
-  /**
-   * A token already past its expiresAt (expiresIn: 0, or a slow answer) is never handed out:
-   * waiters keep waiting for the next one or their waitMs.
-   */
+  /** A token already expired (expiresIn: 0, a slow answer) is never handed out: waiters wait on. */
   private wakeWaiters(): void {
     const valid = this.validToken();
     if (valid === undefined) return;
-    for (const waiter of this.waiters) {
-      this.settleWaiter(waiter);
-      waiter.resolve(valid);
-    }
-    for (const waiter of this.readyWaiters.splice(0)) waiter.resolve();
+    this.waiters.hand(valid);
   }
 
   /**
@@ -556,70 +385,22 @@ export class TokenKeeper {
    * past the held token's expiry, or past now when none is valid: one timer covers both.
    */
   private onFailure({ grant, error }: Extract<Outcome, { ok: false }>): void {
-    this.consecutiveFailures += 1;
     const now = this.clock.now();
-    this.failure = {
-      failures: this.consecutiveFailures - this.failuresBeforeChange,
-      random: this.random(),
-      retryAfterMs: error instanceof TokenEndpointError ? error.retryAfterMs : undefined,
-    };
-    this.notBefore = retryTime(now, this.failure, this.current?.expiresAt);
+    this.failures.record(error, now, this.current?.expiresAt);
     const retryAt = this.earliestAttemptAt(now);
     this.schedule(retryAt, 'retry');
-    this.lastError = { kind: errorKind(error), message: errorText(error), at: iso(now) };
     this.logFailure(grant, error, `retrying at ${iso(retryAt)}`);
     // Waiters keep waiting: the retry may land within their waitMs, or another process's token.
     this.watchStore();
   }
 
-  /**
-   * With a shared store, a process waiting out a backoff would otherwise serve 503 until its own
-   * retry although another process has published a new token meanwhile (the lease holder's grant
-   * failed, this one gave up waiting for it, and a third renewed). So while the retry waits and no
-   * valid token is held, it looks at the store every {@link LEASE_POLL_MS} (one read, no lease) and
-   * adopts a set it finds; while the held token is still valid, the first look is at its expiry.
-   * Bounded: one read at a time, only between a failure and the next attempt; a store error ends
-   * the watch until the next failure (the retry then decides, as without a store).
-   */
+  /** Between a failure and the retry, a set another process published is adopted at once. */
   private watchStore(): void {
     this.clearWatch();
-    const { coordinator, failure } = this;
-    if (coordinator === undefined || failure === undefined) return;
+    const failure = this.failures.last;
+    if (this.storeWatch === undefined || failure === undefined) return;
     if (this.stopped || this.inflight !== undefined) return;
-    const now = this.clock.now();
-    const validUntil = this.current?.expiresAt ?? now;
-    const delay = validUntil > now ? validUntil - now : LEASE_POLL_MS;
-    this.watchTimer = setLongTimeout(
-      this.clock,
-      () => {
-        this.watchTimer = undefined;
-        void this.lookAtStore(coordinator, failure);
-      },
-      delay,
-    );
-  }
-
-  private async lookAtStore(coordinator: TokenCoordinator, failure: FailureRecord): Promise<void> {
-    let found: Awaited<ReturnType<TokenCoordinator['peek']>>;
-    try {
-      found = await coordinator.peek({ held: this.heldRef(), rejectedToken: this.rejectedToken });
-    } catch (error) {
-      this.log.debug(
-        { event: 'store', error: errorText(error) },
-        'store unreadable while waiting to retry; the retry decides',
-      );
-      return;
-    }
-    // Only if nothing happened meanwhile: no attempt started, no other outcome, not stopped.
-    if (this.stopped || this.inflight !== undefined || this.failure !== failure) return;
-    if (found === undefined) {
-      this.watchStore();
-      return;
-    }
-    this.clearTimer();
-    this.nextAttemptAt = undefined;
-    this.rejectedToken = undefined;
-    this.onAdopted(found.tokenSet, found.generation);
+    this.storeWatch.start(failure);
   }
 
   /** The held token as the coordinator compares it with the store's (no refresh token). */
@@ -631,8 +412,7 @@ export class TokenKeeper {
   }
 
   private clearWatch(): void {
-    this.watchTimer?.cancel();
-    this.watchTimer = undefined;
+    this.storeWatch?.clear();
   }
 
   private schedule(at: number, reason: AttemptReason): void {
@@ -653,48 +433,17 @@ export class TokenKeeper {
     this.timer = undefined;
   }
 
-  private settleWaiter(waiter: Waiter): void {
-    waiter.timer?.cancel();
-    this.waiters.delete(waiter);
-  }
-
   private unavailable(): TokenUnavailableError {
-    const now = this.clock.now();
     const nextAt = this.inflight === undefined ? this.nextAttemptAt : undefined;
-    const retryAfter = nextAt === undefined ? 1 : secondsUntil(nextAt, now);
-    const reason =
-      this.lastError === null
-        ? 'no token yet'
-        : `last token endpoint error: ${this.lastError.kind}: ${this.lastError.message}`;
-    return new TokenUnavailableError(
-      `no valid access token within ${this.settings.waitMs} ms (${reason})`,
-      retryAfter,
-    );
+    const retryAfter = nextAt === undefined ? 1 : secondsUntil(nextAt, this.clock.now());
+    return unavailableError(this.settings.waitMs, this.failures.lastError, retryAfter);
   }
 
   private logFailure(grant: GrantType, error: unknown, next: string): void {
-    const fields = {
-      event: 'token',
-      grant,
-      outcome: isRejectedGrant(error) ? 'rejected' : 'error',
-      errorKind: errorKind(error),
-      error: errorText(error),
-      status: error instanceof TokenEndpointError ? error.status : undefined,
-      oauthError: error instanceof TokenEndpointError ? error.oauthError : undefined,
-      consecutiveFailures: this.consecutiveFailures,
-      tokenValid: this.validToken() !== undefined,
-    };
-    this.log.warn(fields, `token request failed; ${next}`);
+    const valid = this.validToken() !== undefined;
+    this.log.warn(
+      failureFields(grant, error, this.failures.consecutive, valid),
+      `token request failed; ${next}`,
+    );
   }
-}
-
-function errorKind(error: unknown): KeeperErrorKind {
-  if (error instanceof TokenEndpointError) return error.kind;
-  if (error instanceof CredentialsReadError) return 'credentials';
-  if (error instanceof LeaseWaitError) return 'lease';
-  return 'internal';
-}
-
-function iso(ms: number): string {
-  return new Date(ms).toISOString();
 }
