@@ -72,12 +72,14 @@ export interface MetricsOptions {
   defaultMetrics?: boolean;
 }
 
-export function createMetrics({ registry, defaultMetrics = true }: MetricsOptions): SidecarMetrics {
-  let tokenState: TokenGaugeSource | undefined;
-  let quotaState: QuotaGaugeSource | undefined;
-  let inFlightCount: () => number = () => 0;
-  const registers = [registry];
+interface Sources {
+  token?: TokenGaugeSource;
+  quota?: QuotaGaugeSource;
+  inFlight: () => number;
+}
 
+/** The gauges read at scrape time from what `bind*` attached. */
+function registerStateGauges(registers: Registry[], sources: Sources): void {
   new Gauge({
     name: `${METRIC_PREFIX}token_age_seconds`,
     help: 'Age of the current access token in seconds, computed at scrape (0 while none is held).',
@@ -85,7 +87,7 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
     collect() {
       // An unlabelled gauge is always exposed; with no token held it reads 0 and
       // oauth_sidecar_token_ready says why (alert on token_ready, not on age).
-      this.set(tokenState?.status().tokenAgeSeconds ?? 0);
+      this.set(sources.token?.status().tokenAgeSeconds ?? 0);
     },
   });
   new Gauge({
@@ -93,7 +95,7 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
     help: 'Seconds until the current access token expires (0 if none is held).',
     registers,
     collect() {
-      this.set(tokenState?.status().expiresInSeconds ?? 0);
+      this.set(sources.token?.status().expiresInSeconds ?? 0);
     },
   });
   new Gauge({
@@ -101,7 +103,7 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
     help: '1 while a valid access token is held.',
     registers,
     collect() {
-      this.set(tokenState?.status().ready === true ? 1 : 0);
+      this.set(sources.token?.status().ready === true ? 1 : 0);
     },
   });
 
@@ -110,12 +112,13 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
     help: 'Seconds left of the cooldown the API asked for with a 429/503 Retry-After (0 if none).',
     registers,
     collect() {
-      this.set(quotaState?.cooldownSecondsLeft() ?? 0);
+      this.set(sources.quota?.cooldownSecondsLeft() ?? 0);
     },
   });
+}
 
-  const metrics: SidecarMetrics = {
-    registry,
+function tokenMetrics(registers: Registry[]) {
+  return {
     tokenRequests: new Counter({
       name: `${METRIC_PREFIX}token_requests_total`,
       help: 'Token endpoint calls by grant and outcome.',
@@ -129,6 +132,16 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers,
     }),
+    tokenAdopted: new Counter({
+      name: `${METRIC_PREFIX}token_adopted_total`,
+      help: 'Token sets taken from the shared token store that another process obtained.',
+      registers,
+    }),
+  };
+}
+
+function proxyMetrics(registers: Registry[]) {
+  return {
     // Counted once per proxied request: the lean kind (lean-metrics.ts), same exposition.
     upstreamRequests: new LeanCounter({
       name: `${METRIC_PREFIX}upstream_requests_total`,
@@ -155,19 +168,6 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
       labelNames: ['code'] as const,
       registers,
     }),
-    requestsInFlight: new Gauge({
-      name: `${METRIC_PREFIX}requests_in_flight`,
-      help: 'Proxied requests in progress.',
-      registers,
-      collect() {
-        this.set(inFlightCount());
-      },
-    }),
-    tokenAdopted: new Counter({
-      name: `${METRIC_PREFIX}token_adopted_total`,
-      help: 'Token sets taken from the shared token store that another process obtained.',
-      registers,
-    }),
     cacheRequests: new Counter({
       name: `${METRIC_PREFIX}cache_requests_total`,
       help: 'Requests under a response cache rule, by result (hit, miss, bypass, coalesced).',
@@ -185,8 +185,27 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
       buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
       registers,
     }),
+  };
+}
+
+export function createMetrics({ registry, defaultMetrics = true }: MetricsOptions): SidecarMetrics {
+  const registers = [registry];
+  const sources: Sources = { inFlight: () => 0 };
+  registerStateGauges(registers, sources);
+  const metrics: SidecarMetrics = {
+    registry,
+    ...tokenMetrics(registers),
+    ...proxyMetrics(registers),
+    requestsInFlight: new Gauge({
+      name: `${METRIC_PREFIX}requests_in_flight`,
+      help: 'Proxied requests in progress.',
+      registers,
+      collect() {
+        this.set(sources.inFlight());
+      },
+    }),
     bindTokenState(source) {
-      tokenState = source;
+      sources.token = source;
     },
     bindStoreState(source) {
       if (registry.getSingleMetric(`${METRIC_PREFIX}token_store_up`) !== undefined) return;
@@ -200,13 +219,12 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
       });
     },
     bindQuotaState(source) {
-      quotaState = source;
+      sources.quota = source;
     },
     bindRequestsInFlight(count) {
-      inFlightCount = count;
+      sources.inFlight = count;
     },
   };
-
   // prom-client's defaults as they come, GC histogram included (public API; ~1 % CPU, docs/reference.md).
   if (defaultMetrics) {
     collectDefaultMetrics({
