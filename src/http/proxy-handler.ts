@@ -98,8 +98,33 @@ class RequestContext implements ForwardContext {
   }
 }
 
+/**
+ * The refusal, or the request holds an in-flight slot (and a body slot: the function that gives
+ * it back). No object per request: this runs for every one.
+ */
+function admit(
+  req: ClientRequest,
+  target: string,
+  options: ProxyHandlerOptions,
+): SidecarError | (() => void) | undefined {
+  const refused = refusal(req, target, options);
+  if (refused !== undefined) return refused;
+  const { inFlight, receivingBodies } = options;
+  if (!inFlight.tryAcquire()) {
+    return overloadedError(`${inFlight.max} requests are already in progress; retry shortly`);
+  }
+  if (receivingBodies === undefined || hasNoBody(req)) return undefined;
+  // Slow bodies cannot take every slot: the other half stays for requests ready to go.
+  const release = holdWhileBodyArrives(req, receivingBodies);
+  if (release !== undefined) return release;
+  inFlight.release();
+  return overloadedError(
+    `${receivingBodies.max} requests are already sending their body; retry shortly`,
+  );
+}
+
 export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
-  const { forwarder, requestLog, inFlight, receivingBodies } = options;
+  const { forwarder, requestLog, inFlight } = options;
   const now = options.clock ? () => options.clock!.now() : Date.now;
   const generate = options.generateRequestId ?? randomUUID;
   const errorOptions = { logger: options.logger, metrics: options.metrics };
@@ -112,14 +137,9 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     let outcome: ForwardOutcome | undefined;
     let status: number;
     let code: string | undefined;
-    // h2: a RST_STREAM that came in the same read as the HEADERS is processed after this
-    // request's microtasks, and one the client wrote just after them is read in the next poll
-    // phase. Two macrotasks later both have been (the inner setImmediate runs after that poll). A
-    // stream reset by then costs nothing more: no in-flight slot, no refusal answer, nothing
-    // forwarded. In an h2 reset storm, one macrotask let each session's first
-    // `upstream.maxConnections` streams through before their resets were read (docs/benchmarks.md,
-    // the floods section).
-    // A stream already reset when its handler runs (a storm's backlog) skips the wait.
+    // h2: a RST_STREAM read with or just after the HEADERS is processed within two macrotasks;
+    // a stream reset by then takes no slot and nothing is forwarded (docs/benchmarks.md, the
+    // floods section). One already reset (a storm's backlog) skips the wait.
     if ('stream' in res && !res.stream.destroyed) {
       await new Promise<void>((resolve) => setImmediate(setImmediate, resolve));
     }
@@ -127,22 +147,9 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       outcome = CLIENT_GONE;
       status = CLIENT_GONE.status;
     } else {
-      let refused = refusal(req, target, options);
-      let releaseBodySlot: (() => void) | undefined;
-      if (refused === undefined && !inFlight.tryAcquire()) {
-        refused = overloadedError(
-          `${inFlight.max} requests are already in progress; retry shortly`,
-        );
-      } else if (refused === undefined && receivingBodies !== undefined && !hasNoBody(req)) {
-        // Slow bodies cannot take every slot: the other half stays for requests ready to go.
-        releaseBodySlot = holdWhileBodyArrives(req, receivingBodies);
-        if (releaseBodySlot === undefined) {
-          inFlight.release();
-          refused = overloadedError(
-            `${receivingBodies.max} requests are already sending their body; retry shortly`,
-          );
-        }
-      }
+      const admitted = admit(req, target, options);
+      const refused = admitted instanceof SidecarError ? admitted : undefined;
+      const releaseBodySlot = typeof admitted === 'function' ? admitted : undefined;
       if (refused !== undefined) {
         ({ status, code } = answerError(res, refused, requestId, errorOptions));
       } else {
