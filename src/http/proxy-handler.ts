@@ -8,15 +8,15 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock.js';
 import { overloadedError, SidecarError } from '../errors.js';
 import { countHeaderFields, type InFlightLimit } from '../proxy/admission.js';
+import { Exchange } from '../proxy/exchange.js';
+import type { Forwarder } from '../proxy/forwarder.js';
 import {
   CLIENT_GONE,
   clientGone,
-  type ClientRequest,
   type ClientResponse,
-  type ForwardContext,
   type ForwardOutcome,
-  type Forwarder,
-} from '../proxy/forwarder.js';
+} from '../proxy/outcome.js';
+import type { ClientRequest } from '../proxy/request-body.js';
 import { checkRequestTarget } from '../proxy/path-safety.js';
 import { hasNoBody, holdWhileBodyArrives } from '../proxy/request-body.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -86,18 +86,6 @@ function refusal(
   return undefined;
 }
 
-/** The forwarder's context of one request (a class: no closure per request). */
-class RequestContext implements ForwardContext {
-  /** What undici still holds of this request after the forward ended, if anything. */
-  held: Promise<void> | undefined;
-  constructor(readonly requestId: string) {}
-
-  hold(until: Promise<void>): void {
-    this.held =
-      this.held === undefined ? until : Promise.all([this.held, until]).then(() => undefined);
-  }
-}
-
 /**
  * The refusal, or the request holds an in-flight slot (and a body slot: the function that gives
  * it back). No object per request: this runs for every one.
@@ -153,17 +141,17 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       if (refused !== undefined) {
         ({ status, code } = answerError(res, refused, requestId, errorOptions));
       } else {
-        const ctx = new RequestContext(requestId);
+        const exchange = new Exchange(req, res, requestId);
         try {
-          outcome = await forwarder.forward(req, res, ctx);
+          outcome = await forwarder.forward(exchange);
           status = outcome.status;
         } catch (error) {
           ({ status, code } = answerError(res, error, requestId, errorOptions));
         } finally {
           releaseBodySlot?.();
           // A request undici still holds in its pool stays counted until it lets go of it.
-          if (ctx.held === undefined) inFlight.release();
-          else void ctx.held.then(() => inFlight.release());
+          if (exchange.held === undefined) inFlight.release();
+          else void exchange.held.then(() => inFlight.release());
         }
       }
     }

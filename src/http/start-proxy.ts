@@ -7,7 +7,7 @@ import type { Dispatcher } from 'undici';
 import { systemClock, type Clock } from '../clock.js';
 import type { Config } from '../config/types.js';
 import { createInFlightLimit } from '../proxy/admission.js';
-import { createForwarder, type ForwardStage } from '../proxy/forwarder.js';
+import { Forwarder, type ForwardStage } from '../proxy/forwarder.js';
 import type { AccessTokenSource } from '../proxy/types.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
@@ -52,7 +52,7 @@ export interface RunningProxy extends ProxyServer {
 export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Promise<RunningProxy> {
   const clock = deps.clock ?? systemClock;
   const { logger, metrics, requestLog } = deps;
-  const forwarder = createForwarder({
+  const forwarder = new Forwarder({
     upstream: settings.upstream.baseUrl,
     dispatcher: deps.dispatcher,
     tokens: deps.tokens,

@@ -12,7 +12,7 @@ import { systemClock } from '../clock.js';
 import { SidecarError } from '../errors.js';
 import { createLogger } from '../telemetry/logger.js';
 import { createMetrics } from '../telemetry/metrics.js';
-import { CLIENT_GONE, createForwarder, type ForwardContext } from './forwarder.js';
+import { CLIENT_GONE, Exchange, Forwarder } from './forwarder.js';
 import type { AccessTokenSource } from './types.js';
 
 const ORIGIN = 'https://api.example';
@@ -32,7 +32,7 @@ function forwarderWith(
   tokens: AccessTokenSource = HELD_TOKEN,
   minBodyBytesPerSecond = 0,
 ) {
-  return createForwarder({
+  return new Forwarder({
     upstream: ORIGIN,
     dispatcher,
     tokens,
@@ -70,7 +70,7 @@ describe('forwarder', () => {
     const base = await serve((req, res) => {
       // What the drain does to a response before it is written.
       res.setHeader('connection', 'close');
-      void forwarder.forward(req, res, { requestId: 'r1' });
+      void forwarder.forward(new Exchange(req, res, 'r1'));
     });
     const res = await get(`${base}/v1.0/a`);
     res.resume();
@@ -86,11 +86,11 @@ describe('forwarder', () => {
       },
     } as unknown as Dispatcher;
     const forwarder = forwarderWith(throwing);
-    const holds: Promise<void>[] = [];
-    const ctx: ForwardContext = { requestId: 'r2', hold: (until) => void holds.push(until) };
+    let exchange: Exchange | undefined;
     let settled!: Promise<unknown>;
     const base = await serve((req, res) => {
-      settled = forwarder.forward(req, res, ctx).catch((err: unknown) => {
+      exchange = new Exchange(req, res, 'r2');
+      settled = forwarder.forward(exchange).catch((err: unknown) => {
         res.writeHead(502).end();
         return err;
       });
@@ -99,7 +99,7 @@ describe('forwarder', () => {
     const err = await settled;
     expect(err).toBeInstanceOf(SidecarError);
     expect((err as SidecarError).code).toBe('upstream_unreachable');
-    expect(holds).toEqual([]);
+    expect(exchange?.held).toBeUndefined();
   });
 
   it('a client that leaves while its request waits for a token ends the forward at once (issue 22)', async () => {
@@ -113,7 +113,7 @@ describe('forwarder', () => {
     });
     let settled!: Promise<unknown>;
     const base = await serve((req, res) => {
-      settled = forwarder.forward(req, res, { requestId: 'r3' });
+      settled = forwarder.forward(new Exchange(req, res, 'r3'));
     });
     const client = request(`${base}/v1.0/a`);
     client.on('error', () => undefined);
@@ -132,7 +132,7 @@ describe('forwarder', () => {
     const forwarder = forwarderWith(agent, HELD_TOKEN, 500);
     let settled!: Promise<unknown>;
     const base = await serve((req, res) => {
-      settled = forwarder.forward(req, res, { requestId: 'r4' }).catch((err: unknown) => {
+      settled = forwarder.forward(new Exchange(req, res, 'r4')).catch((err: unknown) => {
         res.writeHead(408).end();
         return err;
       });

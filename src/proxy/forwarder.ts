@@ -1,11 +1,10 @@
 /**
- * The forwarder: a function from a client request to the upstream's answer written into the
- * client response (docs/design.md "Practices" 5). undici `stream()` writes the upstream body straight into the node
- * response with backpressure (docs/engine-choice.md); errors before the upstream's headers become
- * SidecarErrors for the one error handler, errors after them abort the client response.
+ * The forwarder: a client request's exchange to the upstream's answer written into the client
+ * response (docs/design.md "Proxy"). Errors before the upstream's headers become SidecarErrors for
+ * the one error-answer module; errors after them abort the client response.
  *
  * The path of one request, in order:
- *   1. stages' `beforeUpstream` (quota guard, response cache)      — STAGE HOOK 1
+ *   1. stages' `beforeUpstream` (response cache, quota guard)      — STAGE HOOK 1
  *   2. the access token (may wait up to `token.waitMs`)
  *   3. the request body: none, buffered (replayable) or streamed  — `proxy.bodyTimeoutMs`
  *   4. the upstream exchange                                       — `upstream.timeoutMs`, `upstream.bodyTimeoutMs`
@@ -18,9 +17,9 @@ import type { Dispatcher } from 'undici';
 import type { Clock } from '../clock.js';
 import { overloadedError, SidecarError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
-import type { SidecarMetrics } from '../telemetry/metrics.js';
+import { createInFlightLimit, type InFlightLimit } from './admission.js';
+import type { Exchange } from './exchange.js';
 import { ExpiryQueue } from './expiry-queue.js';
-import { createInFlightLimit } from './admission.js';
 import {
   AnswerHead,
   clientResponseHeaders,
@@ -29,8 +28,9 @@ import {
 } from './headers.js';
 import {
   CLIENT_GONE,
-  closesWithClient,
   keepAliveOf,
+  outcomeOf,
+  unlessClientGone,
   type ClientResponse,
   type ForwardOutcome,
 } from './outcome.js';
@@ -47,7 +47,8 @@ import {
   type ClientRequest,
   type PreparedBody,
 } from './request-body.js';
-import type { BodyTap, Exchange, ForwardStage } from './stages.js';
+import type { BodyTap, ForwardStage } from './stages.js';
+import type { AccessTokenSource } from './types.js';
 import {
   UpstreamCall,
   type Attempt,
@@ -55,17 +56,14 @@ import {
   type UpstreamCallHooks,
   type UpstreamCallState,
 } from './upstream-call.js';
-import type { AccessTokenSource } from './types.js';
+import { UpstreamMetrics, methodLabel, type ForwarderMetrics } from './upstream-metrics.js';
 
 export type { ClientRequest } from './request-body.js';
 export type { ClientResponse, ForwardOutcome } from './outcome.js';
 export { CLIENT_GONE } from './outcome.js';
-export type { BodyTap, Exchange, ForwardStage } from './stages.js';
-
-export type ForwarderMetrics = Pick<
-  SidecarMetrics,
-  'upstreamRequests' | 'upstreamRequestDuration' | 'upstreamUnauthorized'
->;
+export type { BodyTap, ForwardStage } from './stages.js';
+export { Exchange } from './exchange.js';
+export type { ForwarderMetrics } from './upstream-metrics.js';
 
 export interface ForwarderOptions {
   /** Upstream base URL (`https://host[:port]`); a path in it is prepended to every request. */
@@ -96,32 +94,6 @@ export interface ForwarderOptions {
   stages?: readonly ForwardStage[];
 }
 
-export interface ForwardContext {
-  requestId: string;
-  /**
-   * Called with an upstream request that undici still holds after the forward ended (it was
-   * answered 504 while it waited for a connection): the caller keeps the request counted against
-   * `proxy.maxInFlight` until `until` settles, so dropped requests waiting in the pool stay
-   * bounded too. Not called for a request whose client left: its slot is given back at once.
-   */
-  hold?(until: Promise<void>): void;
-}
-
-export interface Forwarder {
-  /**
-   * Forward `req` upstream and stream the answer into `res`. Rejects with a SidecarError only
-   * while nothing has been written to `res`; afterwards failures are logged and `res` destroyed.
-   */
-  forward(req: ClientRequest, res: ClientResponse, ctx: ForwardContext): Promise<ForwardOutcome>;
-}
-
-const METHOD_LABELS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
-
-/** Bounded label values: a client can send any method token. */
-function methodLabel(method: string): string {
-  return METHOD_LABELS.has(method) ? method : 'other';
-}
-
 /** RFC 9110 §6.4.1: 204 and 304 answers never carry content (nor does any answer to HEAD). */
 function bodiless(status: number, method: string): boolean {
   return status === 204 || status === 304 || method === 'HEAD';
@@ -138,28 +110,6 @@ const NO_TAPS: BodyTap[] = [];
 export const CLIENT_GONE_DRAIN_MS = 1_000;
 const GONE_ATTEMPT: Attempt = Object.freeze({ kind: 'client_gone' });
 
-/** The forwarder's outcome of the last attempt. */
-function outcomeOf(attempt: Attempt, replayed: boolean): ForwardOutcome {
-  switch (attempt.kind) {
-    case 'answered':
-      return {
-        status: attempt.upstreamStatus,
-        upstreamStatus: attempt.upstreamStatus,
-        replayed,
-        result: 'complete',
-      };
-    case 'cut':
-      return {
-        status: attempt.upstreamStatus,
-        upstreamStatus: attempt.upstreamStatus,
-        replayed,
-        result: attempt.result,
-      };
-    case 'client_gone':
-      return replayed ? { ...CLIENT_GONE, replayed } : CLIENT_GONE;
-  }
-}
-
 /**
  * The client's headers come from the raw list unless a stage parsed (and may have added to) the
  * object, the client is on h2 (its compat API wants the object), or a header was already set on
@@ -170,228 +120,196 @@ function objectHeadersFor(res: ClientResponse, head: AnswerHead): boolean {
   return head.parsed || isHttp2Response(res) || res.getHeaderNames().length > 0;
 }
 
-/** One proxied exchange as the stages see it (a class: no closure per request). */
-class StageExchange implements Exchange {
-  readonly method: string;
-  readonly target: string;
-  constructor(
-    readonly req: ClientRequest,
-    readonly res: ClientResponse,
-    readonly requestId: string,
-  ) {
-    this.method = req.method ?? 'GET';
-    this.target = req.url ?? '/';
-  }
-
-  clientGone(): boolean {
-    return clientGone(this.req, this.res);
-  }
-}
-
 function isHttp2Response(res: ClientResponse): boolean {
   return 'stream' in res;
 }
 
-/**
- * Resolves as `pending` does, or with undefined as soon as the client resets its stream or closes
- * its connection (a listener only on this slow path: the common path awaits nothing).
- */
-function unlessClientGone<T>(pending: Promise<T>, res: ClientResponse): Promise<T | undefined> {
-  const client = closesWithClient(res);
-  if (client.destroyed) {
-    pending.catch(() => undefined);
-    return Promise.resolve(undefined);
-  }
-  return new Promise<T | undefined>((resolve, reject) => {
-    const gone = (): void => resolve(undefined);
-    client.once('close', gone);
-    pending.then(
-      (value) => {
-        client.off('close', gone);
-        resolve(value);
-      },
-      (err: unknown) => {
-        client.off('close', gone);
-        reject(err instanceof Error ? err : new Error(String(err)));
-      },
-    );
-  });
-}
-
-/**
- * True once the client reset its stream or closed its connection. Checked after every wait: a
- * `close` that fired while the forwarder awaited the token or a stage has no listener to see it.
- */
-export function clientGone(req: ClientRequest, res: ClientResponse): boolean {
-  return closesWithClient(res).destroyed || (!isHttp2Response(res) && req.socket.destroyed);
-}
-
-export function createForwarder(options: ForwarderOptions): Forwarder {
-  const upstream = new URL(options.upstream);
-  const origin = upstream.origin;
-  const basePath = upstream.pathname.replace(/\/+$/, '');
-  const { dispatcher, tokens, timeoutMs, metrics, logger, clock } = options;
-  const replayLimit = options.replayBufferBytes ?? REPLAY_BUFFER_BYTES;
-  const upstreamBodyTimeoutMs = options.upstreamBodyTimeoutMs ?? 30_000;
-  const bodyTimeout: BodyTimeout = {
-    ms: options.clientBodyTimeoutMs ?? 30_000,
-    minBytesPerSecond: options.minBodyBytesPerSecond ?? 0,
-    clock,
-  };
-  const streamSlots = createInFlightLimit(options.maxBodiesStreaming ?? Number.POSITIVE_INFINITY);
-  const stages = options.stages ?? [];
-  // prom-client hashes the label object on every call; the children are looked up once per
-  // (method, status) instead (bounded: 8 method labels × the status codes seen).
-  const durationOf = new Map<string, { observe(value: number): void }>();
-  const countOf = new Map<string, Map<number | 'error', { inc(): void }>>();
-  const observeDuration = (method: string, seconds: number) => {
-    let child = durationOf.get(method);
-    if (child === undefined) {
-      child = metrics.upstreamRequestDuration.labels({ method });
-      durationOf.set(method, child);
-    }
-    child.observe(seconds);
-  };
-  const countRequest = (method: string, code: number | 'error') => {
-    let byCode = countOf.get(method);
-    if (byCode === undefined) {
-      byCode = new Map();
-      countOf.set(method, byCode);
-    }
-    let child = byCode.get(code);
-    if (child === undefined) {
-      child = metrics.upstreamRequests.child({ method, code: String(code) });
-      byCode.set(code, child);
-    }
-    child.inc();
-  };
-  const before = stages.filter((s) => s.beforeUpstream !== undefined);
-  const answered = stages.filter((s) => s.upstreamAnswered !== undefined);
-
-  /** What the shared hooks need to know about one upstream call. */
-  interface CallInfo {
-    readonly ctx: ForwardContext;
-    readonly exchange: Exchange | undefined;
-    readonly method: string;
-    readonly label: string;
-    readonly started: number;
-    readonly token: string;
-    readonly mayReplay: boolean;
-  }
-
-  function tapsFor(exchange: Exchange, status: number, head: AnswerHead): BodyTap[] {
-    let taps: BodyTap[] | undefined;
-    for (const stage of answered) {
-      const tap = stage.upstreamAnswered?.(exchange, status, head);
-      if (tap !== undefined) (taps ??= []).push(tap);
-    }
-    return taps ?? NO_TAPS;
-  }
-
+export class Forwarder {
+  readonly #origin: string;
+  readonly #host: string;
+  readonly #basePath: string;
+  readonly #dispatcher: Dispatcher;
+  readonly #tokens: AccessTokenSource;
+  readonly #timeoutMs: number;
+  readonly #upstreamBodyTimeoutMs: number;
+  readonly #replayLimit: number;
+  readonly #bodyTimeout: BodyTimeout;
+  readonly #streamSlots: InFlightLimit;
+  readonly #logger: Logger;
+  readonly #clock: ForwarderOptions['clock'];
+  readonly #metrics: UpstreamMetrics;
+  readonly #before: readonly ForwardStage[];
+  readonly #answered: readonly ForwardStage[];
+  readonly #noStages: boolean;
   // undici's headersTimeout starts once the request is written; this deadline also covers the
-  // wait for a free connection under `upstream.maxConnections` (docs/configuration.md: time to
-  // response headers). One queue and one timer for every call (expiry-queue.ts).
-  const headDeadlines = new ExpiryQueue<UpstreamCall<CallInfo>>(clock, timeoutMs, (call) =>
-    call.abort(
-      'timeout',
-      new SidecarError('upstream_timeout', 'no upstream response headers in time'),
-    ),
-  );
-
+  // wait for a free connection (docs/configuration.md: time to response headers). One queue and
+  // one timer for every call (expiry-queue.ts).
+  readonly #headDeadlines: ExpiryQueue<UpstreamCall<Exchange>>;
   // A client that left after its request was written: its answer is read and dropped to keep the
-  // connection, for at most CLIENT_GONE_DRAIN_MS; then the connection is given up. Unbounded, an h2
-  // reset storm on a slow path held every upstream connection for the path's whole time, and every
-  // request behind them waited (issue 22). One queue and one timer for every call, as above.
-  const drainDeadlines = new ExpiryQueue<UpstreamCall<CallInfo>>(
-    clock,
-    CLIENT_GONE_DRAIN_MS,
-    (call) => call.stopDraining(),
-  );
+  // connection, for at most CLIENT_GONE_DRAIN_MS (docs/design.md "Bounded work").
+  readonly #drainDeadlines: ExpiryQueue<UpstreamCall<Exchange>>;
+  /** One set of hooks for every call: the per-request state is the call's exchange. */
+  readonly #hooks: UpstreamCallHooks<Exchange>;
 
-  // One set of hooks for every call: the per-request state is the call's `info`.
-  const hooks: UpstreamCallHooks<CallInfo> = {
-    onHead(call, statusCode, rawHeaders): HeadDecision {
-      headDeadlines.remove(call);
-      const info = call.info;
-      observeDuration(info.label, (clock.now() - info.started) / 1000);
-      countRequest(info.label, statusCode);
-      if (statusCode === 401) {
-        // Always report the token: the keeper decides whether it is still current (docs/design.md "Token keeper").
-        const verdict = tokens.invalidate(info.token);
-        const replay = info.mayReplay && verdict !== 'keep';
-        metrics.upstreamUnauthorized.inc({ replayed: String(replay) });
-        if (replay) return { replay: true, bodiless: true, taps: NO_TAPS };
+  constructor(options: ForwarderOptions) {
+    const upstream = new URL(options.upstream);
+    this.#origin = upstream.origin;
+    this.#host = upstream.host;
+    this.#basePath = upstream.pathname.replace(/\/+$/, '');
+    this.#dispatcher = options.dispatcher;
+    this.#tokens = options.tokens;
+    this.#timeoutMs = options.timeoutMs;
+    this.#upstreamBodyTimeoutMs = options.upstreamBodyTimeoutMs ?? 30_000;
+    this.#replayLimit = options.replayBufferBytes ?? REPLAY_BUFFER_BYTES;
+    this.#bodyTimeout = {
+      ms: options.clientBodyTimeoutMs ?? 30_000,
+      minBytesPerSecond: options.minBodyBytesPerSecond ?? 0,
+      clock: options.clock,
+    };
+    this.#streamSlots = createInFlightLimit(options.maxBodiesStreaming ?? Number.POSITIVE_INFINITY);
+    this.#logger = options.logger;
+    this.#clock = options.clock;
+    this.#metrics = new UpstreamMetrics(options.metrics);
+    const stages = options.stages ?? [];
+    this.#noStages = stages.length === 0;
+    this.#before = stages.filter((s) => s.beforeUpstream !== undefined);
+    this.#answered = stages.filter((s) => s.upstreamAnswered !== undefined);
+    this.#headDeadlines = new ExpiryQueue(options.clock, this.#timeoutMs, (call) =>
+      call.abort(
+        'timeout',
+        new SidecarError('upstream_timeout', 'no upstream response headers in time'),
+      ),
+    );
+    this.#drainDeadlines = new ExpiryQueue(options.clock, CLIENT_GONE_DRAIN_MS, (call) =>
+      call.stopDraining(),
+    );
+    this.#hooks = {
+      onHead: (call, status, rawHeaders) => this.#onHead(call, status, rawHeaders),
+      onError: (call, err) => this.#classify(err, call, call.info),
+      onSettled: (call) => {
+        this.#headDeadlines.remove(call);
+        // A request undici still holds after a 504 stays counted until undici lets go of it; one
+        // whose client left gives its slot back at once (docs/design.md "Bounded work").
+        if (!call.isReleased && call.abortedBy !== 'client') call.info.hold(call.released);
+      },
+      onDraining: (call) => this.#drainDeadlines.add(call),
+    };
+  }
+
+  /**
+   * Forward the exchange upstream and stream the answer into its response. Rejects with a
+   * SidecarError only while nothing has been written; afterwards failures are logged and the
+   * response destroyed.
+   */
+  forward(exchange: Exchange): Promise<ForwardOutcome> {
+    try {
+      if (this.#noStages) return this.#forwardUpstream(exchange);
+      // STAGE HOOK 1: each stage may wait, refuse (throw) or answer the client itself. A stage that
+      // answers synchronously (no limit, no cache rule for the path) costs no await.
+      const before = this.#before;
+      for (let i = 0; i < before.length; i += 1) {
+        const result = before[i]?.beforeUpstream?.(exchange);
+        if (result instanceof Promise) return this.#afterStage(result, i, exchange);
+        if (result !== undefined) return Promise.resolve(result);
+        if (exchange.clientGone()) return Promise.resolve(CLIENT_GONE);
       }
-      const head = new AnswerHead(rawHeaders);
-      // STAGE HOOK 2: the answer head, before the client sees it.
-      const taps = info.exchange === undefined ? NO_TAPS : tapsFor(info.exchange, statusCode, head);
-      const requestId = info.ctx.requestId;
-      const keepAlive = keepAliveOf(call.res);
-      let headers: OutgoingHttpHeaders | string[];
-      if (objectHeadersFor(call.res, head)) {
-        headers = clientResponseHeaders(head.headers, requestId, statusCode);
-        if (keepAlive !== undefined) headers['keep-alive'] = keepAlive;
-      } else {
-        headers = rawClientResponseHeaders(rawHeaders, requestId, statusCode);
-        if (keepAlive !== undefined) headers.push('keep-alive', keepAlive);
-      }
-      return { replay: false, taps, headers, bodiless: bodiless(statusCode, info.method) };
-    },
-    onError: (call, err) => classify(err, call, call.info.method, call.info.label, call.info.ctx),
-    onSettled(call) {
-      headDeadlines.remove(call);
-      // A request undici still holds after a 504 stays counted by the caller until undici lets go
-      // of it. One whose client left gives its slot back at once (docs/design.md "Bounded work"):
-      // undici drops it without a write the moment a connection takes it, and connections are
-      // never held longer than CLIENT_GONE_DRAIN_MS for a client that left.
-      if (!call.isReleased && call.abortedBy !== 'client') call.info.ctx.hold?.(call.released);
-    },
-    onDraining(call) {
-      drainDeadlines.add(call);
-    },
-  };
+      return this.#forwardUpstream(exchange);
+    } catch (err) {
+      // A stage that refuses throws: the caller sees a rejection, as from the rest of the path.
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  /** STAGE HOOK 1 from stage `index` on, once a stage had to be awaited. */
+  async #afterStage(
+    pending: Promise<ForwardOutcome | undefined>,
+    index: number,
+    exchange: Exchange,
+  ): Promise<ForwardOutcome> {
+    let served = await pending;
+    for (let i = index + 1; ; i += 1) {
+      if (served !== undefined) return served;
+      if (exchange.clientGone()) return CLIENT_GONE;
+      const stage = this.#before[i];
+      if (stage === undefined) break;
+      const result = stage.beforeUpstream?.(exchange);
+      served = result instanceof Promise ? await result : result;
+    }
+    return this.#forwardUpstream(exchange);
+  }
+
+  /**
+   * Steps 2–6. A token held now and no request body: dispatched without awaiting anything, no
+   * promise per step (docs/benchmarks.md "Hot path"); otherwise the waits come first.
+   */
+  #forwardUpstream(exchange: Exchange): Promise<ForwardOutcome> {
+    const token = this.#tokens.currentToken?.();
+    if (token === undefined || !hasNoBody(exchange.req)) return this.#forwardWaiting(exchange);
+    if (exchange.clientGone()) return Promise.resolve(CLIENT_GONE);
+    return this.#attempt(exchange, token, NO_BODY, true).then((first) =>
+      this.#afterFirst(first, exchange, NO_BODY),
+    );
+  }
+
+  async #forwardWaiting(exchange: Exchange): Promise<ForwardOutcome> {
+    let token = this.#tokens.currentToken?.();
+    if (token === undefined) {
+      // The wait for a token (up to `token.waitMs`) ends when the client leaves.
+      token = await unlessClientGone(this.#accessToken(), exchange.res);
+      if (token === undefined || exchange.clientGone()) return CLIENT_GONE;
+    }
+    const body = await this.#readBody(exchange.req);
+    if (body === undefined) return CLIENT_GONE;
+    const first = await this.#attempt(exchange, token, body, body.kind !== 'stream');
+    return this.#afterFirst(first, exchange, body);
+  }
+
+  /** The first attempt's outcome, or step 6: the 401 was for a token since replaced; once more. */
+  #afterFirst(
+    first: Attempt,
+    exchange: Exchange,
+    body: PreparedBody,
+  ): ForwardOutcome | Promise<ForwardOutcome> {
+    if (first.kind !== 'answered' || !first.replay) return outcomeOf(first, false);
+    return this.#accessToken().then((fresh) =>
+      this.#attempt(exchange, fresh, body, false).then((second) => outcomeOf(second, true)),
+    );
+  }
 
   /** One upstream exchange. Not async: on the common path nothing is awaited before dispatch. */
-  function attempt(
-    req: ClientRequest,
-    res: ClientResponse,
-    ctx: ForwardContext,
-    exchange: Exchange | undefined,
+  #attempt(
+    exchange: Exchange,
     token: string,
     body: PreparedBody,
     mayReplay: boolean,
   ): Promise<Attempt> {
-    if (clientGone(req, res)) return Promise.resolve(GONE_ATTEMPT);
-    const method = req.method ?? 'GET';
-    const call = new UpstreamCall<CallInfo>(res, hooks, body.kind !== 'stream', {
-      ctx,
-      exchange,
-      method,
-      label: methodLabel(method),
-      started: clock.now(),
-      token,
-      mayReplay,
-    });
-    headDeadlines.add(call);
+    if (exchange.clientGone()) return Promise.resolve(GONE_ATTEMPT);
+    const { req, res, method } = exchange;
+    exchange.label = methodLabel(method);
+    exchange.started = this.#clock.now();
+    exchange.token = token;
+    exchange.mayReplay = mayReplay;
+    const call = new UpstreamCall<Exchange>(res, this.#hooks, body.kind !== 'stream', exchange);
+    this.#headDeadlines.add(call);
     try {
-      dispatcher.dispatch(
+      this.#dispatcher.dispatch(
         {
-          origin,
-          path: basePath + (req.url ?? '/'),
+          origin: this.#origin,
+          path: this.#basePath + (req.url ?? '/'),
           method,
           headers: upstreamRequestHeaders(req.rawHeaders, {
-            host: upstream.host,
+            host: this.#host,
             accessToken: token,
-            requestId: ctx.requestId,
+            requestId: exchange.requestId,
           }),
           body:
             body.kind === 'none'
               ? null
-              : upstreamBody(req, body, bodyTimeout, () => {
+              : upstreamBody(req, body, this.#bodyTimeout, () => {
                   call.abortedBy ??= 'client_body';
                 }),
-          headersTimeout: timeoutMs,
-          bodyTimeout: upstreamBodyTimeoutMs,
+          headersTimeout: this.#timeoutMs,
+          bodyTimeout: this.#upstreamBodyTimeoutMs,
         },
         call,
       );
@@ -401,41 +319,58 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     return call.done;
   }
 
+  #onHead(call: UpstreamCall<Exchange>, status: number, rawHeaders: Buffer[]): HeadDecision {
+    this.#headDeadlines.remove(call);
+    const exchange = call.info;
+    this.#metrics.observeDuration(exchange.label, (this.#clock.now() - exchange.started) / 1000);
+    this.#metrics.count(exchange.label, status);
+    if (status === 401) {
+      // Always report the token: the keeper decides whether it is still current.
+      const verdict = this.#tokens.invalidate(exchange.token);
+      const replay = exchange.mayReplay && verdict !== 'keep';
+      this.#metrics.metrics.upstreamUnauthorized.inc({ replayed: String(replay) });
+      if (replay) return { replay: true, bodiless: true, taps: NO_TAPS };
+    }
+    const head = new AnswerHead(rawHeaders);
+    // STAGE HOOK 2: the answer head, before the client sees it.
+    const taps = this.#noStages ? NO_TAPS : this.#tapsFor(exchange, status, head);
+    const keepAlive = keepAliveOf(call.res);
+    let headers: OutgoingHttpHeaders | string[];
+    if (objectHeadersFor(call.res, head)) {
+      headers = clientResponseHeaders(head.headers, exchange.requestId, status);
+      if (keepAlive !== undefined) headers['keep-alive'] = keepAlive;
+    } else {
+      headers = rawClientResponseHeaders(rawHeaders, exchange.requestId, status);
+      if (keepAlive !== undefined) headers.push('keep-alive', keepAlive);
+    }
+    return { replay: false, taps, headers, bodiless: bodiless(status, exchange.method) };
+  }
+
+  #tapsFor(exchange: Exchange, status: number, head: AnswerHead): BodyTap[] {
+    let taps: BodyTap[] | undefined;
+    for (const stage of this.#answered) {
+      const tap = stage.upstreamAnswered?.(exchange, status, head);
+      if (tap !== undefined) (taps ??= []).push(tap);
+    }
+    return taps ?? NO_TAPS;
+  }
+
   /** How a failed or aborted exchange ends: an outcome once the client saw a head, else an error. */
-  function classify(
-    err: Error,
-    state: UpstreamCallState,
-    method: string,
-    label: string,
-    ctx: ForwardContext,
-  ): Attempt | Error {
+  #classify(err: Error, state: UpstreamCallState, exchange: Exchange): Attempt | Error {
     const { abortedBy, upstreamStatus, replay } = state;
-    if (!state.headersSeen) countRequest(label, 'error');
+    if (!state.headersSeen) this.#metrics.count(exchange.label, 'error');
     if (replay && !state.wrote) {
       // The discarded 401 body failed to arrive in full; the replay does not need it.
       return { kind: 'answered', upstreamStatus, replay };
     }
-    if (state.wrote) {
-      if (bodiless(upstreamStatus, method) && state.clientEnded) {
-        // The answer was complete at its head; only the upstream's extra bytes failed.
-        return { kind: 'answered', upstreamStatus, replay };
-      }
-      const result = abortedBy === 'client' ? 'client_closed' : 'upstream_failed';
-      if (result === 'upstream_failed') {
-        logger.warn(
-          { err, requestId: ctx.requestId },
-          'upstream failed after response headers; client response aborted',
-        );
-      }
-      return { kind: 'cut', upstreamStatus, result };
-    }
+    if (state.wrote) return this.#cut(err, state, exchange);
     if (abortedBy === 'client' || err instanceof ClientGoneError) return GONE_ATTEMPT;
     if (abortedBy === 'client_body')
-      return err instanceof SidecarError ? err : requestTimeoutError(bodyTimeout.ms);
+      return err instanceof SidecarError ? err : requestTimeoutError(this.#bodyTimeout.ms);
     if (abortedBy === 'timeout' || errorCode(err) === 'UND_ERR_HEADERS_TIMEOUT') {
       return new SidecarError(
         'upstream_timeout',
-        `no response headers from the upstream within ${timeoutMs} ms`,
+        `no response headers from the upstream within ${this.#timeoutMs} ms`,
         { cause: err },
       );
     }
@@ -444,10 +379,27 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     });
   }
 
+  /** A failure after the head was written: the answer was complete, or the client's was cut. */
+  #cut(err: Error, state: UpstreamCallState, exchange: Exchange): Attempt {
+    const { upstreamStatus, replay } = state;
+    if (bodiless(upstreamStatus, exchange.method) && state.clientEnded) {
+      // The answer was complete at its head; only the upstream's extra bytes failed.
+      return { kind: 'answered', upstreamStatus, replay };
+    }
+    const result = state.abortedBy === 'client' ? 'client_closed' : 'upstream_failed';
+    if (result === 'upstream_failed') {
+      this.#logger.warn(
+        { err, requestId: exchange.requestId },
+        'upstream failed after response headers; client response aborted',
+      );
+    }
+    return { kind: 'cut', upstreamStatus, result };
+  }
+
   /** The token source promises SidecarErrors; anything else it throws still means "no token". */
-  async function accessToken(): Promise<string> {
+  async #accessToken(): Promise<string> {
     try {
-      return await tokens.getAccessToken();
+      return await this.#tokens.getAccessToken();
     } catch (err) {
       if (err instanceof SidecarError) throw err;
       throw new SidecarError('token_unavailable', 'no access token is available', {
@@ -457,14 +409,14 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
     }
   }
 
-  async function readBody(req: ClientRequest): Promise<PreparedBody | undefined> {
+  async #readBody(req: ClientRequest): Promise<PreparedBody | undefined> {
     if (hasNoBody(req)) return NO_BODY;
     try {
-      const body = await prepareBody(req, replayLimit, bodyTimeout);
+      const body = await prepareBody(req, this.#replayLimit, this.#bodyTimeout);
       // A body streamed upstream holds a pool connection while it arrives.
-      if (body.kind === 'stream' && holdWhileBodyArrives(req, streamSlots) === undefined) {
+      if (body.kind === 'stream' && holdWhileBodyArrives(req, this.#streamSlots) === undefined) {
         throw overloadedError(
-          `${streamSlots.max} requests are already streaming their bodies; retry shortly`,
+          `${this.#streamSlots.max} requests are already streaming their bodies; retry shortly`,
         );
       }
       return body;
@@ -473,116 +425,4 @@ export function createForwarder(options: ForwarderOptions): Forwarder {
       throw err;
     }
   }
-
-  /**
-   * Steps 2–6. The common case (a token held now, no request body) dispatches without awaiting
-   * anything: no promise per step (docs/benchmarks.md "Hot path").
-   */
-  function forwardUpstream(
-    req: ClientRequest,
-    res: ClientResponse,
-    ctx: ForwardContext,
-    exchange: Exchange | undefined,
-  ): Promise<ForwardOutcome> {
-    const token = tokens.currentToken?.();
-    if (token === undefined || !hasNoBody(req)) return forwardWaiting(req, res, ctx, exchange);
-    if (clientGone(req, res)) return Promise.resolve(CLIENT_GONE);
-    return attempt(req, res, ctx, exchange, token, NO_BODY, true).then((first) =>
-      afterFirst(first, req, res, ctx, exchange, NO_BODY),
-    );
-  }
-
-  /** Steps 2–6 when the token or the request body must be waited for. */
-  async function forwardWaiting(
-    req: ClientRequest,
-    res: ClientResponse,
-    ctx: ForwardContext,
-    exchange: Exchange | undefined,
-  ): Promise<ForwardOutcome> {
-    let token = tokens.currentToken?.();
-    if (token === undefined) {
-      // The wait for a token (up to `token.waitMs`) ends when the client leaves: its slot is
-      // given back at once, not when the token comes.
-      token = await unlessClientGone(accessToken(), res);
-      if (token === undefined || clientGone(req, res)) return CLIENT_GONE;
-    }
-    const body = await readBody(req);
-    if (body === undefined) return CLIENT_GONE;
-    // A client gone since (an h2 reset after the proxy handler's wait for one) is caught at the
-    // start of `attempt`: nothing is sent.
-    const first = await attempt(req, res, ctx, exchange, token, body, body.kind !== 'stream');
-    return afterFirst(first, req, res, ctx, exchange, body);
-  }
-
-  /** The first attempt's outcome, or step 6 when it met a 401 to replay. */
-  function afterFirst(
-    first: Attempt,
-    req: ClientRequest,
-    res: ClientResponse,
-    ctx: ForwardContext,
-    exchange: Exchange | undefined,
-    body: PreparedBody,
-  ): ForwardOutcome | Promise<ForwardOutcome> {
-    return first.kind === 'answered' && first.replay
-      ? replayOnce(req, res, ctx, exchange, body)
-      : outcomeOf(first, false);
-  }
-
-  /** Step 6: the 401 was for a token the keeper has since replaced or dropped; once more. */
-  async function replayOnce(
-    req: ClientRequest,
-    res: ClientResponse,
-    ctx: ForwardContext,
-    exchange: Exchange | undefined,
-    body: PreparedBody,
-  ): Promise<ForwardOutcome> {
-    const fresh = await accessToken();
-    return outcomeOf(await attempt(req, res, ctx, exchange, fresh, body, false), true);
-  }
-
-  /** STAGE HOOK 1 from stage `index` on, once a stage had to be awaited. */
-  async function afterStage(
-    pending: Promise<ForwardOutcome | undefined>,
-    index: number,
-    req: ClientRequest,
-    res: ClientResponse,
-    ctx: ForwardContext,
-    exchange: Exchange,
-  ): Promise<ForwardOutcome> {
-    let served = await pending;
-    for (let i = index + 1; ; i += 1) {
-      if (served !== undefined) return served;
-      if (exchange.clientGone()) return CLIENT_GONE;
-      const stage = before[i];
-      if (stage === undefined) break;
-      const result = stage.beforeUpstream?.(exchange);
-      served = result instanceof Promise ? await result : result;
-    }
-    return forwardUpstream(req, res, ctx, exchange);
-  }
-
-  function forward(
-    req: ClientRequest,
-    res: ClientResponse,
-    ctx: ForwardContext,
-  ): Promise<ForwardOutcome> {
-    try {
-      if (stages.length === 0) return forwardUpstream(req, res, ctx, undefined);
-      const exchange = new StageExchange(req, res, ctx.requestId);
-      // STAGE HOOK 1: each stage may wait, refuse (throw) or answer the client itself. A stage that
-      // answers synchronously (no limit, no cache rule for the path) costs no await.
-      for (let i = 0; i < before.length; i += 1) {
-        const result = before[i]?.beforeUpstream?.(exchange);
-        if (result instanceof Promise) return afterStage(result, i, req, res, ctx, exchange);
-        if (result !== undefined) return Promise.resolve(result);
-        if (exchange.clientGone()) return Promise.resolve(CLIENT_GONE);
-      }
-      return forwardUpstream(req, res, ctx, exchange);
-    } catch (err) {
-      // A stage that refuses throws: the caller sees a rejection, as from the rest of the path.
-      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
-    }
-  }
-
-  return { forward };
 }

@@ -1,6 +1,8 @@
 import type { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import type { Http2ServerResponse } from 'node:http2';
+import type { ClientRequest } from './request-body.js';
+import type { Attempt } from './upstream-call.js';
 
 export type ClientResponse = ServerResponse | Http2ServerResponse;
 
@@ -45,3 +47,62 @@ export const CLIENT_GONE: ForwardOutcome = Object.freeze({
   replayed: false,
   result: 'client_closed',
 });
+
+/**
+ * True once the client reset its stream or closed its connection. Checked after every wait: a
+ * `close` that fired while the forwarder awaited the token or a stage has no listener to see it.
+ */
+export function clientGone(req: ClientRequest, res: ClientResponse): boolean {
+  return closesWithClient(res).destroyed || (!('stream' in res) && req.socket.destroyed);
+}
+
+/** The forwarder's outcome of the last attempt. */
+export function outcomeOf(attempt: Attempt, replayed: boolean): ForwardOutcome {
+  switch (attempt.kind) {
+    case 'answered':
+      return {
+        status: attempt.upstreamStatus,
+        upstreamStatus: attempt.upstreamStatus,
+        replayed,
+        result: 'complete',
+      };
+    case 'cut':
+      return {
+        status: attempt.upstreamStatus,
+        upstreamStatus: attempt.upstreamStatus,
+        replayed,
+        result: attempt.result,
+      };
+    case 'client_gone':
+      return replayed ? { ...CLIENT_GONE, replayed } : CLIENT_GONE;
+  }
+}
+
+/**
+ * Resolves as `pending` does, or with undefined as soon as the client resets its stream or closes
+ * its connection (a listener only on this slow path: the common path awaits nothing).
+ */
+export function unlessClientGone<T>(
+  pending: Promise<T>,
+  res: ClientResponse,
+): Promise<T | undefined> {
+  const client = closesWithClient(res);
+  if (client.destroyed) {
+    pending.catch(() => undefined);
+    return Promise.resolve(undefined);
+  }
+  return new Promise<T | undefined>((resolve, reject) => {
+    const gone = (): void => resolve(undefined);
+    client.once('close', gone);
+    pending.then(
+      (value) => {
+        client.off('close', gone);
+        resolve(value);
+      },
+      (err: unknown) => {
+        client.off('close', gone);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
+}

@@ -4,21 +4,14 @@
  * "STAGE HOOK" in forwarder.ts; with no stage configured both places cost one length check.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ClientRequest } from './request-body.js';
-import type { ClientResponse, ForwardOutcome } from './outcome.js';
+import type { Exchange } from './exchange.js';
+import type { ForwardOutcome } from './outcome.js';
 
-/** One proxied exchange as the stages see it. */
-export interface Exchange {
-  readonly req: ClientRequest;
-  readonly res: ClientResponse;
-  readonly requestId: string;
-  /** The client's method, as sent. */
-  readonly method: string;
-  /** The client's path and raw query, as sent (already judged safe and allowed). */
-  readonly target: string;
-  /** True once the client reset the stream or closed the connection: stop waiting for it. */
-  clientGone(): boolean;
-}
+/** What the stages see of the request's one object (exchange.ts). */
+export type ExchangeView = Pick<
+  Exchange,
+  'req' | 'res' | 'requestId' | 'method' | 'target' | 'clientGone'
+>;
 
 /**
  * The upstream's answer head. `headers` is parsed when first read (most answers are never looked
@@ -50,11 +43,15 @@ export interface ForwardStage {
    * the forwarder checks `clientGone()` after every stage.
    */
   beforeUpstream?(
-    exchange: Exchange,
+    exchange: ExchangeView,
   ): ForwardOutcome | undefined | Promise<ForwardOutcome | undefined>;
   /**
    * The upstream's answer head, before it is written to the client (not called for a 401 that is
    * replayed). Return a tap to see the body (a cache capturing a 200), or undefined.
    */
-  upstreamAnswered?(exchange: Exchange, status: number, head: UpstreamHead): BodyTap | undefined;
+  upstreamAnswered?(
+    exchange: ExchangeView,
+    status: number,
+    head: UpstreamHead,
+  ): BodyTap | undefined;
 }

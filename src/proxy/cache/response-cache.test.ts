@@ -12,7 +12,7 @@ import { SidecarError } from '../../errors.js';
 import { createMetrics, type SidecarMetrics } from '../../telemetry/metrics.js';
 import type { ClientResponse, ForwardOutcome } from '../outcome.js';
 import type { ClientRequest } from '../request-body.js';
-import type { Exchange } from '../stages.js';
+import type { ExchangeView } from '../stages.js';
 import { createResponseCache, type CacheSettings, type ResponseCache } from './response-cache.js';
 
 class FakeResponse extends EventEmitter {
@@ -80,7 +80,7 @@ function harness(cache: ResponseCache, answers: Answer[]) {
     res: FakeResponse,
   ): Promise<ForwardOutcome> {
     const req = { url, method, headers } as unknown as ClientRequest;
-    const exchange: Exchange = {
+    const exchange: ExchangeView = {
       req,
       res: res as unknown as ClientResponse,
       requestId: `r${++n}`,

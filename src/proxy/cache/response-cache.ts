@@ -14,7 +14,7 @@ import type { CacheRule, Config } from '../../config/types.js';
 import type { SidecarMetrics } from '../../telemetry/metrics.js';
 import { clientResponseHeaders } from '../headers.js';
 import { CLIENT_GONE, keepAliveOf, type ClientResponse, type ForwardOutcome } from '../outcome.js';
-import type { BodyTap, Exchange, ForwardStage, UpstreamHead } from '../stages.js';
+import type { BodyTap, ExchangeView, ForwardStage, UpstreamHead } from '../stages.js';
 import { hasNoBody } from '../request-body.js';
 import {
   METHOD_OVERRIDE_FIELDS,
@@ -100,7 +100,7 @@ interface Flight {
 }
 
 /** Wait for `flight`, unless the client leaves first: then the waiter is dropped at once. */
-function waitFor(flight: Flight, exchange: Exchange): Promise<'done' | 'gone'> {
+function waitFor(flight: Flight, exchange: ExchangeView): Promise<'done' | 'gone'> {
   const { res } = exchange;
   if (exchange.clientGone()) return Promise.resolve('gone');
   flight.waiters += 1;
@@ -148,7 +148,7 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
     (bytes) => metrics.cacheBytes.set(bytes),
   );
   const flights = new Map<string, Flight>();
-  const plans = new WeakMap<Exchange, Plan>();
+  const plans = new WeakMap<ExchangeView, Plan>();
   // Bumped by every invalidation: an answer whose request began before it is not stored.
   let generation = 0;
 
@@ -181,7 +181,7 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
     return flight;
   }
 
-  function serve(answer: StoredAnswer, exchange: Exchange): ForwardOutcome {
+  function serve(answer: StoredAnswer, exchange: ExchangeView): ForwardOutcome {
     const { res } = exchange;
     if (exchange.clientGone()) return CLIENT_GONE;
     const age = Math.max(0, Math.floor((clock.now() - answer.storedAt) / 1000));
@@ -200,13 +200,13 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
   }
 
   /** The plan's Cache-Status also on answers the sidecar makes itself (errors before headers). */
-  function plan(exchange: Exchange, p: Plan): undefined {
+  function plan(exchange: ExchangeView, p: Plan): undefined {
     (exchange.res as Pick<ClientResponse, 'setHeader'>).setHeader('cache-status', p.member);
     plans.set(exchange, p);
     return undefined;
   }
 
-  async function beforeUpstream(exchange: Exchange): Promise<ForwardOutcome | undefined> {
+  async function beforeUpstream(exchange: ExchangeView): Promise<ForwardOutcome | undefined> {
     const { req, method, target } = exchange;
     const query = target.indexOf('?');
     const path = normalizedPath(query === -1 ? target : target.slice(0, query));
@@ -338,7 +338,7 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
   }
 
   function upstreamAnswered(
-    exchange: Exchange,
+    exchange: ExchangeView,
     status: number,
     head: UpstreamHead,
   ): BodyTap | undefined {

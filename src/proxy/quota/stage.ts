@@ -4,7 +4,7 @@
  */
 import { CLIENT_GONE, type ForwardOutcome } from '../outcome.js';
 import { ClientGoneError } from '../request-body.js';
-import type { Exchange, ForwardStage, UpstreamHead } from '../stages.js';
+import type { ExchangeView, ForwardStage, UpstreamHead } from '../stages.js';
 import { mayStartCooldown, type QuotaGuard } from './guard.js';
 
 type Guard = Pick<QuotaGuard, 'admit' | 'observe' | 'limited'>;
@@ -16,7 +16,7 @@ type Guard = Pick<QuotaGuard, 'admit' | 'observe' | 'limited'>;
  */
 export function quotaStage(guard: Guard): ForwardStage {
   return {
-    beforeUpstream(exchange: Exchange): Promise<ForwardOutcome | undefined> | undefined {
+    beforeUpstream(exchange: ExchangeView): Promise<ForwardOutcome | undefined> | undefined {
       if (!guard.limited) {
         // No limit: nothing waits, only a cooldown refuses (it throws).
         void guard.admit();
@@ -24,7 +24,7 @@ export function quotaStage(guard: Guard): ForwardStage {
       }
       return waitForSlot(guard, exchange);
     },
-    upstreamAnswered(_exchange: Exchange, status: number, head: UpstreamHead) {
+    upstreamAnswered(_exchange: ExchangeView, status: number, head: UpstreamHead) {
       // Any other answer's headers are never parsed.
       if (mayStartCooldown(status)) guard.observe(status, head.headers);
       return undefined;
@@ -34,7 +34,7 @@ export function quotaStage(guard: Guard): ForwardStage {
 
 function waitForSlot(
   guard: Guard,
-  exchange: Exchange,
+  exchange: ExchangeView,
 ): Promise<ForwardOutcome | undefined> | undefined {
   const controller = new AbortController();
   const onClose = () => controller.abort(new ClientGoneError());

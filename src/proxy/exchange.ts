@@ -1,0 +1,41 @@
+/**
+ * One proxied request, the one object the proxy keeps for it from admission to the request
+ * line: the stages see it, the forwarder's attempts carry it, undici's handler reports to it.
+ * A class with fixed fields: no closure and no other object per request.
+ */
+import { clientGone, type ClientResponse } from './outcome.js';
+import type { ClientRequest } from './request-body.js';
+
+export class Exchange {
+  /** The client's method, as sent. */
+  readonly method: string;
+  /** The client's path and raw query, as sent (already judged safe and allowed). */
+  readonly target: string;
+  /** What undici still holds of this request after the forward ended (a 504 still queued). */
+  held: Promise<void> | undefined;
+  /** The current upstream attempt's: bounded method label, bearer, start, and whether a 401 may replay. */
+  label = '';
+  token = '';
+  started = 0;
+  mayReplay = false;
+
+  constructor(
+    readonly req: ClientRequest,
+    readonly res: ClientResponse,
+    readonly requestId: string,
+  ) {
+    this.method = req.method ?? 'GET';
+    this.target = req.url ?? '/';
+  }
+
+  /** True once the client reset the stream or closed the connection: stop waiting for it. */
+  clientGone(): boolean {
+    return clientGone(this.req, this.res);
+  }
+
+  /** Keep the request counted (against `proxy.maxInFlight`) until `until` settles. */
+  hold(until: Promise<void>): void {
+    this.held =
+      this.held === undefined ? until : Promise.all([this.held, until]).then(() => undefined);
+  }
+}
