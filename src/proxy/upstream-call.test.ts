@@ -1,12 +1,13 @@
 /**
  * The upstream call against real node responses, driven the way undici drives a dispatch handler
- * (onConnect, onHeaders, onData, onComplete): how the exchange settles when the client stays or
+ * (onRequestStart, onResponseStart, onResponseData, onResponseEnd): how the exchange settles when the client stays or
  * leaves after the upstream's answer ended.
  */
 import { once } from 'node:events';
 import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import http2, { type Http2ServerResponse } from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import type { Dispatcher } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { BodyTap } from './stages.js';
 import { UpstreamCall, type Attempt, type UpstreamCallHooks } from './upstream-call.js';
@@ -34,10 +35,19 @@ function drive(res: ServerResponse | Http2ServerResponse, size: number) {
     }),
   };
   const call = new UpstreamCall(res, hooks, true, undefined);
-  call.onConnect(() => {});
-  call.onHeaders(200, [], () => {});
-  call.onData(Buffer.alloc(size));
-  call.onComplete();
+  const controller: Dispatcher.DispatchController = {
+    aborted: false,
+    paused: false,
+    reason: null,
+    rawHeaders: [],
+    abort() {},
+    pause() {},
+    resume() {},
+  };
+  call.onRequestStart(controller);
+  call.onResponseStart(controller, 200, {});
+  call.onResponseData(controller, Buffer.alloc(size));
+  call.onResponseEnd();
   return { done: call.done, tapEnds };
 }
 

@@ -140,10 +140,8 @@ export class UpstreamCall<I = undefined>
     return this.#res.writableEnded;
   }
 
-  /** undici's abort for this request, from `onConnect` (undefined while it waits for a connection). */
-  #abortUpstream: ((err?: Error) => void) | undefined;
-  /** undici's resume of a paused body, from `onHeaders`. */
-  #resumeUpstream: (() => void) | undefined;
+  /** undici's controller for this request (undefined while it waits for a connection). */
+  #controller: Dispatcher.DispatchController | undefined;
   #paused = false;
   /** Set when the exchange was aborted before undici handed over its controller. */
   #pendingAbort: Error | undefined;
@@ -202,7 +200,7 @@ export class UpstreamCall<I = undefined>
    * instead. Nothing happens once undici is done with the request.
    */
   stopDraining(): void {
-    if (this.#draining && !this.#isReleased) this.#abortUpstream?.(new ClientGoneError());
+    if (this.#draining && !this.#isReleased) this.#controller?.abort(new ClientGoneError());
   }
 
   /** `dispatch()` threw instead of calling the handler: the exchange fails with `err`. */
@@ -220,7 +218,7 @@ export class UpstreamCall<I = undefined>
       this.#conclude(reason);
       return;
     }
-    if (this.#abortUpstream !== undefined) {
+    if (this.#controller !== undefined) {
       if (cause === 'client' && this.#owned()) {
         // A cache fill belongs to the cache, not to this client: the answer is read on for it
         // (bounded by the tap's own limit) and the waiters get it; the client's part ends now.
@@ -243,7 +241,7 @@ export class UpstreamCall<I = undefined>
         this.#resume();
         return;
       }
-      this.#abortUpstream(reason);
+      this.#controller.abort(reason);
       return;
     }
     // Still queued for a connection: answer now; undici drops it the moment it would start
@@ -252,14 +250,10 @@ export class UpstreamCall<I = undefined>
     this.#conclude(reason);
   }
 
-  // undici's dispatch handler, in the protocol its core calls (onConnect, onHeaders, onData,
-  // onComplete, onError). The controller-style methods (onRequestStart, onResponseStart, ...) are an
-  // adapter over these that costs two objects and two header parses per request
-  // (docs/benchmarks.md "Hot path"); package.json pins undici to ~7.30 and the proxy tests
-  // exercise every method here.
+  // undici's public dispatch handler API: the controller pauses, resumes and aborts.
 
-  onConnect(abort: (err?: Error) => void): void {
-    this.#abortUpstream = abort;
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller;
     if (this.#pendingAbort !== undefined) {
       // Thrown, not `abort()`: undici then drops the request before writing it and keeps the
       // connection (an abort destroys it, and the pool opens another: under an h2 reset storm
@@ -268,21 +262,26 @@ export class UpstreamCall<I = undefined>
     }
   }
 
-  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
-    this.#resumeUpstream = resume;
-    if (statusCode < 200 || this.#settled) return true;
+  onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    _headers: unknown,
+  ): void {
+    if (statusCode < 200 || this.#settled) return;
     if (this.#client.destroyed) {
       // Gone before its answer came (its close may have been missed): nothing to write to.
       this.abort('client', new ClientGoneError());
-      return !this.#paused;
+      return;
     }
+    // As read off the wire: header hygiene keeps repeated fields and the upstream's order.
+    const rawHeaders = (controller.rawHeaders ?? []) as Buffer[];
     this.headersSeen = true;
     this.upstreamStatus = statusCode;
     const decision = this.#hooks.onHead(this, statusCode, rawHeaders);
     if (decision.replay) {
       this.replay = true;
       this.#discard = true;
-      return true;
+      return;
     }
     const res = this.#res;
     // Both node responses take either form; their overloads differ only in the array's type.
@@ -295,38 +294,36 @@ export class UpstreamCall<I = undefined>
       res.end();
       this.#endTaps(true);
     }
-    return true;
   }
 
-  onData(chunk: Buffer): boolean {
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.#orphaned) {
       for (const tap of this.#taps) tap.chunk(chunk);
-      if (!this.#owned()) this.#abortUpstream?.(new ClientGoneError());
-      return true;
+      if (!this.#owned()) this.#controller?.abort(new ClientGoneError());
+      return;
     }
     if (this.#draining) {
       this.#drained += chunk.length;
-      if (this.#drained > DRAIN_LIMIT_BYTES) this.#abortUpstream?.(new ClientGoneError());
-      return true;
+      if (this.#drained > DRAIN_LIMIT_BYTES) this.#controller?.abort(new ClientGoneError());
+      return;
     }
-    if (this.#discard || this.#settled) return true;
+    if (this.#discard || this.#settled) return;
     const res = this.#res;
     if (this.#client.destroyed) {
       this.abort('client', new ClientGoneError());
-      return !this.#paused;
+      return;
     }
     for (const tap of this.#taps) tap.chunk(chunk);
     // Both node responses write a Buffer the same way; their overloads differ only in encoding.
     // A tap that owns the answer reads on at the upstream's pace: a slow client holds no waiter.
     if (!(res as ServerResponse).write(chunk) && !this.#owned()) {
       this.#paused = true;
+      this.#controller?.pause();
       res.once('drain', () => this.#resume());
-      return false;
     }
-    return true;
   }
 
-  onComplete(): void {
+  onResponseEnd(): void {
     this.#markReleased();
     // The answer is complete when it arrived, not when a slow client has taken it all.
     this.#endTaps(!this.#discard || this.#orphaned);
@@ -356,7 +353,7 @@ export class UpstreamCall<I = undefined>
     this.#succeed(answered);
   }
 
-  onError(err: Error): void {
+  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
     this.#markReleased();
     this.#endTaps(false);
     this.#conclude(err);
@@ -372,7 +369,7 @@ export class UpstreamCall<I = undefined>
   #resume(): void {
     if (!this.#paused) return;
     this.#paused = false;
-    this.#resumeUpstream?.();
+    this.#controller?.resume();
   }
 
   /** The exchange failed or was aborted: the caller's classification decides how it ends. */
