@@ -94,163 +94,73 @@ export function reconnectDelayMs(retries: number, random: number): number {
 
 /** Connect (in the background) and return at once; calls made before it is ready wait within their bound. */
 export function createStoreConnection(options: StoreConnectionOptions): StoreConnection {
-  const timeoutMs = options.commandTimeoutMs ?? STORE_COMMAND_TIMEOUT_MS;
-  const maxPending = options.maxPending ?? STORE_MAX_PENDING;
-  const random = options.random ?? Math.random;
-  const { clock } = options;
-  const log = options.logger;
-  const url = redactStoreUrl(options.url);
+  return new Connection(options);
+}
 
-  const client = createClient({
-    url: options.url,
-    // Fail at once while disconnected instead of queueing: the keeper falls back to its own token.
-    disableOfflineQueue: true,
-    socket: {
-      connectTimeout: STORE_CONNECT_TIMEOUT_MS,
-      reconnectStrategy: (retries) => reconnectDelayMs(retries, random()),
-    },
-  });
-
-  let up = false;
-  let lastError: StoreHealth['lastError'] = null;
-  let serverVersion: string | null = null;
-  let pending = 0;
-  let closed = false;
+class Connection implements StoreConnection {
+  readonly #client: ReturnType<typeof createClient>;
+  readonly #timeoutMs: number;
+  readonly #maxPending: number;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  readonly #url: string;
+  readonly #healthTimer: { stop(): void };
+  #up = false;
+  #lastError: StoreHealth['lastError'] = null;
+  #serverVersion: string | null = null;
+  #pending = 0;
+  #closed = false;
   /** The first connection attempt succeeded or failed; until then calls get the longer bound. */
-  let firstAttemptSettled = false;
+  #firstAttemptSettled = false;
   /**
    * Why the last connection attempt failed (wrong password, TLS to a plain server, refused), until
-   * the client is ready again: a call that times out waiting for the connection names it instead
-   * of "no answer" (docs/token-store.md "What the store says is never trusted").
+   * the client is ready again: a call that times out waiting for the connection names it.
    */
-  let connectError: string | undefined;
-  const readyWaiters = new Set<() => void>();
+  #connectError: string | undefined;
+  readonly #readyWaiters = new Set<() => void>();
 
-  const markDown = (error: unknown): void => {
-    const message = describe(error);
-    lastError = { message, at: new Date(clock.now()).toISOString() };
-    if (!up) return;
-    up = false;
-    // Logged once per outage, not per failed call.
-    log.warn(
-      { event: 'store', up: false, store: url, error: message },
-      'token store unavailable; each process keeps its own token until it is back',
-    );
-  };
-  const markUp = (): void => {
-    if (up) return;
-    up = true;
-    log.info({ event: 'store', up: true, store: url }, 'token store available');
-  };
-
-  client.on('error', (error: unknown) => {
-    firstAttemptSettled = true;
-    connectError = describe(error);
-    markDown(error);
-    // A caller waiting for the connection learns at once that this attempt failed.
-    for (const wake of readyWaiters) wake();
-  });
-  client.on('ready', () => {
-    firstAttemptSettled = true;
-    connectError = undefined;
-    for (const wake of readyWaiters) wake();
-    readyWaiters.clear();
-    // Learn the version and show `up` at once, not at the next health tick.
-    probe().catch(() => undefined);
-  });
-  client.connect().catch((error: unknown) => {
-    firstAttemptSettled = true;
-    connectError = describe(error);
-    markDown(error);
-  });
-
-  /**
-   * Resolves when the client is ready, a connection attempt fails, or `deadline` passes (then the
-   * call fails as "down").
-   */
-  const whenReady = (deadline: number): Promise<void> => {
-    if (client.isReady) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      const wake = (): void => {
-        clock.clearTimeout(timer);
-        readyWaiters.delete(wake);
-        resolve();
-      };
-      readyWaiters.add(wake);
-      const timer = clock.setTimeout(wake, Math.max(0, deadline - clock.now()));
-      timer.unref?.();
+  constructor(options: StoreConnectionOptions) {
+    this.#timeoutMs = options.commandTimeoutMs ?? STORE_COMMAND_TIMEOUT_MS;
+    this.#maxPending = options.maxPending ?? STORE_MAX_PENDING;
+    this.#clock = options.clock;
+    this.#log = options.logger;
+    this.#url = redactStoreUrl(options.url);
+    const random = options.random ?? Math.random;
+    this.#client = createClient({
+      url: options.url,
+      // Fail at once while disconnected instead of queueing: the keeper falls back to its own token.
+      disableOfflineQueue: true,
+      socket: {
+        connectTimeout: STORE_CONNECT_TIMEOUT_MS,
+        reconnectStrategy: (retries) => reconnectDelayMs(retries, random()),
+      },
     });
-  };
+    this.#client.on('error', (error: unknown) => this.#attemptFailed(error));
+    this.#client.on('ready', () => {
+      this.#firstAttemptSettled = true;
+      this.#connectError = undefined;
+      this.#wakeReadyWaiters();
+      // Learn the version and show `up` at once, not at the next health tick.
+      this.probe().catch(() => undefined);
+    });
+    this.#client.connect().catch((error: unknown) => this.#attemptFailed(error));
+    this.#healthTimer = setIntervalOn(
+      this.#clock,
+      options.healthIntervalMs ?? STORE_HEALTH_INTERVAL_MS,
+      () => {
+        this.probe().catch(() => undefined); // markDown already recorded it
+      },
+    );
+  }
 
-  /** One bounded call: the client's own timeout only covers the write queue, so race a timer. */
-  const call = async <T>(
-    what: string,
-    send: () => Promise<T>,
-    onLateReply?: (reply: T) => void,
-  ): Promise<T> => {
-    if (closed) throw new StoreError(`${what}: the store connection is closed`);
-    if (pending >= maxPending) {
-      const error = new StoreError(`${what}: ${maxPending} store calls already in progress`);
-      markDown(error);
-      throw error;
-    }
-    pending += 1;
-    const budget = firstAttemptSettled ? timeoutMs : STORE_CONNECT_TIMEOUT_MS + timeoutMs;
-    const deadline = clock.now() + budget;
-    let timer: TimerHandle | undefined;
-    /** The caller got "no answer": a reply after that goes to `onLateReply`. */
-    let givenUp = false;
-    try {
-      const timeout = new Promise<never>((_, reject) => {
-        timer = clock.setTimeout(() => {
-          givenUp = true;
-          // Still not connected: the cause is the connection's, not a slow answer.
-          const notConnected = !client.isReady && connectError !== undefined;
-          reject(
-            new StoreError(
-              notConnected
-                ? `${what}: not connected (${connectError})`
-                : `${what}: no answer within ${budget} ms`,
-            ),
-          );
-        }, budget);
-        timer.unref?.();
-      });
-      const attempt = (async () => {
-        await whenReady(deadline);
-        if (!client.isReady) {
-          const cause = lastError === null ? '' : ` (${lastError.message})`;
-          throw new StoreError(`${what}: not connected${cause}`);
-        }
-        return send();
-      })();
-      attempt.then(
-        (reply) => {
-          if (!givenUp || onLateReply === undefined) return;
-          try {
-            onLateReply(reply);
-          } catch {
-            // An undo that throws leaves what it would have undone to its TTL; never unhandled.
-          }
-        },
-        () => undefined, // a late rejection after the timeout is not unhandled
-      );
-      const result = await Promise.race([attempt, timeout]);
-      markUp();
-      return result;
-    } catch (error) {
-      const wrapped =
-        error instanceof StoreError ? error : new StoreError(`${what}: ${describe(error)}`, error);
-      markDown(wrapped);
-      throw wrapped;
-    } finally {
-      pending -= 1;
-      if (timer !== undefined) clock.clearTimeout(timer);
-    }
-  };
-
-  const runScript: StoreConnection['runScript'] = (script, keys, args, onLateReply) =>
-    call(
+  runScript(
+    script: StoreScript,
+    keys: readonly string[],
+    args: readonly string[],
+    onLateReply?: (reply: unknown) => void,
+  ): Promise<unknown> {
+    const client = this.#client;
+    return this.#call(
       'store script',
       async (): Promise<unknown> => {
         const tail = [String(keys.length), ...keys, ...args];
@@ -263,48 +173,168 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
       },
       onLateReply,
     );
+  }
 
-  const probe = (): Promise<string> =>
-    call('store PING', async () => {
-      await client.sendCommand(['PING']);
-      if (serverVersion === null) {
-        const info: unknown = await client.sendCommand(['INFO', 'server']);
+  probe(): Promise<string> {
+    return this.#call('store PING', async () => {
+      await this.#client.sendCommand(['PING']);
+      if (this.#serverVersion === null) {
+        const info: unknown = await this.#client.sendCommand(['INFO', 'server']);
         const text = typeof info === 'string' ? info : Buffer.isBuffer(info) ? info.toString() : '';
-        serverVersion = /redis_version:([^\r\n]+)/.exec(text)?.[1] ?? 'unknown';
+        this.#serverVersion = /redis_version:([^\r\n]+)/.exec(text)?.[1] ?? 'unknown';
       }
-      return serverVersion;
+      return this.#serverVersion;
     });
+  }
 
-  const healthTimer = setIntervalOn(
-    clock,
-    options.healthIntervalMs ?? STORE_HEALTH_INTERVAL_MS,
-    () => {
-      probe().catch(() => undefined); // markDown already recorded it
-    },
-  );
+  health(): StoreHealth {
+    return {
+      url: this.#url,
+      up: this.#up,
+      connecting: !this.#firstAttemptSettled,
+      lastError: this.#lastError === null ? null : { ...this.#lastError },
+      serverVersion: this.#serverVersion,
+    };
+  }
 
-  return {
-    runScript,
-    probe,
-    health: () => ({
-      url,
-      up,
-      connecting: !firstAttemptSettled,
-      lastError: lastError === null ? null : { ...lastError },
-      serverVersion,
-    }),
-    async close() {
-      if (closed) return;
-      closed = true;
-      healthTimer.stop();
-      for (const wake of readyWaiters) wake();
-      try {
-        if (client.isOpen) await client.close();
-      } catch {
-        client.destroy();
-      }
-    },
-  };
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#healthTimer.stop();
+    this.#wakeReadyWaiters();
+    try {
+      if (this.#client.isOpen) await this.#client.close();
+    } catch {
+      this.#client.destroy();
+    }
+  }
+
+  #attemptFailed(error: unknown): void {
+    this.#firstAttemptSettled = true;
+    this.#connectError = describe(error);
+    this.#markDown(error);
+    // A caller waiting for the connection learns at once that this attempt failed.
+    for (const wake of this.#readyWaiters) wake();
+  }
+
+  #wakeReadyWaiters(): void {
+    for (const wake of this.#readyWaiters) wake();
+    this.#readyWaiters.clear();
+  }
+
+  #markDown(error: unknown): void {
+    const message = describe(error);
+    this.#lastError = { message, at: new Date(this.#clock.now()).toISOString() };
+    if (!this.#up) return;
+    this.#up = false;
+    // Logged once per outage, not per failed call.
+    this.#log.warn(
+      { event: 'store', up: false, store: this.#url, error: message },
+      'token store unavailable; each process keeps its own token until it is back',
+    );
+  }
+
+  #markUp(): void {
+    if (this.#up) return;
+    this.#up = true;
+    this.#log.info({ event: 'store', up: true, store: this.#url }, 'token store available');
+  }
+
+  /**
+   * Resolves when the client is ready, a connection attempt fails, or `deadline` passes (then the
+   * call fails as "down").
+   */
+  #whenReady(deadline: number): Promise<void> {
+    if (this.#client.isReady) return Promise.resolve();
+    const clock = this.#clock;
+    return new Promise<void>((resolve) => {
+      const wake = (): void => {
+        clock.clearTimeout(timer);
+        this.#readyWaiters.delete(wake);
+        resolve();
+      };
+      this.#readyWaiters.add(wake);
+      const timer = clock.setTimeout(wake, Math.max(0, deadline - clock.now()));
+      timer.unref?.();
+    });
+  }
+
+  /** One bounded call: the client's own timeout only covers the write queue, so race a timer. */
+  async #call<T>(
+    what: string,
+    send: () => Promise<T>,
+    onLateReply?: (reply: T) => void,
+  ): Promise<T> {
+    if (this.#closed) throw new StoreError(`${what}: the store connection is closed`);
+    if (this.#pending >= this.#maxPending) {
+      const error = new StoreError(`${what}: ${this.#maxPending} store calls already in progress`);
+      this.#markDown(error);
+      throw error;
+    }
+    this.#pending += 1;
+    const budget = this.#firstAttemptSettled
+      ? this.#timeoutMs
+      : STORE_CONNECT_TIMEOUT_MS + this.#timeoutMs;
+    const deadline = this.#clock.now() + budget;
+    const late = { givenUp: false };
+    let timer: TimerHandle | undefined;
+    try {
+      const timeout = new Promise<never>((_, reject) => {
+        timer = this.#clock.setTimeout(() => {
+          late.givenUp = true;
+          reject(this.#noAnswer(what, budget));
+        }, budget);
+        timer.unref?.();
+      });
+      const attempt = this.#attempt(what, deadline, send);
+      attempt.then(
+        (reply) => {
+          if (late.givenUp) callLate(onLateReply, reply);
+        },
+        () => undefined, // a late rejection after the timeout is not unhandled
+      );
+      const result = await Promise.race([attempt, timeout]);
+      this.#markUp();
+      return result;
+    } catch (error) {
+      const wrapped =
+        error instanceof StoreError ? error : new StoreError(`${what}: ${describe(error)}`, error);
+      this.#markDown(wrapped);
+      throw wrapped;
+    } finally {
+      this.#pending -= 1;
+      if (timer !== undefined) this.#clock.clearTimeout(timer);
+    }
+  }
+
+  async #attempt<T>(what: string, deadline: number, send: () => Promise<T>): Promise<T> {
+    await this.#whenReady(deadline);
+    if (!this.#client.isReady) {
+      const cause = this.#lastError === null ? '' : ` (${this.#lastError.message})`;
+      throw new StoreError(`${what}: not connected${cause}`);
+    }
+    return send();
+  }
+
+  /** Still not connected: the cause is the connection's, not a slow answer. */
+  #noAnswer(what: string, budget: number): StoreError {
+    const notConnected = !this.#client.isReady && this.#connectError !== undefined;
+    return new StoreError(
+      notConnected
+        ? `${what}: not connected (${this.#connectError})`
+        : `${what}: no answer within ${budget} ms`,
+    );
+  }
+}
+
+/** The call was given up but the server ran it after all: the caller may undo what it can. */
+function callLate<T>(onLateReply: ((reply: T) => void) | undefined, reply: T): void {
+  if (onLateReply === undefined) return;
+  try {
+    onLateReply(reply);
+  } catch {
+    // An undo that throws leaves what it would have undone to its TTL; never unhandled.
+  }
 }
 
 /** A repeating timer on the injected clock, unref'd. */
