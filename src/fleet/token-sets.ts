@@ -163,52 +163,62 @@ export interface TokenSetStoreOptions {
   now: () => number;
 }
 
+/**
+ * Names and keys from the current credentials. Read again at most once a second: a follower
+ * polling every 100 ms need not re-read the Secret files each time, and a rotation still applies
+ * at the next renewal.
+ */
+class EntryKeyCache {
+  #cached: { id: string; secret: string; keys: EntryKeys; readAt: number } | undefined;
+
+  constructor(private readonly options: TokenSetStoreOptions) {}
+
+  async get(): Promise<EntryKeys> {
+    const { options } = this;
+    const now = options.now();
+    const cached = this.#cached;
+    if (cached !== undefined && now - cached.readAt < IDENTITY_REUSE_MS) return cached.keys;
+    const { clientId, clientSecret } = await options.readIdentity();
+    if (cached?.id === clientId && cached.secret === clientSecret) {
+      cached.readAt = now;
+      return cached.keys;
+    }
+    const keys = deriveEntryKeys({
+      keyPrefix: options.keyPrefix,
+      tokenUrl: options.tokenUrl,
+      clientId,
+      clientSecret,
+      scopes: options.scopes,
+    });
+    this.#cached = { id: clientId, secret: clientSecret, keys, readAt: now };
+    return keys;
+  }
+}
+
+/**
+ * The one place a token-set script's reply is parsed. A generation that is not a safe
+ * non-negative integer is absent (0); the value opens only under the generation stored beside it
+ * (associated data), so a relabelled old entry is unreadable, never current.
+ */
+function decode(k: EntryKeys, reply: unknown): { entry: StoredEntry; flag: number } {
+  const [gen, data, flag, spent] = Array.isArray(reply) ? (reply as unknown[]) : [];
+  const generation = storedInteger(gen);
+  let tokenSet: SharedTokenSet | undefined;
+  let unreadable = false;
+  if (typeof data === 'string' && data !== '') {
+    tokenSet = parseSet(openValue(k, data, generation));
+    unreadable = tokenSet === undefined;
+  }
+  const entry: StoredEntry = { generation, tokenSet, unreadable };
+  if (storedInteger(spent) === 1) entry.refreshSpent = true;
+  return { entry, flag: storedInteger(flag) };
+}
+
 export function createTokenSetStore(options: TokenSetStoreOptions): TokenSetStore {
   const { connection } = options;
   const leaseTtlMs = Math.ceil(options.leaseTtlMs);
-  let cached: { id: string; secret: string; keys: EntryKeys; readAt: number } | undefined;
-
-  /**
-   * Names and keys from the current credentials. Read again at most once a second: a follower
-   * polling every 100 ms need not re-read the Secret files each time, and a rotation still applies
-   * at the next renewal.
-   */
-  const keys = async (): Promise<EntryKeys> => {
-    const now = options.now();
-    if (cached !== undefined && now - cached.readAt < IDENTITY_REUSE_MS) return cached.keys;
-    const { clientId, clientSecret } = await options.readIdentity();
-    if (cached?.id !== clientId || cached.secret !== clientSecret) {
-      const derived = deriveEntryKeys({
-        keyPrefix: options.keyPrefix,
-        tokenUrl: options.tokenUrl,
-        clientId,
-        clientSecret,
-        scopes: options.scopes,
-      });
-      cached = { id: clientId, secret: clientSecret, keys: derived, readAt: now };
-    }
-    cached.readAt = now;
-    return cached.keys;
-  };
-
-  /**
-   * The one place a token-set script's reply is parsed. A generation that is not a safe
-   * non-negative integer is absent (0); the value opens only under the generation stored beside it
-   * (associated data), so a relabelled old entry is unreadable, never current.
-   */
-  const decode = (k: EntryKeys, reply: unknown): { entry: StoredEntry; flag: number } => {
-    const [gen, data, flag, spent] = Array.isArray(reply) ? (reply as unknown[]) : [];
-    const generation = storedInteger(gen);
-    let tokenSet: SharedTokenSet | undefined;
-    let unreadable = false;
-    if (typeof data === 'string' && data !== '') {
-      tokenSet = parseSet(openValue(k, data, generation));
-      unreadable = tokenSet === undefined;
-    }
-    const entry: StoredEntry = { generation, tokenSet, unreadable };
-    if (storedInteger(spent) === 1) entry.refreshSpent = true;
-    return { entry, flag: storedInteger(flag) };
-  };
+  const cache = new EntryKeyCache(options);
+  const keys = (): Promise<EntryKeys> => cache.get();
 
   return {
     async read() {

@@ -25,11 +25,12 @@ import {
 } from './directives.js';
 import {
   answerSize,
-  createResponseStore,
+  createCacheEntries,
+  type CacheEntries,
   varyValuesOf,
   type RequestHeaders,
   type StoredAnswer,
-} from './store.js';
+} from './entries.js';
 
 export type CacheSettings = Config['cache'];
 export type CacheMetrics = Pick<SidecarMetrics, 'cacheRequests' | 'cacheBytes'>;
@@ -138,29 +139,238 @@ type Plan =
     };
 
 export function createResponseCache(options: ResponseCacheOptions): ResponseCache {
-  const { settings, clock, metrics } = options;
-  const maxWaiters = options.maxWaiters ?? DEFAULT_MAX_WAITERS;
-  const maxWaitMs = options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
-  // Longest prefix first: the most specific rule wins.
-  const rules = [...settings.rules].sort((a, b) => b.prefix.length - a.prefix.length);
-  const store = createResponseStore(
-    { maxBytes: settings.maxBytes, maxEntries: settings.maxEntries },
-    (bytes) => metrics.cacheBytes.set(bytes),
-  );
-  const flights = new Map<string, Flight>();
-  const plans = new WeakMap<ExchangeView, Plan>();
-  // Bumped by every invalidation: an answer whose request began before it is not stored.
-  let generation = 0;
+  return new Cache(options);
+}
 
-  function ruleFor(path: string): CacheRule | undefined {
-    for (const rule of rules) if (path.startsWith(rule.prefix)) return rule;
+/** Capture a storable answer while it streams; the copy is dropped once it outgrows the limit. */
+function capture(
+  cache: { entries: CacheEntries; generation: number; maxEntryBytes: number; now(): number },
+  p: Extract<Plan, { kind: 'fill' }>,
+  seconds: number,
+  vary: string[],
+  stored: OutgoingHttpHeaders,
+): BodyTap {
+  const { entries } = cache;
+  const varyValues = varyValuesOf(vary, p.headers);
+  let chunks: Buffer[] = [];
+  let size = 0;
+  let active = true;
+  const stop = () => {
+    if (!active) return;
+    active = false;
+    entries.release(size);
+    chunks = [];
+    p.flight?.settle();
+  };
+  return {
+    chunk(data) {
+      if (!active) return;
+      if (size + data.length > cache.maxEntryBytes || !entries.reserve(data.length)) {
+        stop();
+        return;
+      }
+      chunks.push(data);
+      size += data.length;
+    },
+    owning: () => active,
+    end(complete) {
+      if (!active) return;
+      // A copy of its own: a chunk may be a view into a larger read buffer, which the entry
+      // would keep alive unaccounted.
+      const body = Buffer.allocUnsafeSlow(size);
+      let at = 0;
+      for (const chunk of chunks) at += chunk.copy(body, at);
+      if (complete && cache.generation === p.generation) {
+        const now = cache.now();
+        const headers = { ...stored, 'content-length': String(body.length) };
+        entries.put(p.key, p.path, {
+          headers,
+          body,
+          storedAt: now,
+          expiresAt: now + seconds * 1000,
+          vary,
+          varyValues,
+          size: answerSize(p.key, headers, body.length, vary, varyValues),
+        });
+      }
+      stop();
+    },
+  };
+}
+
+class Cache implements ResponseCache {
+  readonly entries: CacheEntries;
+  readonly maxEntryBytes: number;
+  /** Bumped by every invalidation: an answer whose request began before it is not stored. */
+  generation = 0;
+  readonly #settings: ResponseCacheOptions['settings'];
+  readonly #clock: ResponseCacheOptions['clock'];
+  readonly #metrics: ResponseCacheOptions['metrics'];
+  readonly #maxWaiters: number;
+  readonly #maxWaitMs: number;
+  /** Longest prefix first: the most specific rule wins. */
+  readonly #rules: CacheRule[];
+  readonly #flights = new Map<string, Flight>();
+  readonly #plans = new WeakMap<ExchangeView, Plan>();
+
+  constructor(options: ResponseCacheOptions) {
+    const { settings, metrics } = options;
+    this.#settings = settings;
+    this.#clock = options.clock;
+    this.#metrics = metrics;
+    this.#maxWaiters = options.maxWaiters ?? DEFAULT_MAX_WAITERS;
+    this.#maxWaitMs = options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
+    this.maxEntryBytes = settings.maxEntryBytes;
+    this.#rules = [...settings.rules].sort((a, b) => b.prefix.length - a.prefix.length);
+    this.entries = createCacheEntries(
+      { maxBytes: settings.maxBytes, maxEntries: settings.maxEntries },
+      (bytes) => metrics.cacheBytes.set(bytes),
+    );
+  }
+
+  now(): number {
+    return this.#clock.now();
+  }
+
+  stats(): CacheStats {
+    let waiting = 0;
+    for (const flight of this.#flights.values()) waiting += flight.waiters;
+    return { ...this.entries.stats(), rules: this.#rules.length, waiting };
+  }
+
+  async beforeUpstream(exchange: ExchangeView): Promise<ForwardOutcome | undefined> {
+    const { req, method, target } = exchange;
+    const query = target.indexOf('?');
+    const path = normalizedPath(query === -1 ? target : target.slice(0, query));
+    const rule = this.#ruleFor(path);
+    if (!rule) return undefined;
+    const directive = requestDirective(req.headers['cache-control'], req.headers.pragma);
+    const bypass = this.#bypass(exchange, path, directive);
+    if (bypass !== undefined) return this.#plan(exchange, bypass);
+    const uri = query === -1 ? path : `${path}${target.slice(query)}`;
+    const key = `${uri}\n${headerText(req.headers.accept)}\n${headerText(req.headers['accept-encoding'])}`;
+    let fwd = 'request';
+    let waited = false;
+    // Waits behind a leader whose own requester left before the answer: each such round costs
+    // one upstream request, so two rounds bound 1 + N callers at 2 (DESIGN "Bounded work").
+    let handoffs = 0;
+    // No await before the lead is taken: identical requests arriving together coalesce.
+    while (directive === 'none') {
+      const found = this.entries.lookup(key, path, req.headers, this.#clock.now());
+      if (found.kind === 'hit') {
+        this.#metrics.cacheRequests.inc({ result: waited ? 'coalesced' : 'hit' });
+        return this.#serve(found.answer, exchange);
+      }
+      fwd = found.kind;
+      // Waited once already and the leader stored nothing usable: go upstream alone.
+      const flight: Flight | undefined =
+        method === 'GET' && !waited ? this.#flights.get(key) : undefined;
+      if (!flight || flight.waiters >= this.#maxWaiters) break;
+      if ((await waitFor(flight, exchange)) === 'gone') return CLIENT_GONE;
+      waited = !(flight.abandoned && ++handoffs < 2);
+    }
+    this.#metrics.cacheRequests.inc({ result: 'miss' });
+    const member = `${CACHE_NAME}; fwd=${fwd}`;
+    if (method === 'HEAD') return this.#plan(exchange, { kind: 'pass', member });
+    const flight = waited || this.#flights.has(key) ? undefined : this.#lead(exchange, key);
+    return this.#plan(exchange, {
+      kind: 'fill',
+      member,
+      key,
+      path,
+      rule,
+      headers: req.headers,
+      flight,
+      generation: this.generation,
+    });
+  }
+
+  upstreamAnswered(
+    exchange: ExchangeView,
+    status: number,
+    head: UpstreamHead,
+  ): BodyTap | undefined {
+    const p = this.#plans.get(exchange);
+    if (!p) return undefined;
+    const headers = head.headers;
+    const upstreamCacheStatus = headers['cache-status'];
+    // The forwarder writes these headers to the client after this hook.
+    headers['cache-status'] = withCacheStatus(upstreamCacheStatus, p.member);
+    if (p.kind === 'unsafe' && status >= 200 && status < 300) {
+      this.generation += 1;
+      this.entries.invalidatePath(p.path);
+    }
+    if (p.kind !== 'fill') return undefined;
+    // An answer that sets a cookie is one caller's (RFC 9111 §7.3): never handed to the next.
+    const seconds =
+      status === 200 && headers['set-cookie'] === undefined
+        ? storableSeconds(
+            p.rule.ttlSeconds,
+            {
+              cacheControl: headers['cache-control'],
+              expires: headers.expires,
+              date: headers.date,
+            },
+            this.#clock.now(),
+          )
+        : 0;
+    const vary = seconds > 0 ? varyFields(headers.vary) : undefined;
+    const declared = Number(headers['content-length'] ?? 0);
+    if (!vary || declared > this.#settings.maxEntryBytes) {
+      p.flight?.settle();
+      return undefined;
+    }
+    const stored = clientResponseHeaders(headers, '');
+    for (const name of PER_ANSWER_FIELDS) delete stored[name];
+    if (upstreamCacheStatus !== undefined) stored['cache-status'] = upstreamCacheStatus;
+    // "stored" is said when the answer is being captured; one that then outgrows the limit is not.
+    headers['cache-status'] = withCacheStatus(upstreamCacheStatus, `${p.member}; stored`);
+    if (p.flight) p.flight.captured = true;
+    return capture(this, p, seconds, vary, stored);
+  }
+
+  /** Requests that never read or write the cache: other methods, no-store, a GET with a body. */
+  #bypass(exchange: ExchangeView, path: string, directive: string): Plan | undefined {
+    const { req, method } = exchange;
+    if (method !== 'GET' && method !== 'HEAD') {
+      this.#metrics.cacheRequests.inc({ result: 'bypass' });
+      const member = `${CACHE_NAME}; fwd=method`;
+      return INVALIDATING_METHODS.has(method)
+        ? { kind: 'unsafe', member, path }
+        : { kind: 'pass', member };
+    }
+    // A GET with a body or a method override is not the resource's plain representation: such
+    // a request neither reads nor writes the cache (a body could poison the entry for everyone).
+    const tunnelled =
+      !hasNoBody(req) || METHOD_OVERRIDE_FIELDS.some((name) => req.headers[name] !== undefined);
+    if (directive !== 'no-store' && !tunnelled) return undefined;
+    this.#metrics.cacheRequests.inc({ result: 'bypass' });
+    return { kind: 'pass', member: `${CACHE_NAME}; fwd=bypass` };
+  }
+
+  #ruleFor(path: string): CacheRule | undefined {
+    for (const rule of this.#rules) if (path.startsWith(rule.prefix)) return rule;
     return undefined;
   }
 
-  function startFlight(key: string): Flight {
+  /**
+   * This request leads the fill of `key`. However the exchange ends before a capture starts (an
+   * error before any header, the client leaving), waiters wake; a requester that left hands the
+   * fill over to one of them. Once capturing, the capture's end settles it, after the store.
+   */
+  #lead(exchange: ExchangeView, key: string): Flight {
+    const lead = this.#startFlight(key);
+    exchange.res.once('close', () => {
+      if (!lead.captured) lead.settle(!exchange.res.headersSent && exchange.clientGone());
+    });
+    return lead;
+  }
+
+  #startFlight(key: string): Flight {
+    const flights = this.#flights;
     let resolve!: () => void;
     // However the fill goes, no waiter waits longer than its answer may take.
-    const deadline = setTimeout(() => flight.settle(), maxWaitMs);
+    const deadline = setTimeout(() => flight.settle(), this.#maxWaitMs);
     deadline.unref();
     const flight: Flight = {
       waiters: 0,
@@ -181,10 +391,10 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
     return flight;
   }
 
-  function serve(answer: StoredAnswer, exchange: ExchangeView): ForwardOutcome {
+  #serve(answer: StoredAnswer, exchange: ExchangeView): ForwardOutcome {
     const { res } = exchange;
     if (exchange.clientGone()) return CLIENT_GONE;
-    const age = Math.max(0, Math.floor((clock.now() - answer.storedAt) / 1000));
+    const age = Math.max(0, Math.floor((this.#clock.now() - answer.storedAt) / 1000));
     const headers: OutgoingHttpHeaders = {
       ...answer.headers,
       age: String(age),
@@ -200,195 +410,9 @@ export function createResponseCache(options: ResponseCacheOptions): ResponseCach
   }
 
   /** The plan's Cache-Status also on answers the sidecar makes itself (errors before headers). */
-  function plan(exchange: ExchangeView, p: Plan): undefined {
+  #plan(exchange: ExchangeView, p: Plan): undefined {
     (exchange.res as Pick<ClientResponse, 'setHeader'>).setHeader('cache-status', p.member);
-    plans.set(exchange, p);
+    this.#plans.set(exchange, p);
     return undefined;
   }
-
-  async function beforeUpstream(exchange: ExchangeView): Promise<ForwardOutcome | undefined> {
-    const { req, method, target } = exchange;
-    const query = target.indexOf('?');
-    const path = normalizedPath(query === -1 ? target : target.slice(0, query));
-    const rule = ruleFor(path);
-    if (!rule) return undefined;
-
-    if (method !== 'GET' && method !== 'HEAD') {
-      metrics.cacheRequests.inc({ result: 'bypass' });
-      const member = `${CACHE_NAME}; fwd=method`;
-      return plan(
-        exchange,
-        INVALIDATING_METHODS.has(method)
-          ? { kind: 'unsafe', member, path }
-          : { kind: 'pass', member },
-      );
-    }
-    const directive = requestDirective(req.headers['cache-control'], req.headers.pragma);
-    // A GET with a body or a method override is not the resource's plain representation: such
-    // a request neither reads nor writes the cache (a body could poison the entry for everyone).
-    const tunnelled =
-      !hasNoBody(req) || METHOD_OVERRIDE_FIELDS.some((name) => req.headers[name] !== undefined);
-    if (directive === 'no-store' || tunnelled) {
-      metrics.cacheRequests.inc({ result: 'bypass' });
-      return plan(exchange, { kind: 'pass', member: `${CACHE_NAME}; fwd=bypass` });
-    }
-
-    const uri = query === -1 ? path : `${path}${target.slice(query)}`;
-    const key = `${uri}\n${headerText(req.headers.accept)}\n${headerText(req.headers['accept-encoding'])}`;
-    let fwd = 'request';
-    let waited = false;
-    // Waits behind a leader whose own requester left before the answer: each such round costs
-    // one upstream request, so two rounds bound 1 + N callers at 2 (DESIGN "Bounded work").
-    let handoffs = 0;
-    if (directive === 'none') {
-      for (;;) {
-        const found = store.lookup(key, path, req.headers, clock.now());
-        if (found.kind === 'hit') {
-          metrics.cacheRequests.inc({ result: waited ? 'coalesced' : 'hit' });
-          return serve(found.answer, exchange);
-        }
-        fwd = found.kind;
-        // Waited once already and the leader stored nothing usable: go upstream alone.
-        const flight: Flight | undefined =
-          method === 'GET' && !waited ? flights.get(key) : undefined;
-        if (!flight || flight.waiters >= maxWaiters) break;
-        if ((await waitFor(flight, exchange)) === 'gone') return CLIENT_GONE;
-        waited = !(flight.abandoned && ++handoffs < 2);
-      }
-    }
-
-    metrics.cacheRequests.inc({ result: 'miss' });
-    const member = `${CACHE_NAME}; fwd=${fwd}`;
-    if (method === 'HEAD') return plan(exchange, { kind: 'pass', member });
-    let flight: Flight | undefined;
-    if (!waited && !flights.has(key)) {
-      const lead = startFlight(key);
-      // However the exchange ends before a capture starts (an error before any header, the client
-      // leaving), waiters wake; a requester that left hands the fill over to one of them. Once
-      // capturing, the capture's end settles it, after the store, even if this client has left.
-      exchange.res.once('close', () => {
-        if (!lead.captured) lead.settle(!exchange.res.headersSent && exchange.clientGone());
-      });
-      flight = lead;
-    }
-    return plan(exchange, {
-      kind: 'fill',
-      member,
-      key,
-      path,
-      rule,
-      headers: req.headers,
-      flight,
-      generation,
-    });
-  }
-
-  /** Capture a storable answer while it streams; the copy is dropped once it outgrows the limit. */
-  function capture(
-    p: Extract<Plan, { kind: 'fill' }>,
-    seconds: number,
-    vary: string[],
-    stored: OutgoingHttpHeaders,
-  ): BodyTap {
-    const varyValues = varyValuesOf(vary, p.headers);
-    let chunks: Buffer[] = [];
-    let size = 0;
-    let active = true;
-    const stop = () => {
-      if (!active) return;
-      active = false;
-      store.release(size);
-      chunks = [];
-      p.flight?.settle();
-    };
-    return {
-      chunk(data) {
-        if (!active) return;
-        if (size + data.length > settings.maxEntryBytes || !store.reserve(data.length)) {
-          stop();
-          return;
-        }
-        chunks.push(data);
-        size += data.length;
-      },
-      owning: () => active,
-      end(complete) {
-        if (!active) return;
-        // A copy of its own: a chunk may be a view into a larger read buffer, which the entry
-        // would keep alive unaccounted.
-        const body = Buffer.allocUnsafeSlow(size);
-        let at = 0;
-        for (const chunk of chunks) at += chunk.copy(body, at);
-        if (complete && generation === p.generation) {
-          const now = clock.now();
-          const headers = { ...stored, 'content-length': String(body.length) };
-          store.put(p.key, p.path, {
-            headers,
-            body,
-            storedAt: now,
-            expiresAt: now + seconds * 1000,
-            vary,
-            varyValues,
-            size: answerSize(p.key, headers, body.length, vary, varyValues),
-          });
-        }
-        stop();
-      },
-    };
-  }
-
-  function upstreamAnswered(
-    exchange: ExchangeView,
-    status: number,
-    head: UpstreamHead,
-  ): BodyTap | undefined {
-    const p = plans.get(exchange);
-    if (!p) return undefined;
-    const headers = head.headers;
-    const upstreamCacheStatus = headers['cache-status'];
-    // The forwarder writes these headers to the client after this hook.
-    headers['cache-status'] = withCacheStatus(upstreamCacheStatus, p.member);
-    if (p.kind === 'unsafe' && status >= 200 && status < 300) {
-      generation += 1;
-      store.invalidatePath(p.path);
-    }
-    if (p.kind !== 'fill') return undefined;
-
-    // An answer that sets a cookie is one caller's (RFC 9111 §7.3): never handed to the next.
-    const seconds =
-      status === 200 && headers['set-cookie'] === undefined
-        ? storableSeconds(
-            p.rule.ttlSeconds,
-            {
-              cacheControl: headers['cache-control'],
-              expires: headers.expires,
-              date: headers.date,
-            },
-            clock.now(),
-          )
-        : 0;
-    const vary = seconds > 0 ? varyFields(headers.vary) : undefined;
-    const declared = Number(headers['content-length'] ?? 0);
-    if (!vary || declared > settings.maxEntryBytes) {
-      p.flight?.settle();
-      return undefined;
-    }
-    const stored = clientResponseHeaders(headers, '');
-    for (const name of PER_ANSWER_FIELDS) delete stored[name];
-    if (upstreamCacheStatus !== undefined) stored['cache-status'] = upstreamCacheStatus;
-    // "stored" is said when the answer is being captured; one that then outgrows the limit is not.
-    headers['cache-status'] = withCacheStatus(upstreamCacheStatus, `${p.member}; stored`);
-    if (p.flight) p.flight.captured = true;
-    return capture(p, seconds, vary, stored);
-  }
-
-  return {
-    beforeUpstream,
-    upstreamAnswered,
-    stats() {
-      let waiting = 0;
-      for (const flight of flights.values()) waiting += flight.waiters;
-      return { ...store.stats(), rules: rules.length, waiting };
-    },
-  };
 }

@@ -1,5 +1,5 @@
 /**
- * Where cached answers live: an LRU (lru-cache) bounded by bytes, not by count. One slot per
+ * The cache's entries (not the fleet store): an LRU (lru-cache) bounded by bytes. One slot per
  * primary key (path, raw query, `Accept`, `Accept-Encoding`); a slot holds the variants its
  * answers' `Vary` fields select (RFC 9111 §4.1). Freshness is judged here against the injected
  * clock, so lru-cache's own TTL machinery (and its timers) stay unused.
@@ -50,14 +50,14 @@ export type Lookup =
   /** The matching answer outlived its lifetime; it is dropped (`fwd=stale`). */
   | { kind: 'stale' };
 
-export interface StoreLimits {
+export interface EntryLimits {
   /** Everything the entries hold, all together ({@link answerSize}). */
   maxBytes: number;
   /** Variants held at once, all keys together. */
   maxEntries?: number;
 }
 
-export interface ResponseStore {
+export interface CacheEntries {
   lookup(key: string, path: string, headers: RequestHeaders, now: number): Lookup;
   put(key: string, path: string, answer: StoredAnswer): void;
   /** Drop every entry of `path`, whatever its query and variants (RFC 9111 §4.4). */
@@ -118,108 +118,120 @@ export function answerSize(
   return size;
 }
 
-export function createResponseStore(
-  limits: StoreLimits,
+export function createCacheEntries(
+  limits: EntryLimits,
   onChange: (bytes: number) => void = () => {},
-): ResponseStore {
+): CacheEntries {
+  return new LruEntries(limits, onChange);
+}
+
+const uriOf = (key: string): string => key.slice(0, key.indexOf('\n'));
+
+class LruEntries implements CacheEntries {
   // Primary keys per path, for invalidation without a scan of the whole cache; slots per path
   // and query, to tell `uri-miss` from `miss` without one either.
-  const byPath = new Map<string, Set<string>>();
-  const slotsPerUri = new Map<string, number>();
-  let variantCount = 0;
-  let pending = 0;
+  readonly #byPath = new Map<string, Set<string>>();
+  readonly #slotsPerUri = new Map<string, number>();
+  readonly #lru: LRUCache<string, Slot>;
+  readonly #maxEntries: number;
+  #variantCount = 0;
+  #pending = 0;
 
-  const uriOf = (key: string) => key.slice(0, key.indexOf('\n'));
-
-  function unindex(key: string, path: string): void {
-    const keys = byPath.get(path);
-    if (!keys?.delete(key)) return;
-    if (keys.size === 0) byPath.delete(path);
-    const uri = uriOf(key);
-    const left = (slotsPerUri.get(uri) ?? 1) - 1;
-    if (left === 0) slotsPerUri.delete(uri);
-    else slotsPerUri.set(uri, left);
+  constructor(
+    private readonly limits: EntryLimits,
+    private readonly onChange: (bytes: number) => void,
+  ) {
+    this.#maxEntries = limits.maxEntries ?? Number.POSITIVE_INFINITY;
+    this.#lru = new LRUCache<string, Slot>({
+      maxSize: limits.maxBytes,
+      sizeCalculation: (slot) => slot.size,
+      dispose: (slot, key, reason) => {
+        this.#variantCount -= slot.variants.length;
+        if (reason !== 'set') this.#unindex(key, slot.path);
+      },
+    });
   }
 
-  function index(key: string, path: string): void {
-    let keys = byPath.get(path);
-    if (!keys) byPath.set(path, (keys = new Set()));
+  lookup(key: string, path: string, headers: RequestHeaders, now: number): Lookup {
+    const slot = this.#lru.get(key);
+    if (!slot) return this.#slotsPerUri.has(uriOf(key)) ? { kind: 'miss' } : { kind: 'uri-miss' };
+    const answer = slot.variants.find((v) => matches(v, headers));
+    if (!answer) return { kind: 'vary-miss' };
+    if (answer.expiresAt > now) return { kind: 'hit', answer };
+    this.#write(
+      key,
+      path,
+      slot.variants.filter((v) => v !== answer),
+    );
+    return { kind: 'stale' };
+  }
+
+  put(key: string, path: string, answer: StoredAnswer): void {
+    const kept = (this.#lru.peek(key)?.variants ?? []).filter((v) => !sameSelection(v, answer));
+    this.#write(key, path, [answer, ...kept].slice(0, MAX_VARIANTS));
+  }
+
+  invalidatePath(path: string): void {
+    const keys = this.#byPath.get(path);
+    if (!keys) return;
+    for (const key of [...keys]) this.#lru.delete(key);
+    this.onChange(this.#lru.calculatedSize);
+  }
+
+  reserve(bytes: number): boolean {
+    if (this.#pending + bytes > this.limits.maxBytes) return false;
+    this.#pending += bytes;
+    return true;
+  }
+
+  release(bytes: number): void {
+    this.#pending -= bytes;
+  }
+
+  stats(): { entries: number; bytes: number; maxBytes: number } {
+    return {
+      entries: this.#variantCount,
+      bytes: this.#lru.calculatedSize,
+      maxBytes: this.limits.maxBytes,
+    };
+  }
+
+  #unindex(key: string, path: string): void {
+    const keys = this.#byPath.get(path);
+    if (!keys?.delete(key)) return;
+    if (keys.size === 0) this.#byPath.delete(path);
+    const uri = uriOf(key);
+    const left = (this.#slotsPerUri.get(uri) ?? 1) - 1;
+    if (left === 0) this.#slotsPerUri.delete(uri);
+    else this.#slotsPerUri.set(uri, left);
+  }
+
+  #index(key: string, path: string): void {
+    let keys = this.#byPath.get(path);
+    if (!keys) this.#byPath.set(path, (keys = new Set()));
     if (keys.has(key)) return;
     keys.add(key);
     const uri = uriOf(key);
-    slotsPerUri.set(uri, (slotsPerUri.get(uri) ?? 0) + 1);
+    this.#slotsPerUri.set(uri, (this.#slotsPerUri.get(uri) ?? 0) + 1);
   }
 
-  const lru = new LRUCache<string, Slot>({
-    maxSize: limits.maxBytes,
-    sizeCalculation: (slot) => slot.size,
-    dispose: (slot, key, reason) => {
-      variantCount -= slot.variants.length;
-      if (reason !== 'set') unindex(key, slot.path);
-    },
-  });
-
-  const maxEntries = limits.maxEntries ?? Number.POSITIVE_INFINITY;
-
-  function write(key: string, path: string, variants: StoredAnswer[]): void {
+  #write(key: string, path: string, variants: StoredAnswer[]): void {
+    const lru = this.#lru;
     if (variants.length === 0) {
       lru.delete(key);
     } else {
       const size = variants.reduce((sum, v) => sum + v.size, 0);
       lru.set(key, { path, variants, size });
       if (lru.has(key)) {
-        variantCount += variants.length;
-        index(key, path);
+        this.#variantCount += variants.length;
+        this.#index(key, path);
         // The least recently used slots go until the count fits (never the one just written).
-        while (variantCount > maxEntries && lru.size > 1) lru.pop();
+        while (this.#variantCount > this.#maxEntries && lru.size > 1) lru.pop();
       } else {
         // lru-cache refuses a slot larger than the whole cache and drops the old one (reason 'set').
-        unindex(key, path);
+        this.#unindex(key, path);
       }
     }
-    onChange(lru.calculatedSize);
+    this.onChange(lru.calculatedSize);
   }
-
-  return {
-    lookup(key, path, headers, now) {
-      const slot = lru.get(key);
-      if (!slot) return slotsPerUri.has(uriOf(key)) ? { kind: 'miss' } : { kind: 'uri-miss' };
-      const answer = slot.variants.find((v) => matches(v, headers));
-      if (!answer) return { kind: 'vary-miss' };
-      if (answer.expiresAt > now) return { kind: 'hit', answer };
-      write(
-        key,
-        path,
-        slot.variants.filter((v) => v !== answer),
-      );
-      return { kind: 'stale' };
-    },
-
-    put(key, path, answer) {
-      const kept = (lru.peek(key)?.variants ?? []).filter((v) => !sameSelection(v, answer));
-      const variants = [answer, ...kept].slice(0, MAX_VARIANTS);
-      write(key, path, variants);
-    },
-
-    invalidatePath(path) {
-      const keys = byPath.get(path);
-      if (!keys) return;
-      for (const key of [...keys]) lru.delete(key);
-      onChange(lru.calculatedSize);
-    },
-
-    reserve(bytes) {
-      if (pending + bytes > limits.maxBytes) return false;
-      pending += bytes;
-      return true;
-    },
-
-    release(bytes) {
-      pending -= bytes;
-    },
-
-    stats() {
-      return { entries: variantCount, bytes: lru.calculatedSize, maxBytes: limits.maxBytes };
-    },
-  };
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_VARIANTS, answerSize, createResponseStore, type StoredAnswer } from './store.js';
+import { MAX_VARIANTS, answerSize, createCacheEntries, type StoredAnswer } from './entries.js';
 
 function answer(
   key: string,
@@ -22,7 +22,7 @@ function answer(
 describe('response store', () => {
   it('keeps its bytes exact through replace, evict and invalidate', () => {
     const reported: number[] = [];
-    const store = createResponseStore({ maxBytes: 3_000 }, (b) => reported.push(b));
+    const store = createCacheEntries({ maxBytes: 3_000 }, (b) => reported.push(b));
     const a = answer('/a\n\n', 'x'.repeat(600));
     store.put('/a\n\n', '/a', a);
     store.put('/a\n\n', '/a', a);
@@ -39,7 +39,7 @@ describe('response store', () => {
   });
 
   it('tells a URI with nothing stored from one stored for another Accept, after evictions too', () => {
-    const store = createResponseStore({ maxBytes: 1_500 });
+    const store = createCacheEntries({ maxBytes: 1_500 });
     store.put('/a?q\ntext/csv\n', '/a', answer('/a?q\ntext/csv\n', 'x'.repeat(600)));
     expect(store.lookup('/a?q\n\n', '/a', {}, 0).kind).toBe('miss');
     expect(store.lookup('/a?r\n\n', '/a', {}, 0).kind).toBe('uri-miss');
@@ -49,7 +49,7 @@ describe('response store', () => {
   });
 
   it('holds at most maxEntries answers, evicting the least recently used', () => {
-    const store = createResponseStore({ maxBytes: 1 << 20, maxEntries: 2 });
+    const store = createCacheEntries({ maxBytes: 1 << 20, maxEntries: 2 });
     for (const path of ['/a', '/b']) store.put(`${path}\n\n`, path, answer(`${path}\n\n`, 'x'));
     store.lookup('/a\n\n', '/a', {}, 0); // /a is now the most recent
     store.put('/c\n\n', '/c', answer('/c\n\n', 'x'));
@@ -66,14 +66,14 @@ describe('response store', () => {
   });
 
   it('refuses an answer larger than the whole cache without keeping an index for it', () => {
-    const store = createResponseStore({ maxBytes: 500 });
+    const store = createCacheEntries({ maxBytes: 500 });
     store.put('/a\n\n', '/a', answer('/a\n\n', 'x'.repeat(600)));
     expect(store.stats()).toMatchObject({ entries: 0, bytes: 0 });
     expect(store.lookup('/a?q\n\n', '/a', {}, 0).kind).toBe('uri-miss');
   });
 
   it('keeps at most MAX_VARIANTS selections per key, newest first', () => {
-    const store = createResponseStore({ maxBytes: 1 << 20 });
+    const store = createCacheEntries({ maxBytes: 1 << 20 });
     for (let i = 0; i <= MAX_VARIANTS; i++) {
       store.put('/v\n\n', '/v', answer('/v\n\n', `v${i}`, ['accept-language'], [`l${i}`]));
     }
@@ -84,7 +84,7 @@ describe('response store', () => {
   });
 
   it('bounds captures in progress by maxBytes', () => {
-    const store = createResponseStore({ maxBytes: 1_000 });
+    const store = createCacheEntries({ maxBytes: 1_000 });
     expect(store.reserve(600)).toBe(true);
     expect(store.reserve(600)).toBe(false);
     store.release(600);
