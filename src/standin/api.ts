@@ -50,6 +50,117 @@ function nonNegativeInt(text: string | undefined): number | undefined {
   return Number(text);
 }
 
+/** One API request as the routes see it. */
+interface Call {
+  req: Req;
+  res: Res;
+  url: string;
+  segments: string[];
+  arg: string | undefined;
+  entry: RecordedApiRequest;
+  state: StandinState;
+  /** Record the request with `status` (as the headers go out). */
+  record(status: number): void;
+  json(status: number, payload: unknown, headers?: OutgoingHttpHeaders): void;
+}
+
+/** Each route answers and returns true, or returns false for a 404. */
+const ROUTES: Record<string, (call: Call) => boolean> = {
+  contracts: contracts,
+  echo: echo,
+  beta: echo,
+  bytes(call) {
+    const n = nonNegativeInt(call.arg);
+    if (n === undefined || call.segments.length > 4) return false;
+    call.record(200);
+    out(call.res).writeHead(200, {
+      'content-type': 'application/octet-stream',
+      'content-length': n,
+    });
+    streamBytes(call.res, n, PATTERN);
+    return true;
+  },
+  slow(call) {
+    const ms = nonNegativeInt(call.arg);
+    if (ms === undefined) return false;
+    call.state.timers.after(ms, call.res, () => call.json(200, { waitedMs: ms }));
+    return true;
+  },
+  'slow-body'(call) {
+    const ms = nonNegativeInt(call.arg);
+    if (ms === undefined) return false;
+    const res = out(call.res);
+    call.record(200);
+    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' });
+    res.write('{"first":"chunk",');
+    call.state.timers.after(ms, call.res, () => res.end(`"waitedMs":${ms}}`));
+    return true;
+  },
+  hop(call) {
+    call.record(200);
+    hop(call.req, call.res);
+    return true;
+  },
+  status: status,
+  reset(call) {
+    call.record(0);
+    resetRequest(call.req);
+    return true;
+  },
+};
+
+function contracts(call: Call): boolean {
+  const { req, res, arg } = call;
+  if (call.segments.length > 4 || (arg !== undefined && arg !== '')) return false;
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    call.json(405, envelope('method_not_allowed', 'use GET'), { allow: 'GET, HEAD' });
+    return true;
+  }
+  if (!(req.headers.accept ?? '').toLowerCase().includes('text/csv')) {
+    call.json(200, { data: SAMPLE_CONTRACTS });
+    return true;
+  }
+  const csv = contractsCsv();
+  call.record(200);
+  out(res).writeHead(200, {
+    'content-type': 'text/csv; charset=utf-8',
+    'content-length': Buffer.byteLength(csv),
+  });
+  out(res).end(csv);
+  return true;
+}
+
+function echo(call: Call): boolean {
+  const { entry } = call;
+  call.json(200, {
+    method: entry.method,
+    url: call.url,
+    headers: entry.headers,
+    bodyBytes: entry.bodyBytes,
+    bodySha256: entry.bodySha256,
+    httpVersion: call.req.httpVersion,
+  });
+  return true;
+}
+
+function status(call: Call): boolean {
+  const code = nonNegativeInt(call.arg);
+  if (code === undefined || code < 200 || code > 599) {
+    call.json(400, envelope('invalid_request', 'status must be 200..599'));
+    return true;
+  }
+  if (code === 204 || code === 304) {
+    call.record(code);
+    out(call.res).writeHead(code);
+    out(call.res).end();
+    return true;
+  }
+  // `?retry-after=` adds that header (seconds or an HTTP date), as the API's 429/503 may.
+  const retryAfter = new URLSearchParams(call.url.split('?')[1] ?? '').get('retry-after');
+  call.json(code, { status: code }, retryAfter === null ? {} : { 'retry-after': retryAfter });
+  return true;
+}
+
 export async function handleApiRequest(req: Req, res: Res, state: StandinState): Promise<void> {
   const url = req.url ?? '/';
   const path = url.split('?')[0]!;
@@ -57,7 +168,6 @@ export async function handleApiRequest(req: Req, res: Res, state: StandinState):
   // Read (and hash) the whole body first: echo needs it, and it keeps keep-alive connections usable.
   const body = await hashBody(req);
   if (body === undefined) return;
-
   const entry: RecordedApiRequest = {
     at: state.clock.now(),
     method: req.method ?? '',
@@ -69,120 +179,42 @@ export async function handleApiRequest(req: Req, res: Res, state: StandinState):
     status: 0,
     httpVersion: req.httpVersion,
   };
-  // Recorded as the headers go out, so a test that has its answer always finds the entry.
-  const record = (status: number): void => {
-    entry.status = status;
-    state.apiRequests.push(entry);
+  const segments = path.split('/'); // ['', 'v1.0', name, arg, ...]
+  const call: Call = {
+    req,
+    res,
+    url,
+    segments,
+    arg: segments[3],
+    entry,
+    state,
+    // Recorded as the headers go out, so a test that has its answer always finds the entry.
+    record(status) {
+      entry.status = status;
+      state.apiRequests.push(entry);
+    },
+    json(status, payload, headers) {
+      call.record(status);
+      sendJson(res, status, payload, headers);
+    },
   };
-  const json = (status: number, payload: unknown, headers?: OutgoingHttpHeaders): void => {
-    record(status);
-    sendJson(res, status, payload, headers);
-  };
-
   if (!API_PREFIXES.some((prefix) => path.startsWith(prefix))) {
-    json(404, envelope('not_found', `no route for ${path}`));
-    return;
-  }
-  if (token === undefined || !state.tokens.accessTokenValid(token)) {
+    call.json(404, envelope('not_found', `no route for ${path}`));
+  } else if (token === undefined || !state.tokens.accessTokenValid(token)) {
     const detail =
       token === undefined
         ? 'a bearer token is required'
         : 'the access token is unknown, expired or revoked';
-    json(401, envelope('unauthorized', detail), {
+    call.json(401, envelope('unauthorized', detail), {
       'www-authenticate': 'Bearer error="invalid_token"',
     });
-    return;
+  } else {
+    const name = path.startsWith('/beta/') ? 'beta' : (segments[2] ?? '');
+    const route = Object.hasOwn(ROUTES, name) ? ROUTES[name] : undefined;
+    if (route === undefined || !route(call)) {
+      call.json(404, envelope('not_found', `no route for ${path}`));
+    }
   }
-
-  const segments = path.split('/'); // ['', 'v1.0', name, arg, ...]
-  const route = path.startsWith('/beta/') ? 'beta' : (segments[2] ?? '');
-  const arg = segments[3];
-
-  switch (route) {
-    case 'contracts':
-      if (segments.length > 4 || (arg !== undefined && arg !== '')) break;
-      if (req.method !== 'GET' && req.method !== 'HEAD') {
-        json(405, envelope('method_not_allowed', 'use GET'), { allow: 'GET, HEAD' });
-        return;
-      }
-      if ((req.headers.accept ?? '').toLowerCase().includes('text/csv')) {
-        const csv = contractsCsv();
-        record(200);
-        out(res).writeHead(200, {
-          'content-type': 'text/csv; charset=utf-8',
-          'content-length': Buffer.byteLength(csv),
-        });
-        out(res).end(csv);
-        return;
-      }
-      json(200, { data: SAMPLE_CONTRACTS });
-      return;
-    case 'echo':
-    case 'beta':
-      json(200, {
-        method: entry.method,
-        url,
-        headers: entry.headers,
-        bodyBytes: body.bytes,
-        bodySha256: body.sha256,
-        httpVersion: req.httpVersion,
-      });
-      return;
-    case 'bytes': {
-      const n = nonNegativeInt(arg);
-      if (n === undefined || segments.length > 4) break;
-      record(200);
-      out(res).writeHead(200, {
-        'content-type': 'application/octet-stream',
-        'content-length': n,
-      });
-      streamBytes(res, n, PATTERN);
-      return;
-    }
-    case 'slow': {
-      const ms = nonNegativeInt(arg);
-      if (ms === undefined) break;
-      state.timers.after(ms, res, () => json(200, { waitedMs: ms }));
-      return;
-    }
-    case 'slow-body': {
-      const ms = nonNegativeInt(arg);
-      if (ms === undefined) break;
-      record(200);
-      out(res).writeHead(200, { 'content-type': 'application/json; charset=utf-8' });
-      out(res).write('{"first":"chunk",');
-      state.timers.after(ms, res, () => out(res).end(`"waitedMs":${ms}}`));
-      return;
-    }
-    case 'hop':
-      record(200);
-      hop(req, res);
-      return;
-    case 'status': {
-      const code = nonNegativeInt(arg);
-      if (code === undefined || code < 200 || code > 599) {
-        json(400, envelope('invalid_request', 'status must be 200..599'));
-        return;
-      }
-      if (code === 204 || code === 304) {
-        record(code);
-        out(res).writeHead(code);
-        out(res).end();
-        return;
-      }
-      // `?retry-after=` adds that header (seconds or an HTTP date), as the API's 429/503 may.
-      const retryAfter = new URLSearchParams(url.split('?')[1] ?? '').get('retry-after');
-      json(code, { status: code }, retryAfter === null ? {} : { 'retry-after': retryAfter });
-      return;
-    }
-    case 'reset':
-      record(0);
-      resetRequest(req);
-      return;
-    default:
-      break;
-  }
-  json(404, envelope('not_found', `no route for ${path}`));
 }
 
 /**

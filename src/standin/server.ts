@@ -1,5 +1,5 @@
-import { createServer as createHttpsServer } from 'node:https';
-import { createSecureServer, type Http2Session } from 'node:http2';
+import { createServer as createHttpsServer, type Server } from 'node:https';
+import { createSecureServer, type Http2SecureServer, type Http2Session } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { systemClock } from '../clock.js';
@@ -56,21 +56,7 @@ export async function startStandin(options: StandinOptions = {}): Promise<Standi
       ? createSecureServer({ ...tls, allowHTTP1: true }, onRequest)
       : createHttpsServer({ ...tls, keepAlive: true }, onRequest);
 
-  const sockets = new Set<Socket>();
-  const sessions = new Set<Http2Session>();
-  const track = (socket: Socket): void => {
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
-  };
-  server.on('connection', track);
-  server.on('secureConnection', track);
-  server.on('session', (session: Http2Session) => {
-    sessions.add(session);
-    session.once('close', () => sessions.delete(session));
-  });
-  // Clients that vanish mid-handshake or mid-stream are the tests' business, not a crash.
-  server.on('tlsClientError', () => undefined);
-  server.on('sessionError', () => undefined);
+  const destroyConnections = trackConnections(server);
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -88,16 +74,40 @@ export async function startStandin(options: StandinOptions = {}): Promise<Standi
     closing ??= new Promise<void>((resolve) => {
       state.timers.clearAll();
       server.close(() => resolve());
-      for (const session of sessions) session.destroy();
-      for (const socket of sockets) socket.destroy();
+      destroyConnections();
     });
     return closing;
   };
 
+  return { url, port, caCert: pki.caCert, ...controls(state), close };
+}
+
+/** Every socket and session, so close() ends hung and streaming requests at once. */
+function trackConnections(server: Server | Http2SecureServer): () => void {
+  const sockets = new Set<Socket>();
+  const sessions = new Set<Http2Session>();
+  const track = (socket: Socket): void => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  };
+  server.on('connection', track);
+  server.on('secureConnection', track);
+  server.on('session', (session: Http2Session) => {
+    sessions.add(session);
+    session.once('close', () => sessions.delete(session));
+  });
+  // Clients that vanish mid-handshake or mid-stream are the tests' business, not a crash.
+  server.on('tlsClientError', () => undefined);
+  server.on('sessionError', () => undefined);
+  return () => {
+    for (const session of sessions) session.destroy();
+    for (const socket of sockets) socket.destroy();
+  };
+}
+
+/** What a test steers the stand-in with. */
+function controls(state: StandinState): Omit<Standin, 'url' | 'port' | 'caCert' | 'close'> {
   return {
-    url,
-    port,
-    caCert: pki.caCert,
     tokenRequests: state.tokenRequests,
     apiRequests: state.apiRequests,
     issuedTokens: () => state.tokens.issued(),
@@ -126,6 +136,5 @@ export async function startStandin(options: StandinOptions = {}): Promise<Standi
     },
     revokeAccessTokens: () => state.tokens.revokeAccessTokens(),
     revokeRefreshTokens: () => state.tokens.revokeRefreshTokens(),
-    close,
   };
 }

@@ -346,44 +346,56 @@ function applyFault(
       finish(302);
       sendJson(res, 302, undefined, { location: fault.location });
       return;
-    case 'huge': {
+    case 'huge':
       finish(state.tokenStatus);
-      const head = Buffer.from(`{"${snake ? 'access_token' : 'accessToken'}":"`);
-      const tail = Buffer.from('"}');
-      const total = Math.max(0, fault.bytes);
-      const padding = Math.max(0, total - head.length - tail.length);
-      out(res).writeHead(state.tokenStatus, {
-        ...NO_STORE,
-        'content-type': 'application/json',
-        'content-length': total,
-      });
-      if (padding === 0) {
-        out(res).end(Buffer.concat([head, tail]).subarray(0, total));
-        return;
-      }
-      out(res).write(head);
-      streamBytes(res, padding, Buffer.alloc(64 * 1024, 'a'), tail);
+      hugeAnswer(res, state.tokenStatus, fault.bytes, snake);
       return;
-    }
-    case 'missing-access-token':
-    case 'access-token':
-    case 'token-type':
-    case 'expires-in': {
-      const body = tokenBody(format, state.tokens.issue(true), 'new');
-      if (fault.kind === 'missing-access-token') {
-        delete body[snake ? 'access_token' : 'accessToken'];
-      } else if (fault.kind === 'access-token') {
-        body[snake ? 'access_token' : 'accessToken'] = fault.value;
-      } else if (fault.kind === 'token-type') {
-        body[snake ? 'token_type' : 'tokenType'] = fault.tokenType;
-      } else if (fault.omit === true) {
-        delete body[snake ? 'expires_in' : 'expiresIn'];
-      } else {
-        body[snake ? 'expires_in' : 'expiresIn'] = fault.value;
-      }
+    default:
       finish(state.tokenStatus);
-      sendJson(res, state.tokenStatus, body, NO_STORE);
-      return;
-    }
+      sendJson(res, state.tokenStatus, malformedBody(state, format, fault), NO_STORE);
   }
+}
+
+/** A token answer of `bytes` bytes: its access token is the padding. */
+function hugeAnswer(res: Res, status: number, bytes: number, snake: boolean): void {
+  const head = Buffer.from(`{"${snake ? 'access_token' : 'accessToken'}":"`);
+  const tail = Buffer.from('"}');
+  const total = Math.max(0, bytes);
+  const padding = Math.max(0, total - head.length - tail.length);
+  out(res).writeHead(status, {
+    ...NO_STORE,
+    'content-type': 'application/json',
+    'content-length': total,
+  });
+  if (padding === 0) {
+    out(res).end(Buffer.concat([head, tail]).subarray(0, total));
+    return;
+  }
+  out(res).write(head);
+  streamBytes(res, padding, Buffer.alloc(64 * 1024, 'a'), tail);
+}
+
+/** A token answer with one field missing or wrong; the tokens it carries are registered. */
+function malformedBody(
+  state: StandinState,
+  format: Format | 'other',
+  fault: Extract<
+    TokenFault,
+    { kind: 'missing-access-token' | 'access-token' | 'token-type' | 'expires-in' }
+  >,
+): Record<string, unknown> {
+  const snake = format === 'form';
+  const body = tokenBody(format, state.tokens.issue(true), 'new');
+  if (fault.kind === 'missing-access-token') {
+    delete body[snake ? 'access_token' : 'accessToken'];
+  } else if (fault.kind === 'access-token') {
+    body[snake ? 'access_token' : 'accessToken'] = fault.value;
+  } else if (fault.kind === 'token-type') {
+    body[snake ? 'token_type' : 'tokenType'] = fault.tokenType;
+  } else if (fault.omit === true) {
+    delete body[snake ? 'expires_in' : 'expiresIn'];
+  } else {
+    body[snake ? 'expires_in' : 'expiresIn'] = fault.value;
+  }
+  return body;
 }
