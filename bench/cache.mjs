@@ -28,6 +28,7 @@ import {
   makeWorkDir,
   median,
   metricSum,
+  pinning,
   runScript,
   say,
   scrape,
@@ -47,18 +48,7 @@ const { values: args } = parseArgs({
     'no-pin': { type: 'boolean', default: false },
   },
 });
-const PIN = !args['no-pin'] && cpus().length >= 2 && hasTool('taskset');
-const onCpu = (cpu, command, argv) =>
-  PIN ? ['taskset', ['-c', String(cpu), command, ...argv]] : [command, argv];
-
-function hasTool(tool) {
-  try {
-    execFileSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
+const { pinned: PIN, onCpu, pinSelf } = pinning(args['no-pin']);
 const ROUNDS = Number(args.rounds);
 const DURATION = Number(args.duration);
 const CONNECTIONS = Number(args.connections);
@@ -116,7 +106,7 @@ async function wrk(url, headers = []) {
 }
 
 async function main() {
-  if (PIN) execFileSync('taskset', ['-pc', '0', String(process.pid)], { stdio: 'ignore' });
+  pinSelf();
   const pki = makePki(work);
   mkdirSync(join(work, 'www'));
   writeFileSync(join(work, 'www', 'contracts.json'), contractsJson());

@@ -4,7 +4,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -265,4 +265,31 @@ export async function runScript(name, main, { cleanups, work, keep }) {
     await sleep(10);
     process.exit(exitCode);
   }
+}
+
+function hasTool(tool) {
+  try {
+    execFileSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * CPU pinning with taskset (2+ cores, unless `--no-pin`): the process under test on CPU 1, the
+ * load generator, the upstream and this script on CPU 0, so each CPU figure is its own.
+ */
+export function pinning(noPin) {
+  const pinned = !noPin && cpus().length >= 2 && hasTool('taskset');
+  return {
+    pinned,
+    /** `[command, argv]` to start `command` on `cpu` (unchanged when not pinned). */
+    onCpu: (cpu, command, argv) =>
+      pinned ? ['taskset', ['-c', String(cpu), command, ...argv]] : [command, argv],
+    /** This script on CPU 0. */
+    pinSelf() {
+      if (pinned) execFileSync('taskset', ['-pc', '0', String(process.pid)], { stdio: 'ignore' });
+    },
+  };
 }

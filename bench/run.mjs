@@ -42,6 +42,7 @@ import {
   median,
   metricSum,
   procStatusBytes,
+  pinning,
   processTree,
   runScript,
   say,
@@ -109,21 +110,10 @@ const CONNECTIONS = Number(args.connections);
 const NODE = args.node;
 const SIDECAR_FLAGS = args['sidecar-flags'].split(/\s+/).filter(Boolean);
 const PEER_FLAGS = args['peer-flags'].split(/\s+/).filter(Boolean);
-const PIN = !args['no-pin'] && cpus().length >= 2 && hasTool('taskset');
+const { pinned: PIN, onCpu, pinSelf } = pinning(args['no-pin']);
 /** Proxies under test on CPU 1; load generator, upstream and token endpoint on CPU 0. */
-const onProxyCpu = (command, argv) =>
-  PIN ? ['taskset', ['-c', '1', command, ...argv]] : [command, argv];
-const onLoadCpu = (command, argv) =>
-  PIN ? ['taskset', ['-c', '0', command, ...argv]] : [command, argv];
-
-function hasTool(tool) {
-  try {
-    execFileSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
+const onProxyCpu = (command, argv) => onCpu(1, command, argv);
+const onLoadCpu = (command, argv) => onCpu(0, command, argv);
 
 /** A variable of the Dockerfile's ENV (NODE_OPTIONS, GLIBC_TUNABLES): the shipped runtime's. */
 function dockerEnv(name) {
@@ -362,7 +352,7 @@ async function main() {
   }
 
   // This process hosts the token endpoint and spawns the fixed-rate client: the load side.
-  if (PIN) execFileSync('taskset', ['-pc', '0', String(process.pid)], { stdio: 'ignore' });
+  pinSelf();
   const pki = makePki(work);
   mkdirSync(join(work, 'www'));
   writeFileSync(join(work, 'www', 'contracts.json'), contractsJson());
