@@ -6,14 +6,14 @@
  */
 import { createHash } from 'node:crypto';
 import { request } from 'undici';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestPki, startStandin, type Standin, type TestPki } from '../src/standin/index.js';
+import { describe, expect, it } from 'vitest';
+import { startStandin, type Standin } from '../src/standin/index.js';
+import { useFileFixtures } from './helpers/fixtures.js';
 import { startRedisServer, type RedisServer } from './helpers/redis-server.js';
 import {
   startSidecarProcess,
   waitFor,
   waitReady,
-  writeTemp,
   type SidecarProcess,
 } from './helpers/sidecar-process.js';
 
@@ -21,17 +21,7 @@ const CLIENT_ID = 'distrust-client-41a0';
 const SECRET = 'distrust-secret-7c3e55';
 const PREFIX = 'oauth-sidecar:';
 
-let pki: TestPki;
-let caFile: string;
-const cleanups: (() => Promise<unknown>)[] = [];
-
-beforeAll(async () => {
-  pki = await createTestPki();
-  caFile = writeTemp('ca.pem', pki.caCert);
-});
-afterAll(async () => {
-  await Promise.allSettled(cleanups.splice(0).map((fn) => fn()));
-});
+const fixtures = useFileFixtures();
 
 interface Setup {
   redis: RedisServer;
@@ -40,14 +30,14 @@ interface Setup {
 
 async function setup(lifetimeSeconds = 3_600): Promise<Setup> {
   const redis = await startRedisServer();
-  cleanups.push(() => redis.close());
+  fixtures.cleanup(() => redis.close());
   const standin = await startStandin({
-    pki,
+    pki: fixtures.pki,
     clientId: CLIENT_ID,
     clientSecret: SECRET,
     tokenLifetimeSeconds: lifetimeSeconds,
   });
-  cleanups.push(() => standin.close());
+  fixtures.cleanup(() => standin.close());
   return { redis, standin };
 }
 
@@ -58,13 +48,13 @@ async function sidecar(
 ): Promise<SidecarProcess> {
   const s = await startSidecarProcess({
     UPSTREAM_BASE_URL: standin.url,
-    UPSTREAM_CA_FILE: caFile,
+    UPSTREAM_CA_FILE: fixtures.caFile,
     CLIENT_ID,
     CLIENT_SECRET: SECRET,
     TOKEN_STORE_URL: redis.url,
     ...env,
   });
-  cleanups.push(() => s.stop('SIGKILL'));
+  fixtures.cleanup(() => s.stop('SIGKILL'));
   if (ready) await waitReady(s, 15_000);
   return s;
 }
@@ -353,9 +343,13 @@ describe.concurrent('what the store says is never trusted', () => {
     'a wrong password shows its cause in /status, never "no answer within 500 ms"',
     async () => {
       const redis = await startRedisServer({ password: 'right-pass-1f' });
-      cleanups.push(() => redis.close());
-      const standin = await startStandin({ pki, clientId: CLIENT_ID, clientSecret: SECRET });
-      cleanups.push(() => standin.close());
+      fixtures.cleanup(() => redis.close());
+      const standin = await startStandin({
+        pki: fixtures.pki,
+        clientId: CLIENT_ID,
+        clientSecret: SECRET,
+      });
+      fixtures.cleanup(() => standin.close());
       const url = redis.url.replace('redis://', 'redis://:wrong-pass-9d@');
       const member = await sidecar({ redis, standin }, { TOKEN_STORE_URL: url });
       await expectCauseShown(member, /WRONGPASS|password|auth/i);

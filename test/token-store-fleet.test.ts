@@ -5,31 +5,21 @@
  * keep the suite's wall time down.
  */
 import { request } from 'undici';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestPki, startStandin, type Standin, type TestPki } from '../src/standin/index.js';
+import { describe, expect, it } from 'vitest';
+import { startStandin, type Standin } from '../src/standin/index.js';
+import { useFileFixtures } from './helpers/fixtures.js';
 import { startRedisServer, type RedisServer } from './helpers/redis-server.js';
 import {
   startSidecarProcess,
   waitFor,
   waitReady,
-  writeTemp,
   type SidecarProcess,
 } from './helpers/sidecar-process.js';
 
 const CLIENT_ID = 'fleet-client-5c1e';
 const SECRET = 'fleet-secret-9b2f71';
 
-let pki: TestPki;
-let caFile: string;
-const cleanups: (() => Promise<unknown>)[] = [];
-
-beforeAll(async () => {
-  pki = await createTestPki();
-  caFile = writeTemp('ca.pem', pki.caCert);
-});
-afterAll(async () => {
-  await Promise.allSettled(cleanups.splice(0).map((fn) => fn()));
-});
+const fixtures = useFileFixtures();
 
 interface Fleet {
   redis: RedisServer;
@@ -43,19 +33,19 @@ async function startFleet(
   count = 3,
 ): Promise<Fleet> {
   const redis = await startRedisServer();
-  cleanups.push(() => redis.close());
+  fixtures.cleanup(() => redis.close());
   const standin = await startStandin({
-    pki,
+    pki: fixtures.pki,
     clientId: CLIENT_ID,
     clientSecret: SECRET,
     tokenLifetimeSeconds: lifetimeSeconds,
   });
-  cleanups.push(() => standin.close());
+  fixtures.cleanup(() => standin.close());
   const sidecars = await Promise.all(
     Array.from({ length: count }, () =>
       startSidecarProcess({
         UPSTREAM_BASE_URL: standin.url,
-        UPSTREAM_CA_FILE: caFile,
+        UPSTREAM_CA_FILE: fixtures.caFile,
         CLIENT_ID,
         CLIENT_SECRET: SECRET,
         TOKEN_STORE_URL: redis.url,
@@ -64,7 +54,7 @@ async function startFleet(
       }),
     ),
   );
-  for (const sidecar of sidecars) cleanups.push(() => sidecar.stop('SIGKILL'));
+  for (const sidecar of sidecars) fixtures.cleanup(() => sidecar.stop('SIGKILL'));
   await Promise.all(sidecars.map((s) => waitReady(s, 15_000)));
   return { redis, standin, sidecars };
 }
