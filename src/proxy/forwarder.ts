@@ -12,7 +12,7 @@
  *   6. a 401 on a still-current token: replay once (docs/design.md "Token keeper")
  * Between the steps a client that left (h2 reset, closed socket) stops the request at once.
  */
-import type { OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { Clock } from '../clock.js';
 import { overloadedError, SidecarError } from '../errors.js';
@@ -20,18 +20,12 @@ import type { Logger } from '../telemetry/logger.js';
 import { createInFlightLimit, type InFlightLimit } from './admission.js';
 import type { Exchange } from './exchange.js';
 import { ExpiryQueue } from './expiry-queue.js';
-import {
-  AnswerHead,
-  clientResponseHeaders,
-  rawClientResponseHeaders,
-  upstreamRequestHeaders,
-} from './headers.js';
+import { clientResponseHeaders, upstreamRequestHeaders } from './headers.js';
 import {
   CLIENT_GONE,
   keepAliveOf,
   outcomeOf,
   unlessClientGone,
-  type ClientResponse,
   type ForwardOutcome,
 } from './outcome.js';
 import {
@@ -47,7 +41,7 @@ import {
   type ClientRequest,
   type PreparedBody,
 } from './request-body.js';
-import type { BodyTap, ForwardStage } from './stages.js';
+import type { BodyTap, ForwardStage, UpstreamHead } from './stages.js';
 import type { AccessTokenSource } from './types.js';
 import {
   UpstreamCall,
@@ -109,20 +103,6 @@ const NO_TAPS: BodyTap[] = [];
 /** Longest an answer is read and dropped after its client left, before its connection is given up. */
 export const CLIENT_GONE_DRAIN_MS = 1_000;
 const GONE_ATTEMPT: Attempt = Object.freeze({ kind: 'client_gone' });
-
-/**
- * The client's headers come from the raw list unless a stage parsed (and may have added to) the
- * object, the client is on h2 (its compat API wants the object), or a header was already set on
- * the response (the drain's `Connection: close`): node 20's `writeHead` then stores the flat list
- * with `setHeader`, and of a repeated field (Set-Cookie) only the last line would survive.
- */
-function objectHeadersFor(res: ClientResponse, head: AnswerHead): boolean {
-  return head.parsed || isHttp2Response(res) || res.getHeaderNames().length > 0;
-}
-
-function isHttp2Response(res: ClientResponse): boolean {
-  return 'stream' in res;
-}
 
 export class Forwarder {
   readonly #origin: string;
@@ -319,7 +299,11 @@ export class Forwarder {
     return call.done;
   }
 
-  #onHead(call: UpstreamCall<Exchange>, status: number, rawHeaders: Buffer[]): HeadDecision {
+  #onHead(
+    call: UpstreamCall<Exchange>,
+    status: number,
+    upstream: IncomingHttpHeaders,
+  ): HeadDecision {
     this.#headDeadlines.remove(call);
     const exchange = call.info;
     this.#metrics.observeDuration(exchange.label, (this.#clock.now() - exchange.started) / 1000);
@@ -331,22 +315,15 @@ export class Forwarder {
       this.#metrics.metrics.upstreamUnauthorized.inc({ replayed: String(replay) });
       if (replay) return { replay: true, bodiless: true, taps: NO_TAPS };
     }
-    const head = new AnswerHead(rawHeaders);
-    // STAGE HOOK 2: the answer head, before the client sees it.
-    const taps = this.#noStages ? NO_TAPS : this.#tapsFor(exchange, status, head);
+    // STAGE HOOK 2: the answer head, before the client sees it (a stage may add fields).
+    const taps = this.#noStages ? NO_TAPS : this.#tapsFor(exchange, status, { headers: upstream });
+    const headers = clientResponseHeaders(upstream, exchange.requestId, status);
     const keepAlive = keepAliveOf(call.res);
-    let headers: OutgoingHttpHeaders | string[];
-    if (objectHeadersFor(call.res, head)) {
-      headers = clientResponseHeaders(head.headers, exchange.requestId, status);
-      if (keepAlive !== undefined) headers['keep-alive'] = keepAlive;
-    } else {
-      headers = rawClientResponseHeaders(rawHeaders, exchange.requestId, status);
-      if (keepAlive !== undefined) headers.push('keep-alive', keepAlive);
-    }
+    if (keepAlive !== undefined) headers['keep-alive'] = keepAlive;
     return { replay: false, taps, headers, bodiless: bodiless(status, exchange.method) };
   }
 
-  #tapsFor(exchange: Exchange, status: number, head: AnswerHead): BodyTap[] {
+  #tapsFor(exchange: Exchange, status: number, head: UpstreamHead): BodyTap[] {
     let taps: BodyTap[] | undefined;
     for (const stage of this.#answered) {
       const tap = stage.upstreamAnswered?.(exchange, status, head);

@@ -4,28 +4,6 @@
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 
-/** A raw header name as the object form keys it (lower case). */
-function headerName(raw: Buffer): string {
-  return raw.toString('latin1').toLowerCase();
-}
-
-/** name, value, ... as read off the wire → an object; a repeated field becomes an array. */
-export function parseRawHeaders(raw: readonly Buffer[]): IncomingHttpHeaders {
-  const headers: Record<string, string | string[]> = Object.create(null) as Record<
-    string,
-    string | string[]
-  >;
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = headerName(raw[i] as Buffer);
-    const value = (raw[i + 1] as Buffer).toString('latin1');
-    const seen = headers[name];
-    if (seen === undefined) headers[name] = value;
-    else if (typeof seen === 'string') headers[name] = [seen, value];
-    else seen.push(value);
-  }
-  return headers;
-}
-
 /** RFC 9110 §7.6.1: connection-specific fields a proxy must not forward, plus the legacy ones it names. */
 const HOP_BY_HOP = new Set([
   'connection',
@@ -171,55 +149,4 @@ function dropsFromAnswer(name: string, listed: Set<string> | undefined, status: 
     // upstream echoes.
     name === 'x-request-id'
   );
-}
-
-/**
- * The upstream's answer head as undici read it (name, value, ... as Buffers), parsed into an
- * object only when something asks for `headers` (a stage that reads or adds a field). The common
- * answer goes to the client from the raw list (`rawClientResponseHeaders`).
- */
-export class AnswerHead {
-  #parsed: IncomingHttpHeaders | undefined;
-  constructor(readonly raw: Buffer[]) {}
-
-  /** Lower-case names, repeated fields as arrays; a stage may add fields for the client. */
-  get headers(): IncomingHttpHeaders {
-    return (this.#parsed ??= parseRawHeaders(this.raw));
-  }
-
-  /** True once `headers` was read: the client's headers must then come from the object. */
-  get parsed(): boolean {
-    return this.#parsed !== undefined;
-  }
-}
-
-/**
- * `clientResponseHeaders` on the raw list: the same rules, as node's flat `[name, value, ...]`
- * form for `writeHead` (repeated fields stay separate lines, in the upstream's order). Names are
- * lower-cased as in the object form.
- */
-export function rawClientResponseHeaders(
-  raw: readonly Buffer[],
-  requestId: string,
-  /** The upstream status, when it is 204: RFC 9110 §8.6, a 204 carries no Content-Length. */
-  status = 200,
-): string[] {
-  let listed: Set<string> | undefined;
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = raw[i] as Buffer;
-    if (name.length !== 10 || headerName(name) !== 'connection') continue;
-    const value = (raw[i + 1] as Buffer).toString('latin1');
-    // `keep-alive` / `close` (nearly every answer) list no field beyond the hop-by-hop set.
-    if (value === 'keep-alive' || value === 'close') continue;
-    listed ??= new Set();
-    for (const listedName of connectionListed([value])) listed.add(listedName);
-  }
-  const out: string[] = [];
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = headerName(raw[i] as Buffer);
-    if (dropsFromAnswer(name, listed, status)) continue;
-    out.push(name, (raw[i + 1] as Buffer).toString('latin1'));
-  }
-  out.push('x-request-id', requestId);
-  return out;
 }

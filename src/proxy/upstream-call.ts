@@ -8,7 +8,7 @@
  * Ends in one of three ways: the promise resolves with an `Attempt` (answered, cut after the
  * head, client gone), or rejects with the error that came before anything was written.
  */
-import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { Expiring } from './expiry-queue.js';
 import { closesWithClient, type ClientResponse } from './outcome.js';
@@ -41,10 +41,10 @@ export interface HeadDecision {
  */
 export interface UpstreamCallHooks<I> {
   /**
-   * Called once with the answer head (status ≥ 200), before anything is written. `rawHeaders`
+   * Called once with the answer head (status ≥ 200), before anything is written. `headers`
    * as undici read them: name, value, name, value, ... (names as sent).
    */
-  onHead(call: UpstreamCall<I>, status: number, rawHeaders: Buffer[]): HeadDecision;
+  onHead(call: UpstreamCall<I>, status: number, headers: IncomingHttpHeaders): HeadDecision;
   /** The error that ended the exchange (after classification by the caller). */
   onError(call: UpstreamCall<I>, err: Error): Attempt | Error;
   /**
@@ -263,9 +263,9 @@ export class UpstreamCall<I = undefined>
   }
 
   onResponseStart(
-    controller: Dispatcher.DispatchController,
+    _controller: Dispatcher.DispatchController,
     statusCode: number,
-    _headers: unknown,
+    headers: IncomingHttpHeaders,
   ): void {
     if (statusCode < 200 || this.#settled) return;
     if (this.#client.destroyed) {
@@ -273,11 +273,9 @@ export class UpstreamCall<I = undefined>
       this.abort('client', new ClientGoneError());
       return;
     }
-    // As read off the wire: header hygiene keeps repeated fields and the upstream's order.
-    const rawHeaders = (controller.rawHeaders ?? []) as Buffer[];
     this.headersSeen = true;
     this.upstreamStatus = statusCode;
-    const decision = this.#hooks.onHead(this, statusCode, rawHeaders);
+    const decision = this.#hooks.onHead(this, statusCode, headers);
     if (decision.replay) {
       this.replay = true;
       this.#discard = true;
