@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { registerProcessMetrics } from './process-metrics.js';
 import { LeanCounter } from './lean-metrics.js';
 
 export const METRIC_PREFIX = 'oauth_sidecar_';
@@ -225,13 +226,7 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
       sources.inFlight = count;
     },
   };
-  // prom-client's defaults as they come, GC histogram included (public API; ~1 % CPU, docs/reference.md).
-  if (defaultMetrics) {
-    collectDefaultMetrics({
-      register: registry,
-      prefix: METRIC_PREFIX,
-      eventLoopMonitoringPrecision: 10,
-    });
-  }
+  // The process metrics (process-metrics.ts): prom-client's defaults, but the GC histogram.
+  if (defaultMetrics) registerProcessMetrics(registry, METRIC_PREFIX);
   return metrics;
 }
