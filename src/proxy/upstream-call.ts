@@ -165,10 +165,8 @@ export class UpstreamCall<I = undefined>
 
   /** The client's side closed (shared listener, below). */
   clientClosed(): void {
-    // Finished, or destroyed by us after an upstream failure: not the client's doing. Finished
-    // only counts once we ended it: the h2 compat response reports `writableFinished` on any close
-    // of its stream, a reset too, before this listener runs (issue 22: a stream reset while its
-    // answer head was awaited was never aborted, and held its slot for the path's whole time).
+    // Finished (only once we ended it: the h2 compat response reports `writableFinished` on a
+    // reset too), or destroyed by us after an upstream failure: not the client's doing.
     const res = this.#res;
     if ((res.writableFinished && res.writableEnded) || this.#settled) return;
     this.abort('client', new ClientGoneError());
@@ -228,10 +226,8 @@ export class UpstreamCall<I = undefined>
         return;
       }
       if (cause === 'client' && this.#drainable) {
-        // The request is written: read the rest of the answer and drop it (at most
-        // DRAIN_LIMIT_BYTES, within undici's own timeouts) instead of destroying the
-        // connection. An abort would cost the upstream a new TLS connection per client that
-        // leaves; under an h2 reset storm that churn went past `upstream.maxConnections`.
+        // The request is written: read the rest of the answer and drop it (DRAIN_LIMIT_BYTES at
+        // most) to keep the connection; an abort costs the upstream a new TLS connection each.
         this.#draining = true;
         this.#discard = true;
         // Concluded first: resuming can run the parser over buffered bytes at once, and the
