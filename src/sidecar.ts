@@ -3,9 +3,10 @@
  * response cache, proxy and admin listeners. Everything built is pushed on one teardown stack, which
  * both a failed start and `shutdown()` unwind.
  */
+import type { Registry } from 'prom-client';
+import { LeanRegistry } from './telemetry/lean-metrics.js';
 import { readFileSync } from 'node:fs';
 import type { SecureContext } from 'node:tls';
-import { Registry } from 'prom-client';
 import type { Dispatcher } from 'undici';
 import { systemClock, type Clock } from './clock.js';
 import { createCredentialsReader } from './config/credentials.js';
@@ -226,7 +227,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   const { logger } = deps;
   const clock = deps.clock ?? systemClock;
   const teardown = new Teardown();
-  const registry = new Registry();
+  const registry = new LeanRegistry();
   const metrics = createMetrics({ registry });
   const caPem = readCa(config, deps.extraCaPem);
   // TLS verification is always on: the extra CA is added to the system roots, never replaces checks.

@@ -5,9 +5,9 @@
  * deploy/ci/validate-manifests.sh also compares `kubectl kustomize` output with this renderer's
  * (deploy/validate/kubectl-render.test.ts) where kubectl is installed.
  */
+import { LeanRegistry } from '../src/telemetry/lean-metrics.js';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Registry } from 'prom-client';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createMetrics } from '../src/telemetry/metrics.js';
 import {
@@ -186,7 +186,7 @@ describe('deploy/ manifests', () => {
   describe('metric names in alerts and the dashboard', () => {
     let known: Set<string>;
     beforeAll(async () => {
-      const registry = new Registry();
+      const registry = new LeanRegistry();
       // As a sidecar with a token store configured exports them (the store gauge only then).
       createMetrics({ registry }).bindStoreState({ status: () => ({ up: true }) });
       known = exposedNames(await registry.metrics());

@@ -1,6 +1,6 @@
 /** A real proxy server in front of the real stand-in, for the proxy integration tests. */
+import { LeanRegistry } from '../src/telemetry/lean-metrics.js';
 import { connect } from 'node:net';
-import { Registry } from 'prom-client';
 import { Agent, fetch, type Dispatcher } from 'undici';
 import { systemClock } from '../src/clock.js';
 import { loadConfig } from '../src/config/load.js';
@@ -173,7 +173,7 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
     },
   };
   const logger = createLogger({ level: config.log.level, destination: sink });
-  const metrics = createMetrics({ registry: new Registry(), defaultMetrics: false });
+  const metrics = createMetrics({ registry: new LeanRegistry(), defaultMetrics: false });
   const tokens = new StandinTokens(standin);
   const teardown = new Teardown();
   const { proxy, quota, dispatcher } = await startProxyStack(config, {

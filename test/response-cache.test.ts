@@ -3,13 +3,13 @@
  * against a real HTTPS origin on 127.0.0.1:0 (docs/response-cache.md). The origin's answer
  * is steered by the query string, so each test owns its URLs (the query is part of the key).
  */
+import { LeanRegistry } from '../src/telemetry/lean-metrics.js';
 import { createHash } from 'node:crypto';
 import { connect as connectH2, constants, type ClientHttp2Session } from 'node:http2';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Registry } from 'prom-client';
 import { TokenUnavailableError } from '../src/errors.js';
 import { createResponseCache, type ResponseCache } from '../src/proxy/cache/response-cache.js';
 import { createMetrics } from '../src/telemetry/metrics.js';
@@ -100,7 +100,7 @@ function startOrigin(): Promise<void> {
 
 let stack: Stack;
 let cache: ResponseCache;
-const cacheMetrics = createMetrics({ registry: new Registry(), defaultMetrics: false });
+const cacheMetrics = createMetrics({ registry: new LeanRegistry(), defaultMetrics: false });
 
 beforeAll(async () => {
   pki = await createTestPki();
@@ -416,7 +416,7 @@ describe('a fill belongs to the cache, not to its first requester', () => {
         maxEntries: 10_000,
       },
       clock: cacheClock,
-      metrics: createMetrics({ registry: new Registry(), defaultMetrics: false }),
+      metrics: createMetrics({ registry: new LeanRegistry(), defaultMetrics: false }),
       maxWaitMs: 10_000,
     });
     fillCacheStats = () => fillCache.stats();
@@ -614,7 +614,7 @@ describe('response cache over h2c', () => {
   it('stores and serves through Http2ServerResponse, coalescing included', async () => {
     const h2cache = createResponseCache({
       clock: cacheClock,
-      metrics: createMetrics({ registry: new Registry(), defaultMetrics: false }),
+      metrics: createMetrics({ registry: new LeanRegistry(), defaultMetrics: false }),
       settings: {
         rules: [{ prefix: '/v1.0/', ttlSeconds: 60 }],
         maxBytes: 1 << 20,

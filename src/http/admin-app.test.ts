@@ -1,10 +1,10 @@
-import { Registry } from 'prom-client';
+import { LeanRegistry } from '../telemetry/lean-metrics.js';
 import { describe, expect, it } from 'vitest';
 import { createMetrics } from '../telemetry/metrics.js';
 import { createAdminApp, type AdminState } from './admin-app.js';
 
 function setup(overrides: Partial<AdminState> = {}) {
-  const registry = new Registry();
+  const registry = new LeanRegistry();
   const metrics = createMetrics({ registry, defaultMetrics: false });
   let ready = true;
   let draining = false;

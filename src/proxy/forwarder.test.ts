@@ -2,10 +2,10 @@
  * The forwarder against undici's MockAgent (which drives a dispatch handler as the real pool does)
  * and real node responses: cases the proxy's integration tests cannot reach.
  */
+import { LeanRegistry } from '../telemetry/lean-metrics.js';
 import { once } from 'node:events';
 import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Registry } from 'prom-client';
 import { MockAgent, type Dispatcher } from 'undici';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { systemClock } from '../clock.js';
@@ -38,7 +38,7 @@ function forwarderWith(
     tokens,
     minBodyBytesPerSecond,
     timeoutMs: 5_000,
-    metrics: createMetrics({ registry: new Registry(), defaultMetrics: false }),
+    metrics: createMetrics({ registry: new LeanRegistry(), defaultMetrics: false }),
     logger: createLogger({ level: 'silent' }),
     clock: systemClock,
   });

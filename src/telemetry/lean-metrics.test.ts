@@ -1,6 +1,6 @@
-import { Counter, Registry } from 'prom-client';
+import { Counter, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { LeanCounter } from './lean-metrics.js';
+import { LeanCounter, LeanHistogram, LeanRegistry } from './lean-metrics.js';
 
 /** The exposition's lines; the order of series is not part of it. */
 const lines = (text: string) => text.split('\n').sort();
@@ -25,5 +25,35 @@ describe('LeanCounter', () => {
     ok.inc();
     reference.inc({ method: 'GET', code: '200' });
     expect(lines(await ours.metrics())).toEqual(lines(await theirs.metrics()));
+  });
+});
+
+describe('LeanHistogram on a LeanRegistry', () => {
+  it("exposes exactly what prom-client's Histogram exposes for the same observations, and resets", async () => {
+    const buckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+    const theirs = new Registry();
+    const reference = new Histogram({
+      name: 'x_seconds',
+      help: 'Time.',
+      buckets,
+      labelNames: ['method'],
+      registers: [theirs],
+    });
+    const ours = new LeanRegistry();
+    const lean = new LeanHistogram('x_seconds', 'Time.', 'method', buckets);
+    ours.attach(lean);
+    const get = lean.labels({ method: 'GET' });
+    for (const v of [0, 0.005, 0.0051, 0.02, 0.7, 1, 29.9, 30, 31, 1e9, 0.1]) {
+      reference.observe({ method: 'GET' }, v);
+      get.observe(v);
+    }
+    reference.observe({ method: 'POST' }, 0.3);
+    lean.observe({ method: 'POST' }, 0.3);
+    expect(await ours.metrics()).toBe(await theirs.metrics());
+    ours.resetMetrics();
+    reference.reset();
+    get.observe(0.04);
+    reference.observe({ method: 'GET' }, 0.04);
+    expect(await ours.metrics()).toBe(await theirs.metrics());
   });
 });

@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { registerProcessMetrics } from './process-metrics.js';
-import { LeanCounter } from './lean-metrics.js';
+import type { LeanRegistry } from './lean-metrics.js';
+import { LeanCounter, LeanHistogram } from './lean-metrics.js';
 
 export const METRIC_PREFIX = 'oauth_sidecar_';
 
@@ -34,7 +35,7 @@ export interface SidecarMetrics {
   tokenRequests: Counter<'grant' | 'outcome'>;
   tokenRequestDuration: Histogram<'grant'>;
   upstreamRequests: LeanCounter<'method' | 'code'>;
-  upstreamRequestDuration: Histogram<'method'>;
+  upstreamRequestDuration: LeanHistogram<'method'>;
   upstreamUnauthorized: Counter<'replayed'>;
   proxyRejected: Counter<'code'>;
   requestsInFlight: Gauge;
@@ -68,7 +69,8 @@ export interface StoreGaugeSource {
 }
 
 export interface MetricsOptions {
-  registry: Registry;
+  /** A prom-client Registry that also exposes the lean histogram (lean-metrics.ts). */
+  registry: LeanRegistry;
   /** prom-client's process metrics (CPU, memory, event loop lag, handles; no GC histogram) under the same prefix. */
   defaultMetrics?: boolean;
 }
@@ -141,7 +143,16 @@ function tokenMetrics(registers: Registry[]) {
   };
 }
 
-function proxyMetrics(registers: Registry[]) {
+function leanHistogram(
+  registry: LeanRegistry,
+  o: { name: string; help: string; labelName: 'method'; buckets: number[] },
+): LeanHistogram<'method'> {
+  const histogram = new LeanHistogram(o.name, o.help, o.labelName, o.buckets);
+  registry.attach(histogram);
+  return histogram;
+}
+
+function proxyMetrics(registers: [LeanRegistry]) {
   return {
     // Counted once per proxied request: the lean kind (lean-metrics.ts), same exposition.
     upstreamRequests: new LeanCounter({
@@ -150,12 +161,12 @@ function proxyMetrics(registers: Registry[]) {
       labelNames: ['method', 'code'] as const,
       registers,
     }),
-    upstreamRequestDuration: new Histogram({
+    // Observed once per proxied request: the lean kind, exposed by the LeanRegistry.
+    upstreamRequestDuration: leanHistogram(registers[0], {
       name: `${METRIC_PREFIX}upstream_request_duration_seconds`,
       help: 'Time to upstream response headers in seconds.',
-      labelNames: ['method'] as const,
+      labelName: 'method',
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers,
     }),
     upstreamUnauthorized: new Counter({
       name: `${METRIC_PREFIX}upstream_unauthorized_total`,
@@ -190,7 +201,7 @@ function proxyMetrics(registers: Registry[]) {
 }
 
 export function createMetrics({ registry, defaultMetrics = true }: MetricsOptions): SidecarMetrics {
-  const registers = [registry];
+  const registers: [LeanRegistry] = [registry];
   const sources: Sources = { inFlight: () => 0 };
   registerStateGauges(registers, sources);
   const metrics: SidecarMetrics = {

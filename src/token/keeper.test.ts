@@ -1,4 +1,4 @@
-import { Registry } from 'prom-client';
+import { LeanRegistry } from '../telemetry/lean-metrics.js';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { busiestWindow } from '../../test/helpers/windows.js';
 import { systemClock } from '../clock.js';
@@ -91,7 +91,7 @@ interface Harness {
   keeper: TokenKeeper;
   endpoint: FakeEndpoint;
   lines: string[];
-  registry: Registry;
+  registry: LeanRegistry;
   credentials: ClientCredentials;
   readCredentials: ReturnType<typeof vi.fn<() => Promise<ClientCredentials>>>;
 }
@@ -112,7 +112,7 @@ function setup(
     level: 'trace',
     destination: { write: (line: string) => void lines.push(line) },
   });
-  const registry = new Registry();
+  const registry = new LeanRegistry();
   const metrics = createMetrics({ registry, defaultMetrics: false });
   const harness = {
     endpoint,
@@ -152,7 +152,7 @@ function outcome<T>(promise: Promise<T>): Promise<T | Error> {
   );
 }
 
-async function counter(registry: Registry, grant: string, result: string): Promise<number> {
+async function counter(registry: LeanRegistry, grant: string, result: string): Promise<number> {
   const metric = await registry.getSingleMetric('oauth_sidecar_token_requests_total')!.get();
   return (
     metric.values.find((v) => v.labels.grant === grant && v.labels.outcome === result)?.value ?? 0

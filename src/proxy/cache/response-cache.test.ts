@@ -3,9 +3,9 @@
  * with hand-made requests and responses and fake timers.
  * test/response-cache.test.ts runs the same rules through the real proxy stack.
  */
+import { LeanRegistry } from '../../telemetry/lean-metrics.js';
 import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { systemClock } from '../../clock.js';
 import { SidecarError } from '../../errors.js';
@@ -154,7 +154,7 @@ async function count(result: string): Promise<number> {
 
 beforeEach(() => {
   vi.useFakeTimers({ now: new Date('2026-01-01T00:00:00Z') });
-  metrics = createMetrics({ registry: new Registry(), defaultMetrics: false });
+  metrics = createMetrics({ registry: new LeanRegistry(), defaultMetrics: false });
 });
 afterEach(() => {
   vi.useRealTimers();
