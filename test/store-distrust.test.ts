@@ -29,15 +29,11 @@ interface Setup {
 }
 
 async function setup(lifetimeSeconds = 3_600): Promise<Setup> {
-  const redis = await startRedisServer();
-  fixtures.cleanup(() => redis.close());
-  const standin = await startStandin({
-    pki: fixtures.pki,
+  const { redis, standin } = await fixtures.redisAndStandin({
     clientId: CLIENT_ID,
     clientSecret: SECRET,
     tokenLifetimeSeconds: lifetimeSeconds,
   });
-  fixtures.cleanup(() => standin.close());
   return { redis, standin };
 }
 

@@ -6,9 +6,9 @@
  */
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { startStandin, type Standin } from '../src/standin/index.js';
+import type { Standin } from '../src/standin/index.js';
 import { useFileFixtures } from './helpers/fixtures.js';
-import { startRedisServer, type RedisServer } from './helpers/redis-server.js';
+import type { RedisServer } from './helpers/redis-server.js';
 import {
   startSidecarProcess,
   waitFor,
@@ -32,15 +32,11 @@ async function startFleet(
   env: Record<string, string> = {},
   count = 3,
 ): Promise<Fleet> {
-  const redis = await startRedisServer();
-  fixtures.cleanup(() => redis.close());
-  const standin = await startStandin({
-    pki: fixtures.pki,
+  const { redis, standin } = await fixtures.redisAndStandin({
     clientId: CLIENT_ID,
     clientSecret: SECRET,
     tokenLifetimeSeconds: lifetimeSeconds,
   });
-  fixtures.cleanup(() => standin.close());
   const sidecars = await Promise.all(
     Array.from({ length: count }, () =>
       startSidecarProcess({

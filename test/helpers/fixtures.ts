@@ -1,6 +1,12 @@
 /** Per-file fixtures of the fleet tests: one test PKI with its CA file, and cleanups run at the end. */
 import { afterAll, beforeAll } from 'vitest';
-import { createTestPki, type TestPki } from '../../src/standin/index.js';
+import {
+  createTestPki,
+  startStandin,
+  type Standin,
+  type TestPki,
+} from '../../src/standin/index.js';
+import { startRedisServer, type RedisServer } from './redis-server.js';
 import { writeTemp } from './sidecar-process.js';
 
 export interface FileFixtures {
@@ -9,6 +15,12 @@ export interface FileFixtures {
   readonly caFile: string;
   /** Run `fn` after the file's last test (all together, failures ignored). */
   cleanup(fn: () => Promise<unknown>): void;
+  /** A redis-server and a stand-in of its own for one scenario, closed after the file. */
+  redisAndStandin(client: {
+    clientId: string;
+    clientSecret: string;
+    tokenLifetimeSeconds: number;
+  }): Promise<{ redis: RedisServer; standin: Standin }>;
 }
 
 /** Registers the file's beforeAll/afterAll; read `pki` and `caFile` from tests and hooks. */
@@ -33,5 +45,12 @@ export function useFileFixtures(): FileFixtures {
       return caFile;
     },
     cleanup: (fn) => void cleanups.push(fn),
+    async redisAndStandin(client) {
+      const redis = await startRedisServer();
+      cleanups.push(() => redis.close());
+      const standin = await startStandin({ pki: this.pki, ...client });
+      cleanups.push(() => standin.close());
+      return { redis, standin };
+    },
   };
 }
