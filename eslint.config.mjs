@@ -89,7 +89,7 @@ const boundaries = [
     rules: { 'no-restricted-imports': ['error', { patterns: [redisOnlyInStore] }] },
   },
   {
-    // One pass reads a module (docs/design.md "Source layout"): main.ts only chooses a command.
+    // One pass reads a module (docs/design.md "Module boundaries"): main.ts only chooses a command.
     files: ['src/**/*.ts'],
     ignores: ['src/**/*.test.ts'],
     rules: {
