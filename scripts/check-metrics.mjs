@@ -3,7 +3,7 @@
 // prometheus apt package and `npm run build`). prom-client's default nodejs_active_*_total gauges
 // always fail promtool's counter-suffix rule, so only the project's own families are linted.
 import { spawnSync } from 'node:child_process';
-import { startSidecar } from '../dist/main.js';
+import { startSidecar } from '../dist/sidecar.js';
 import { loadConfig } from '../dist/config/load.js';
 import { startStandin } from '../dist/standin/index.js';
 import { createLogger } from '../dist/telemetry/logger.js';
