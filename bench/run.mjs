@@ -484,6 +484,44 @@ async function main() {
       s.proc.pid,
     ]);
   }
+  await startPeers(wanted, add, { upstream, pki, imageFlags, imageEnv });
+
+  await warmUp(targets, agent);
+
+  const tokenCallsBefore = sidecarAdmin
+    ? {
+        metric: metricSum(await scrape(sidecarAdmin), 'oauth_sidecar_token_requests_total'),
+        standin: standin.tokenRequests.length,
+      }
+    : undefined;
+
+  const rounds = await runRounds(targets);
+
+  const tokenCalls = sidecarAdmin
+    ? {
+        metric:
+          metricSum(await scrape(sidecarAdmin), 'oauth_sidecar_token_requests_total') -
+          tokenCallsBefore.metric,
+        standin: standin.tokenRequests.length - tokenCallsBefore.standin,
+      }
+    : undefined;
+
+  // After the token count: the footprint's own sidecar gets its own token.
+  const footprint =
+    args['no-footprint'] || !standin ? undefined : await measureFootprint(startSidecar, agent);
+
+  const summary = summarize(targets, rounds);
+
+  const ratios = ratiosOf(summary, rounds);
+
+  const checks = checksOf({ rounds, summary, ratios, tokenCalls, footprint });
+
+  await writeResults({ summary, ratios, tokenCalls, checks, footprint, rounds }, targets);
+  if (checks.some((c) => !c.pass)) return 1;
+}
+
+/** The Node peers (http-proxy, the engine floor, Hono's proxy()) on the proxy CPU. */
+async function startPeers(wanted, add, { upstream, pki, imageFlags, imageEnv }) {
   for (const [name, label, script, extraEnv, shipped = false] of [
     ['http-proxy', 'node:http + http-proxy 1.18 (keep-alive agent)', 'http-proxy.mjs', {}],
     ['floor', 'node:http + undici Pool.stream() alone (the engine floor)', 'undici-floor.mjs', {}],
@@ -529,8 +567,10 @@ async function main() {
     await waitForStatus(`http://127.0.0.1:${port}${BODY_2KB}`, { isAlive: () => !proc.exited });
     add(name, label, `http://127.0.0.1:${port}`, () => [proc.pid]);
   }
+}
 
-  // Sanity: every target answers both bodies in full, and warms up (JIT, upstream keep-alive pools).
+/** Every target answers both bodies in full, and warms up (JIT, upstream keep-alive pools). */
+async function warmUp(targets, agent) {
   const expected2kb = Buffer.byteLength(contractsJson());
   for (const t of targets) {
     for (const [path, size] of [
@@ -547,14 +587,10 @@ async function main() {
     }
     await wrk(`${t.base}${BODY_2KB}`, 2);
   }
+}
 
-  const tokenCallsBefore = sidecarAdmin
-    ? {
-        metric: metricSum(await scrape(sidecarAdmin), 'oauth_sidecar_token_requests_total'),
-        standin: standin.tokenRequests.length,
-      }
-    : undefined;
-
+/** The measured rounds, each target in turn, the order rotated and reversed every other round. */
+async function runRounds(targets) {
   const rounds = [];
   for (let r = 0; r < ROUNDS; r++) {
     // Alternate the order: rotate by the round, and reverse every other round.
@@ -597,21 +633,11 @@ async function main() {
       );
     }
   }
+  return rounds;
+}
 
-  const tokenCalls = sidecarAdmin
-    ? {
-        metric:
-          metricSum(await scrape(sidecarAdmin), 'oauth_sidecar_token_requests_total') -
-          tokenCallsBefore.metric,
-        standin: standin.tokenRequests.length - tokenCallsBefore.standin,
-      }
-    : undefined;
-
-  // After the token count: the footprint's own sidecar gets its own token.
-  const footprint =
-    args['no-footprint'] || !standin ? undefined : await measureFootprint(startSidecar, agent);
-
-  // Lifetime peaks (VmHWM) of every proxy process, after all the 1 MB runs.
+/** Medians over rounds per target, and each proxy's lifetime peak RSS (VmHWM). */
+function summarize(targets, rounds) {
   const summary = {};
   for (const t of targets) {
     const pick = (kind, key) => median(rounds.map((r) => r.results[t.name][kind][key]));
@@ -637,12 +663,16 @@ async function main() {
       ),
     };
   }
+  return summary;
+}
 
+/** Medians of per-round ratios between targets (NaN where one of them did not run). */
+function ratiosOf(summary, rounds) {
   const ratio = (a, b, key, kind = 'kb2') =>
     summary[a] && summary[b]
       ? median(rounds.map((r) => r.results[a][kind][key] / r.results[b][kind][key]))
       : NaN;
-  const ratios = {
+  return {
     sidecarOverDirect: ratio('sidecar', 'direct', 'rps'),
     sidecarOverNginx: ratio('sidecar', 'nginx', 'rps'),
     sidecarOverHttpProxy: ratio('sidecar', 'http-proxy', 'rps'),
@@ -662,6 +692,10 @@ async function main() {
         ? median(rounds.map((r) => r.results.sidecar.rate.p99 - r.results.direct.rate.p99))
         : NaN,
   };
+}
+
+/** The targets of record, each a check that passes or fails. */
+function checksOf({ rounds, summary, ratios, tokenCalls, footprint }) {
   const check = (name, value, limit, pass) => ({ name, value, limit, pass });
   const checks = [];
   // A target that stopped answering (a peer that hung or died mid-run) leaves rounds without a
@@ -735,7 +769,11 @@ async function main() {
       ),
     );
   }
+  return checks;
+}
 
+/** bench/results/<stamp>.json, latest.json and latest.md, and the table on stdout. */
+async function writeResults({ summary, ratios, tokenCalls, checks, footprint, rounds }, targets) {
   const proxyNodeVersion = execFileSync(NODE, ['--version'], { encoding: 'utf8' }).trim();
   const meta = {
     date: new Date().toISOString(),
@@ -771,7 +809,6 @@ async function main() {
   writeFileSync(join(dir, 'latest.md'), md);
   say();
   say(md);
-  if (checks.some((c) => !c.pass)) return 1;
 }
 
 function markdown({ meta, summary, ratios, tokenCalls, checks, footprint }, targets) {
