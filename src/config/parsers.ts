@@ -376,7 +376,7 @@ export function cacheRules(): Parser<CacheRule[]> {
 }
 
 /**
- * `token.store.url`: a `redis://` or `rediss://` URL. It may hold a password, so no message
+ * `store.url` (alias `token.store.url`): a `redis://` or `rediss://` URL. It may hold a password, so no message
  * ever repeats it (the field is secret).
  */
 export function storeUrl(): Parser<string> {

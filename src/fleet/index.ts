@@ -1,6 +1,6 @@
 /**
- * The shared store's entry point for the composition root. `main.ts` imports this module only when
- * `token.store.url` is set, so a sidecar without a store never loads the Redis client.
+ * The fleet store's entry point: `sidecar.ts` and `check` import it only when `store.url` is set,
+ * so a sidecar without a store never loads the Redis client.
  */
 export {
   createStoreConnection,
