@@ -56,17 +56,24 @@ export class SidecarError extends OutcomeError {
   readonly status: number;
   /** Whole seconds for `Retry-After`, when the client should come back later. */
   readonly retryAfterSeconds: number | undefined;
+  /** Further fields of the answer, lower-case names (the RateLimit fields of a 429 `rate_limited`). */
+  readonly fields: Readonly<Record<string, string>> | undefined;
 
   constructor(
     code: ProxyErrorCode,
     detail: string,
-    options: { cause?: unknown; retryAfterSeconds?: number } = {},
+    options: {
+      cause?: unknown;
+      retryAfterSeconds?: number;
+      fields?: Readonly<Record<string, string>> | undefined;
+    } = {},
   ) {
     super(detail, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'SidecarError';
     this.code = code;
     this.status = PROXY_ERROR_STATUS[code];
     this.retryAfterSeconds = options.retryAfterSeconds;
+    this.fields = options.fields;
   }
 }
 

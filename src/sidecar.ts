@@ -17,6 +17,7 @@ import { createRequestLog, type RequestLog } from './http/request-log.js';
 import { startProxy, type RunningProxy } from './http/start-proxy.js';
 import { createUpstreamDispatcher, trustContext } from './proxy/dispatcher.js';
 import type { ForwardStage } from './proxy/forwarder.js';
+import { Callers } from './proxy/quota/callers.js';
 import { QuotaGuard, type SharedQuota } from './proxy/quota/guard.js';
 import { quotaStage } from './proxy/quota/stage.js';
 import type { AccessTokenSource } from './proxy/types.js';
@@ -196,6 +197,11 @@ export async function startProxyStack(config: Config, parts: ProxyStackParts): P
     queueMs: config.upstream.queueMs,
     maxCooldownSeconds: config.upstream.maxCooldownSeconds,
     maxQueued: config.proxy.maxInFlight,
+    callers: new Callers({
+      own: config.quota.caller,
+      header: config.quota.callerHeader,
+      policies: config.quota.callers,
+    }),
     clock,
     metrics,
     logger: parts.logger.child({ component: 'quota' }),

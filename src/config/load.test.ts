@@ -91,6 +91,7 @@ describe('loadConfig: defaults and precedence', () => {
         maxEntryBytes: 1024 * 1024,
         maxEntries: 10_000,
       },
+      quota: { caller: 'default', callerHeader: undefined, callers: [] },
     });
   });
 
@@ -746,7 +747,7 @@ describe('loadConfig: one line per bad configuration', () => {
       'UPSTREAM_BASE_URL (upstream.baseUrl): required, e.g. https://api.sparkcommodities.com',
     ]);
     expect(await problemsFromYaml('- a\n- b\n', GOOD)).toEqual([
-      `--config ${configFile}: must be a YAML mapping with sections upstream, token, store, credentials, proxy, admin, log, cache`,
+      `--config ${configFile}: must be a YAML mapping with sections upstream, token, store, credentials, proxy, admin, log, cache, quota`,
     ]);
   });
 

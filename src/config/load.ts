@@ -192,6 +192,11 @@ function buildConfig(
       maxEntryBytes: get('cache.maxEntryBytes'),
       maxEntries: get('cache.maxEntries'),
     },
+    quota: {
+      caller: get('quota.caller'),
+      callerHeader: get('quota.callerHeader'),
+      callers: get('quota.callers'),
+    },
   };
 }
 

@@ -25,6 +25,8 @@ import {
   type Parser,
 } from './parsers.js';
 
+import { callerHeader, callerName, callerPolicies } from './quota-parsers.js';
+
 export { INVALID, parseListen, parseValue, type Parser, type Report } from './parsers.js';
 
 /**
@@ -145,6 +147,9 @@ export const FIELDS = {
     1024 * 1024,
   ),
   'cache.maxEntries': field('CACHE_MAX_ENTRIES', integer(1, 10_000_000, 'entries'), 10_000),
+  'quota.caller': field('QUOTA_CALLER', callerName(), 'default'),
+  'quota.callerHeader': field('QUOTA_CALLER_HEADER', callerHeader()),
+  'quota.callers': field('QUOTA_CALLERS', callerPolicies(), []),
 } as const;
 
 export type FieldKey = keyof typeof FIELDS;

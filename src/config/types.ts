@@ -21,6 +21,20 @@ export interface CacheRule {
   ttlSeconds: number;
 }
 
+/** Who goes first among callers waiting for a rate-limit slot. */
+export type Priority = 'interactive' | 'batch';
+
+/** A caller's weight in the fair share and its priority. */
+export interface CallerPolicy {
+  weight: number;
+  priority: Priority;
+}
+
+/** One `quota.callers` entry. */
+export interface NamedCallerPolicy extends CallerPolicy {
+  name: string;
+}
+
 export type CredentialsConfig =
   | { source: 'inline'; clientId: string; clientSecret: string }
   | { source: 'files'; clientIdFile: string; clientSecretFile: string }
@@ -100,5 +114,13 @@ export interface Config {
     maxBytes: number;
     maxEntryBytes: number;
     maxEntries: number;
+  };
+  quota: {
+    /** Who this sidecar serves (`quota.caller`); the fallback in gateway mode. */
+    caller: string;
+    /** Gateway mode: the request header (lower case) naming the caller; undefined: off. */
+    callerHeader: string | undefined;
+    /** Weights and priorities of named callers; unlisted: weight 1, interactive. */
+    callers: NamedCallerPolicy[];
   };
 }

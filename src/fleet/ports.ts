@@ -24,10 +24,20 @@ export interface SharedCooldown {
   msLeft: number;
 }
 
+/** What one caller of this process asks the fleet for: `want` slots, with its weight and priority. */
+export interface CallerDemand {
+  caller: string;
+  weight: number;
+  priority: 'interactive' | 'batch';
+  want: number;
+}
+
 /** One fleet-wide rate-limit decision (one atomic script in the store). */
 export interface SharedDecision {
-  /** Slots granted, 0..want. None while a cooldown is in force. */
+  /** Slots granted in all, 0..sum of wants. None while a cooldown is in force. */
   granted: number;
+  /** Slots granted to each demand, in the order asked. */
+  grants: number[];
   /** Milliseconds until the fleet bucket has its next slot (0 when slots are left). */
   waitMs: number;
   /** Slots left in the fleet bucket after this decision (fractional: one partly refilled). */
@@ -40,8 +50,11 @@ export interface SharedDecision {
  * rejects when the store is unreachable, slow or answers an error; the guard then limits alone.
  */
 export interface SharedQuota {
-  /** Take up to `want` slots of the fleet bucket (and report a cooldown in force). */
-  take(want: number): Promise<SharedDecision>;
+  /**
+   * Take slots of the fleet bucket for the callers asking, shared fairly with the rest of the
+   * fleet's callers (and report a cooldown in force).
+   */
+  take(demands: readonly CallerDemand[]): Promise<SharedDecision>;
   /** Start (or extend) the fleet cooldown to `ms` from now on the store's clock. */
   startCooldown(status: CooldownStatus, ms: number): Promise<void>;
   /** The fleet cooldown in force, if any. */

@@ -6,6 +6,11 @@ import { createStoreConnection, type StoreConnection } from './connection.js';
 import { createStoreQuota } from './quota.js';
 
 const logger = createLogger({ level: 'silent' });
+
+/** One caller (the default one) asking for `n` slots. */
+function want(n: number, caller = 'default', weight = 1, priority: 'interactive' | 'batch' = 'interactive') {
+  return [{ caller, weight, priority, want: n }];
+}
 let redis: RedisServer;
 const connections: StoreConnection[] = [];
 
@@ -33,8 +38,8 @@ describe('store quota (real redis-server)', () => {
     };
     const one = createStoreQuota({ connection: connect(), maxCooldownMs: 300_000, ...options });
     const two = createStoreQuota({ connection: connect(), maxCooldownMs: 300_000, ...options });
-    const a = await one.take(3);
-    const b = await two.take(3);
+    const a = await one.take(want(3));
+    const b = await two.take(want(3));
     expect(a).toMatchObject({ granted: 3, waitMs: 0, cooldown: undefined });
     expect(a.tokens).toBeGreaterThanOrEqual(2);
     expect(a.tokens).toBeLessThan(2.1);
@@ -43,7 +48,7 @@ describe('store quota (real redis-server)', () => {
     // one slot every 12 s, on the store's clock
     expect(b.waitMs).toBeGreaterThan(11_000);
     expect(b.waitMs).toBeLessThanOrEqual(12_000);
-    expect((await one.take(1)).granted).toBe(0);
+    expect((await one.take(want(1))).granted).toBe(0);
   });
 
   it('refills evenly on the store clock', async () => {
@@ -54,13 +59,13 @@ describe('store quota (real redis-server)', () => {
       upstream: 'https://api.example',
       rateLimit: { count: 10, periodMs: 1_000 },
     });
-    expect((await quota.take(10)).granted).toBe(10);
-    const empty = await quota.take(1);
+    expect((await quota.take(want(10))).granted).toBe(10);
+    const empty = await quota.take(want(1));
     expect(empty.granted).toBe(0);
     expect(empty.waitMs).toBeGreaterThan(0);
     expect(empty.waitMs).toBeLessThanOrEqual(100);
     await new Promise((r) => setTimeout(r, empty.waitMs + 5));
-    expect((await quota.take(1)).granted).toBe(1);
+    expect((await quota.take(want(1))).granted).toBe(1);
   });
 
   it('a cooldown started by one is seen by the other, is never shortened, and blocks the bucket', async () => {
@@ -77,7 +82,7 @@ describe('store quota (real redis-server)', () => {
     const seen = await two.readCooldown();
     expect(seen?.status).toBe(429);
     expect(seen?.msLeft).toBeGreaterThan(29_000);
-    const during = await two.take(1);
+    const during = await two.take(want(1));
     expect(during.granted).toBe(0);
     expect(during.cooldown?.status).toBe(429);
     await one.startCooldown(503, 60_000);
@@ -92,10 +97,10 @@ describe('store quota (real redis-server)', () => {
       upstream: 'https://secret-host.example',
       rateLimit: { count: 1, periodMs: 1_000 },
     });
-    await quota.take(1);
+    await quota.take(want(1));
     await quota.startCooldown(503, 1_000);
     const keys = [...(await redis.dump()).keys()].filter((k) => k.startsWith('test-d:'));
-    expect(keys.sort()).toEqual([quota.keys.bucket, quota.keys.cooldown].sort());
+    expect(keys.sort()).toEqual([quota.keys.bucket, quota.keys.callers, quota.keys.cooldown].sort());
     expect(keys.join()).not.toContain('secret-host');
   });
 
@@ -123,7 +128,7 @@ describe('store quota (real redis-server)', () => {
     const ttl = Number(/:(-?\d+)/.exec(await redis.command('PTTL', quota.keys.cooldown))?.[1]);
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(3_000);
-    const taken = await quota.take(1);
+    const taken = await quota.take(want(1));
     expect(taken.granted).toBe(0);
     expect(taken.cooldown!.msLeft).toBeLessThanOrEqual(2_000);
     await redis.command(
@@ -154,13 +159,13 @@ describe('store quota (real redis-server)', () => {
       'ts',
       String(Date.now() + 60_000),
     );
-    const first = await quota.take(1);
+    const first = await quota.take(want(1));
     expect(first.granted).toBe(0);
     expect(first.waitMs).toBeLessThanOrEqual(50);
     // Refilling from now: a slot within one interval (50 ms), not after the 60 s ahead.
     const deadline = Date.now() + 1_000;
     let granted = 0;
-    while (granted === 0 && Date.now() < deadline) granted = (await quota.take(1)).granted;
+    while (granted === 0 && Date.now() < deadline) granted = (await quota.take(want(1))).granted;
     expect(granted).toBe(1);
   });
 });

@@ -8,8 +8,8 @@ import { STORE_NOW_MS_LUA, defineScript, type StoreConnection } from './connecti
 import type { SharedCooldown, SharedQuota } from './ports.js';
 
 export interface StoreQuota extends SharedQuota {
-  /** The two keys, for tests and operators (`<prefix>quota:<hash>:bucket|cooldown`). */
-  readonly keys: { bucket: string; cooldown: string };
+  /** The keys, for tests and operators (`<prefix>quota:<hash>:bucket|cooldown|callers`). */
+  readonly keys: { bucket: string; cooldown: string; callers: string };
 }
 
 export interface StoreQuotaOptions {
@@ -50,20 +50,35 @@ end
 `;
 
 /**
- * One rate-limit decision. KEYS: bucket, cooldown. ARGV: count, periodMs, want, cap (ms).
- * Returns {granted, waitMs, milli-slots left, cooldownStatus (0: none), cooldownMsLeft}: Lua
- * numbers reach the client as integers, so the fractional slot count travels in thousandths.
- * During a cooldown nothing is granted and the bucket is untouched.
+ * One rate-limit decision, shared fairly between callers (docs/quota-guard.md "Fair share
+ * between callers"). KEYS: bucket, cooldown, callers. ARGV: count, periodMs, cap (ms), demand TTL
+ * (ms), most callers, then per caller asking: name, weight, rank (0 interactive, 1 batch), want.
+ * The callers hash holds each caller seen within a period (`vt,weight,rank,seen,want`) and the
+ * fleet's virtual time (`~v`): a slot goes to the caller with the smallest key among those whose
+ * want is fresh, as fair-queue.ts does in one process; a slot due to another member's caller stays
+ * in the bucket for it. Returns {granted, waitMs, milli-slots left, cooldownStatus (0: none),
+ * cooldownMsLeft, grant per caller asking...}: Lua numbers reach the client as integers, so the
+ * fractional slot count travels in thousandths. During a cooldown nothing is granted and the
+ * bucket is untouched.
  */
 const TAKE = defineScript(
   STORE_NOW_MS_LUA +
     COOLDOWN_LEFT_LUA +
     `
-local cd = cooldown_left(KEYS[2], tonumber(ARGV[4]))
-if cd then return { 0, 0, 0, cd[1], math.ceil(cd[2]) } end
+local asking = (#ARGV - 5) / 4
+local grants = {}
+for j = 1, asking do grants[j] = 0 end
+local function reply(granted, wait, tokens, status, left)
+  local out = { granted, wait, tokens, status, left }
+  for j = 1, asking do out[5 + j] = grants[j] end
+  return out
+end
+local cd = cooldown_left(KEYS[2], tonumber(ARGV[3]))
+if cd then return reply(0, 0, 0, cd[1], math.ceil(cd[2])) end
 local count = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
-local want = tonumber(ARGV[3])
+local ttl = tonumber(ARGV[4])
+local max_callers = tonumber(ARGV[5])
 local interval = period / count
 local b = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
 local tokens = tonumber(b[1])
@@ -82,17 +97,89 @@ if now_ms > ts then
   tokens = math.min(count, tokens + (now_ms - ts) / interval)
   ts = now_ms
 end
-local granted = math.floor(tokens + 1e-9)
-if granted > want then granted = want end
-if granted < 0 then granted = 0 end
-tokens = tokens - granted
+-- The callers, each checked: a field that does not parse, a weight or rank out of range, a time
+-- ahead of this clock or older than a period is dropped; a virtual time is held within one
+-- period's worth of the fleet's, so a forged or restored entry neither starves nor favours.
+local v = 0
+local callers = {}
+local known = 0
+local raw = redis.call('HGETALL', KEYS[3])
+for i = 1, #raw, 2 do
+  if raw[i] == '~v' then
+    v = tonumber(raw[i + 1]) or 0
+  else
+    local f = {}
+    for part in string.gmatch(raw[i + 1], '[^,]+') do f[#f + 1] = tonumber(part) end
+    local vt, w, r, seen, want = f[1], f[2], f[3], f[4], f[5]
+    if #f == 5 and vt and w and r and seen and want and vt == vt and w >= 1 and w <= 1000
+      and (r == 0 or r == 1) and seen <= now_ms and seen > now_ms - period and want >= 0
+      and known < max_callers then
+      callers[raw[i]] = { vt = vt, w = w, r = r, seen = seen, want = math.min(want, 100000) }
+      known = known + 1
+    else
+      redis.call('HDEL', KEYS[3], raw[i])
+    end
+  end
+end
+if v ~= v or v < 0 or v > 1e15 then v = 0 end
+for _, c in pairs(callers) do
+  if c.vt < v then c.vt = v end
+  if c.vt > v + count then c.vt = v + count end
+end
+for j = 1, asking do
+  local name = ARGV[2 + 4 * j]
+  local c = callers[name]
+  if c == nil then
+    -- A full table: the newcomer is served only when nobody recorded wants a slot.
+    c = { vt = v + count, w = 1, r = 1, seen = now_ms, want = 0, unrecorded = known >= max_callers }
+    callers[name] = c
+    if not c.unrecorded then known = known + 1 end
+  end
+  c.w = math.max(1, math.min(1000, tonumber(ARGV[3 + 4 * j]) or 1))
+  c.r = (ARGV[4 + 4 * j] == '1') and 1 or 0
+  c.seen = now_ms
+  c.want = math.max(0, math.min(100000, tonumber(ARGV[5 + 4 * j]) or 0))
+  c.mine = j
+end
+local granted = 0
+local held = false
+while tokens >= 1 - 1e-9 do
+  local best, best_name, best_key = nil, nil, math.huge
+  for name, c in pairs(callers) do
+    if c.want > 0 and c.seen > now_ms - ttl then
+      local key = math.max(c.vt, v)
+      if c.r == 1 then key = key + 1 / c.w end
+      if key < best_key or (key == best_key and name < best_name) then
+        best, best_name, best_key = c, name, key
+      end
+    end
+  end
+  if best ~= nil and best.mine == nil then held = true end
+  if best == nil or best.mine == nil then break end
+  tokens = tokens - 1
+  v = math.max(best.vt, v)
+  best.vt = v + 1 / best.w
+  best.want = best.want - 1
+  grants[best.mine] = grants[best.mine] + 1
+  granted = granted + 1
+end
 if tokens < 0 then tokens = 0 end
 redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%d', ts))
 -- A full bucket is the same as no key: let idle buckets expire.
 redis.call('PEXPIRE', KEYS[1], math.ceil(period) + 1000)
+for name, c in pairs(callers) do
+  if not c.unrecorded then
+    redis.call('HSET', KEYS[3], name, string.format('%.17g,%d,%d,%d,%d', c.vt, c.w, c.r, c.seen, c.want))
+  end
+end
+redis.call('HSET', KEYS[3], '~v', string.format('%.17g', v))
+redis.call('PEXPIRE', KEYS[3], math.ceil(period) + 1000)
+-- 0: slots are left for anyone; else when this member should ask again (the next slot, or the
+-- next turn when a slot is held for another member's caller).
 local wait = 0
-if tokens < 1 - 1e-9 then wait = math.ceil((1 - tokens) * interval) end
-return { granted, wait, math.floor(tokens * 1000), 0, 0 }
+if tokens < 1 - 1e-9 then wait = math.ceil((1 - tokens) * interval)
+elseif held then wait = math.ceil(interval) end
+return reply(granted, wait, math.floor(tokens * 1000), 0, 0)
 `,
 );
 
@@ -140,37 +227,59 @@ function cooldownOf(status: number, msLeft: number, capMs: number): SharedCooldo
   return msLeft > 0 ? { status, msLeft: Math.min(msLeft, capMs) } : undefined;
 }
 
+/** Most callers the store keeps (`<prefix>quota:<hash>:callers`); newcomers beyond are served last. */
+export const MAX_STORED_CALLERS = 256;
+
+/**
+ * How long a caller's want counts without being renewed: a member with waiters asks again at
+ * least once per slot interval, so two intervals (at least 1 s, at most a period) cover it; a
+ * member that went away holds no slot longer than that.
+ */
+export function demandTtlMs(rateLimit: { count: number; periodMs: number }): number {
+  const interval = rateLimit.periodMs / rateLimit.count;
+  return Math.ceil(Math.min(rateLimit.periodMs, Math.max(1_000, 2 * interval)));
+}
+
 /** The fleet-wide quota of one upstream. Keys hold no secret: a hash of the upstream URL. */
 export function createStoreQuota(options: StoreQuotaOptions): StoreQuota {
   const id = createHash('sha256').update(options.upstream).digest('hex').slice(0, 16);
   const keys = {
     bucket: `${options.keyPrefix}quota:${id}:bucket`,
     cooldown: `${options.keyPrefix}quota:${id}:cooldown`,
+    callers: `${options.keyPrefix}quota:${id}:callers`,
   };
-  const both = [keys.bucket, keys.cooldown];
+  const all = [keys.bucket, keys.cooldown, keys.callers];
   const { connection, rateLimit } = options;
   const capMs = Math.max(0, Math.ceil(options.maxCooldownMs));
 
   return {
     keys,
-    async take(want) {
+    async take(demands) {
       if (rateLimit === undefined) throw new Error('store quota: no rate limit configured');
-      const reply = await connection.runScript(TAKE, both, [
-        String(rateLimit.count),
-        String(rateLimit.periodMs),
-        String(want),
+      const { count, periodMs } = rateLimit;
+      const args = [
+        String(count),
+        String(periodMs),
         String(capMs),
-      ]);
-      const [granted = 0, waitMs = 0, milliTokens = 0, status = 0, msLeft = 0] = numbers(
+        String(demandTtlMs(rateLimit)),
+        String(MAX_STORED_CALLERS),
+      ];
+      for (const d of demands) {
+        args.push(d.caller, String(d.weight), d.priority === 'batch' ? '1' : '0', String(d.want));
+      }
+      const reply = await connection.runScript(TAKE, all, args);
+      const [, waitMs = 0, milliTokens = 0, status = 0, msLeft = 0, ...each] = numbers(
         reply,
-        5,
+        5 + demands.length,
         'quota take',
       );
       // Never more than asked, never a wait longer than one refill of the whole bucket.
+      const grants = demands.map((d, i) => Math.min(each[i] ?? 0, d.want));
       return {
-        granted: Math.min(granted, want),
-        waitMs: Math.min(waitMs, rateLimit.periodMs),
-        tokens: Math.min(milliTokens / 1000, rateLimit.count),
+        granted: grants.reduce((a, b) => a + b, 0),
+        grants,
+        waitMs: Math.min(waitMs, periodMs),
+        tokens: Math.min(milliTokens / 1000, count),
         cooldown: cooldownOf(status, msLeft, capMs),
       };
     },

@@ -53,6 +53,7 @@ export function envelopeAnswer(error: unknown, requestId: string): ErrorAnswer {
   const known = asSidecarError(error);
   if (known.retryAfterSeconds !== undefined)
     headers['retry-after'] = String(known.retryAfterSeconds);
+  if (known.fields !== undefined) Object.assign(headers, known.fields);
   if (known.code === 'method_not_allowed')
     headers.allow = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
   return { status: known.status, headers, body: JSON.stringify(errorEnvelope(known, requestId)) };

@@ -70,7 +70,7 @@ export interface ResponseCache extends ForwardStage {
 const CACHE_NAME = 'oauth-sidecar';
 const INVALIDATING_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 /** Fields the sidecar sets per answer; never stored. */
-const PER_ANSWER_FIELDS = ['x-request-id', 'age', 'cache-status'];
+const PER_ANSWER_FIELDS = ['x-request-id', 'age', 'cache-status', 'ratelimit', 'ratelimit-policy'];
 
 /** RFC 9211 §2: each cache appends its member, so the one nearest the client comes last. */
 function withCacheStatus(upstream: string | string[] | number | undefined, member: string): string {

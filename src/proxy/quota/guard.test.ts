@@ -29,7 +29,7 @@ function connected(calls: Omit<SharedQuota, 'health'>): SharedQuota {
       },
     );
   return {
-    take: (want) => track(calls.take(want)),
+    take: (demands) => track(calls.take(demands)),
     startCooldown: (status, ms) => track(calls.startCooldown(status, ms)),
     readCooldown: () => track(calls.readCooldown()),
     health: () => ({ up, connecting: false, lastError }),
@@ -43,7 +43,10 @@ function makeGuard(options: Partial<QuotaGuardOptions> = {}) {
     queueMs: 2_000,
     maxCooldownSeconds: 300,
     clock: systemClock,
-    metrics: { rateLimitWait: { observe: (s) => waits.push(s) } },
+    metrics: {
+      rateLimitWait: { observe: (_labels, s) => waits.push(s) },
+      quotaRequests: { inc: () => undefined },
+    },
     logger,
     ...options,
   });
@@ -239,7 +242,7 @@ describe('rate limit', () => {
   it('no request waits longer than queueMs', async () => {
     // The store estimate is optimistic: only the deadline bounds the wait then.
     const take = vi.fn((): Promise<SharedDecision> =>
-      Promise.resolve({ granted: 0, waitMs: 100, tokens: 0, cooldown: undefined }),
+      Promise.resolve({ granted: 0, grants: [0], waitMs: 100, tokens: 0, cooldown: undefined }),
     );
     const shared = connected({
       take,
@@ -343,12 +346,14 @@ describe('fleet-wide (shared store)', () => {
       calls: 0,
     };
     const shared = connected({
-      take: (want) => {
+      take: (demands) => {
+        const want = demands.reduce((sum, d) => sum + d.want, 0);
         state.calls += 1;
         if (state.failing) return Promise.reject(new Error('ECONNREFUSED'));
         if (state.cooldown)
           return Promise.resolve({
             granted: 0,
+            grants: demands.map(() => 0),
             waitMs: 0,
             tokens: state.tokens,
             cooldown: state.cooldown,
@@ -357,6 +362,7 @@ describe('fleet-wide (shared store)', () => {
         state.tokens -= granted;
         return Promise.resolve({
           granted,
+          grants: [granted],
           waitMs: state.tokens > 0 ? 0 : 1_000,
           tokens: state.tokens,
           cooldown: undefined,

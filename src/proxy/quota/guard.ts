@@ -1,19 +1,27 @@
 /**
  * The quota guard (docs/quota-guard.md): spends the API's per-organisation quota on behalf of
  * every caller, with a cooldown taken from a 429/503 `Retry-After` (cooldown.ts) and an optional
- * rate limit, a token bucket with a bounded FIFO wait (wait-queue.ts). With a store both are
- * fleet-wide (fleet-link.ts); while it is down each process applies them alone. With no limit and
- * no cooldown, `admit` is two comparisons: no allocation, no promise.
+ * rate limit, a token bucket whose slots are shared fairly between callers, each waiting a bounded
+ * time (fair-queue.ts, callers.ts). With a store both are fleet-wide (fleet-link.ts); while it is
+ * down each process applies them alone. With no limit and no cooldown, `admit` is two comparisons:
+ * no allocation, no promise.
  */
 import type { Clock, TimerHandle } from '../../clock.js';
 import { SidecarError } from '../../errors.js';
-import type { CooldownStatus, SharedCooldown, SharedQuota } from '../../fleet/ports.js';
+import type {
+  CallerDemand,
+  CooldownStatus,
+  SharedCooldown,
+  SharedQuota,
+} from '../../fleet/ports.js';
 import { retryAfterMs, wholeSecondsLeft, type HeaderValue } from '../../http-fields/retry-after.js';
 import type { Logger } from '../../telemetry/logger.js';
 import { TokenBucket, type RateLimit } from './bucket.js';
 import { Cooldown } from './cooldown.js';
 import { FleetLink, SHARED_POLL_MS } from './fleet-link.js';
-import { WaitQueue, type Waiter } from './wait-queue.js';
+import { Callers } from './callers.js';
+import { FairQueue, type CallerState, type Priority, type Waiter } from './fair-queue.js';
+import { rateLimitFields, rateLimitPolicy, type RateLimitFields } from './ratelimit-fields.js';
 
 export type { RateLimit } from './bucket.js';
 export type {
@@ -25,7 +33,9 @@ export type {
 
 export interface QuotaGuardMetrics {
   /** Observed once per request admitted under a rate limit: seconds it waited (0 if none). */
-  rateLimitWait: { observe(seconds: number): void };
+  rateLimitWait: { observe(labels: { priority: Priority }, seconds: number): void };
+  /** Requests under a rate limit, by caller (bounded: callers.ts `label`) and outcome. */
+  quotaRequests: { inc(labels: { caller: string; outcome: 'admitted' | 'refused' }): void };
 }
 
 export interface QuotaGuardOptions {
@@ -43,7 +53,24 @@ export interface QuotaGuardOptions {
   shared?: SharedQuota;
   /** How often the fleet cooldown is read from the store. */
   sharedPollMs?: number;
+  /** Who shares the rate (`quota.*`); absent: one caller, `default`. */
+  callers?: Callers;
 }
+
+/** One caller as `/status` shows it. */
+export interface CallerStatus {
+  name: string;
+  weight: number;
+  priority: Priority;
+  /** Asked within the last period: shares the rate now. */
+  active: boolean;
+  /** The part of the rate guaranteed to it while active (weight ÷ active weights). */
+  share: number;
+  queued: number;
+}
+
+/** Most callers `/status` lists (the most recent first). */
+const STATUS_CALLERS = 50;
 
 /** JSON-safe guard state for `/status`. */
 export interface QuotaStatus {
@@ -55,6 +82,7 @@ export interface QuotaStatus {
     /** Whole slots in this process's bucket (the local one; the store's when fleet-wide). */
     tokens: number;
     queued: number;
+    callers: CallerStatus[];
   } | null;
   /** `off`: no store; `store`: fleet-wide; `local`: store unreachable, this process limits alone. */
   fleet: 'off' | 'store' | 'local';
@@ -74,15 +102,19 @@ export class QuotaGuard {
   private readonly queueMs: number;
   private readonly maxCooldownMs: number;
   private readonly maxQueued: number;
+  /** Most waiters of one caller: half of `maxQueued` when a process serves several callers. */
+  private readonly maxQueuedPerCaller: number;
   private readonly limit: RateLimit | undefined;
+  private readonly policy: string | undefined;
   /** This process's bucket: the only one without a store, the fallback with one. */
   private readonly bucket: TokenBucket | undefined;
   /** The fleet bucket as the store last reported it, refilled locally: admission estimates only. */
   private readonly mirror: TokenBucket | undefined;
   private readonly fleet: FleetLink | undefined;
   private readonly cooldown = new Cooldown();
-  private readonly queue: WaitQueue;
-  private readonly waited: (seconds: number) => void;
+  private readonly queue: FairQueue;
+  readonly callers: Callers;
+  private readonly metrics: QuotaGuardMetrics;
   private pumpTimer: TimerHandle | undefined;
   /** A store decision is pending. */
   private pumping = false;
@@ -90,10 +122,17 @@ export class QuotaGuard {
   constructor(options: QuotaGuardOptions) {
     this.clock = options.clock;
     this.logger = options.logger;
+    this.metrics = options.metrics;
     this.queueMs = options.queueMs;
     this.maxCooldownMs = options.maxCooldownSeconds * 1000;
     this.maxQueued = options.maxQueued ?? DEFAULT_MAX_QUEUED;
+    this.callers =
+      options.callers ?? new Callers({ own: 'default', header: undefined, policies: [] });
+    this.maxQueuedPerCaller = this.callers.several
+      ? Math.max(1, Math.floor(this.maxQueued / 2))
+      : this.maxQueued;
     this.limit = options.rateLimit;
+    this.policy = this.limit === undefined ? undefined : rateLimitPolicy(this.limit);
     const now = this.clock.now();
     this.bucket = this.limit === undefined ? undefined : new TokenBucket(this.limit, now);
     this.mirror = this.limit === undefined ? undefined : new TokenBucket(this.limit, now);
@@ -103,14 +142,13 @@ export class QuotaGuard {
         : new FleetLink(options.shared, this.clock, options.sharedPollMs ?? SHARED_POLL_MS, (c) =>
             this.fleetCooldown(c),
           );
-    this.queue = new WaitQueue({
+    this.queue = new FairQueue({
       clock: this.clock,
       queueMs: this.queueMs,
       onDeadline: (waiter) => this.expire(waiter),
       onEmpty: () => this.disarmPump(),
-      waited: (seconds) => this.waited(seconds),
+      waited: (seconds, caller) => this.admitted(seconds, caller),
     });
-    this.waited = (seconds) => options.metrics.rateLimitWait.observe(seconds);
   }
 
   /** True when requests may wait here (a rate limit is set): callers pass an AbortSignal then. */
@@ -132,24 +170,41 @@ export class QuotaGuard {
    * Admission before a request goes upstream. Returns undefined when it may go now, a promise when
    * it must wait for a slot (resolves when it has one; rejects with `signal.reason` when the
    * client leaves), and throws a SidecarError when the sidecar answers itself: during a cooldown
-   * (`upstream_rate_limited`/`upstream_unavailable`) or when no slot can come within
+   * (`upstream_rate_limited`/`upstream_unavailable`) or when no slot can come for `caller` within
    * `upstream.queueMs` (`rate_limited`). Each with `Retry-After`.
    */
-  admit(signal?: AbortSignal): Promise<void> | undefined {
-    if (this.cooldown.until !== 0) this.cooldown.check(this.clock.now());
+  admit(signal?: AbortSignal, caller?: CallerState): Promise<void> | undefined {
+    if (this.cooldown.until !== 0) this.checkCooldown(caller);
     const bucket = this.bucket;
     if (bucket === undefined) return undefined;
+    const who = caller ?? this.callers.own;
     const now = this.clock.now();
+    who.lastAsked = now;
     const fleet = this.fleetActive();
     if (!fleet && this.queue.size === 0 && bucket.take(1, now) === 1) {
-      this.waited(0);
+      this.queue.charge(who);
+      this.admitted(0, who);
       return undefined;
     }
-    const expected = this.expectedWaitMs(this.queue.size + 1, now, fleet);
-    if (expected > this.queueMs) throw this.rateLimited(expected, 'no slot');
+    const expected = this.expectedWaitMs(who, now, fleet);
+    if (expected > this.queueMs) throw this.refuse(who, expected, 'no slot');
     if (this.queue.size >= this.maxQueued)
-      throw this.rateLimited(expected, 'the wait queue is full');
-    return this.queue.add(now, signal, () => this.pump());
+      throw this.refuse(who, expected, 'the wait queue is full');
+    if (who.waiters.size >= this.maxQueuedPerCaller)
+      throw this.refuse(who, expected, `${who.name}'s waiters fill its share of the queue`);
+    return this.queue.add(who, now, signal, () => this.pump());
+  }
+
+  /**
+   * Where `caller` stands, for the IETF RateLimit fields on its answer; undefined without a limit.
+   */
+  fieldsFor(caller?: CallerState): RateLimitFields | undefined {
+    if (this.limit === undefined || this.policy === undefined) return undefined;
+    const now = this.clock.now();
+    const who = caller ?? this.callers.own;
+    const bucket = this.fleetActive() ? this.mirror! : this.bucket!;
+    const share = who.weight / this.activeWeight(who, now);
+    return rateLimitFields(this.policy, this.limit, bucket, share, now);
   }
 
   /**
@@ -198,10 +253,41 @@ export class QuotaGuard {
               queueMs: this.queueMs,
               tokens: Math.floor(bucket.available(now)),
               queued: this.queue.size,
+              callers: this.callerStatus(now),
             },
       fleet,
       storeError: this.fleet?.error() ?? null,
     };
+  }
+
+  private callerStatus(now: number): CallerStatus[] {
+    const recent = [...this.callers.all()]
+      .sort((a, b) => b.lastAsked - a.lastAsked)
+      .slice(0, STATUS_CALLERS);
+    return recent.map((c) => {
+      const active = this.isActive(c, now);
+      return {
+        name: c.name,
+        weight: c.weight,
+        priority: c.priority,
+        active,
+        share: active ? c.weight / this.activeWeight(c, now) : 0,
+        queued: c.waiters.size,
+      };
+    });
+  }
+
+  private isActive(caller: CallerState, now: number): boolean {
+    return caller.waiters.size > 0 || caller.lastAsked > now - this.limit!.periodMs;
+  }
+
+  /** Sum of the weights of the callers sharing the rate now, `caller` included. */
+  private activeWeight(caller: CallerState, now: number): number {
+    let total = caller.weight;
+    for (const other of this.callers.all()) {
+      if (other !== caller && this.isActive(other, now)) total += other.weight;
+    }
+    return total;
   }
 
   private fleetActive(): boolean {
@@ -219,26 +305,61 @@ export class QuotaGuard {
     this.applyCooldown(cooldown.status, cooldown.msLeft, now);
   }
 
-  /** Extend (never shorten) the cooldown; queued requests would be sent into it: refuse them. */
-  private applyCooldown(status: CooldownStatus, ms: number, now: number): void {
-    if (this.cooldown.extend(status, ms, now) && this.queue.size > 0) {
-      this.queue.rejectAll(this.cooldown.refusal(ms));
+  /** Under a limit a cooldown refusal counts as the caller's refused request. */
+  private checkCooldown(caller: CallerState | undefined): void {
+    try {
+      this.cooldown.check(this.clock.now());
+    } catch (err) {
+      if (this.bucket !== undefined) this.counted(caller ?? this.callers.own, 'refused');
+      throw err;
     }
   }
 
-  private rateLimited(expectedMs: number, why: string): SidecarError {
+  /** Extend (never shorten) the cooldown; queued requests would be sent into it: refuse them. */
+  private applyCooldown(status: CooldownStatus, ms: number, now: number): void {
+    if (this.cooldown.extend(status, ms, now) && this.queue.size > 0) {
+      this.refuseAll(this.cooldown.refusal(ms));
+    }
+  }
+
+  /** Every waiter gets `refusal` (a cooldown started), each counted. */
+  private refuseAll(refusal: SidecarError): void {
+    for (const waiter of this.queue) {
+      this.counted(waiter.caller, 'refused');
+      this.queue.settle(waiter, refusal);
+    }
+  }
+
+  private admitted(seconds: number, caller: CallerState): void {
+    this.metrics.rateLimitWait.observe({ priority: caller.priority }, seconds);
+    this.counted(caller, 'admitted');
+  }
+
+  private counted(caller: CallerState, outcome: 'admitted' | 'refused'): void {
+    this.metrics.quotaRequests.inc({ caller: this.callers.label(caller), outcome });
+  }
+
+  /** 429 `rate_limited` for `caller`, counted, with `Retry-After` and its RateLimit fields. */
+  private refuse(caller: CallerState, expectedMs: number, why: string): SidecarError {
+    this.counted(caller, 'refused');
     const seconds = wholeSecondsLeft(expectedMs);
     return new SidecarError(
       'rate_limited',
       `${why} under the upstream rate limit within ${this.queueMs} ms; retry in ${seconds} s`,
-      { retryAfterSeconds: seconds },
+      { retryAfterSeconds: seconds, fields: this.fieldsFor(caller) },
     );
   }
 
-  /** Expected wait of the request at `position` (1 = head), if nobody ahead leaves. */
-  private expectedWaitMs(position: number, now: number, fleet: boolean): number {
+  /**
+   * Expected wait of `caller`'s next request, if nobody ahead leaves: each of its waiters ahead
+   * costs one slot of its own and the turns of the other callers waiting (by weight).
+   */
+  private expectedWaitMs(caller: CallerState, now: number, fleet: boolean): number {
+    let competing = caller.weight;
+    for (const other of this.queue.backlogged) if (other !== caller) competing += other.weight;
+    const ahead = (caller.waiters.size * competing) / caller.weight;
     // Fleet-wide the store decides; the mirror of its last answer gives an optimistic estimate.
-    return (fleet ? this.mirror! : this.bucket!).msUntil(position, now);
+    return (fleet ? this.mirror! : this.bucket!).msUntil(1 + ahead, now);
   }
 
   private expire(waiter: Waiter): void {
@@ -257,8 +378,8 @@ export class QuotaGuard {
   private refuseExpired(waiter: Waiter): void {
     if (!this.queue.has(waiter)) return;
     const now = this.clock.now();
-    const expected = this.expectedWaitMs(1, now, this.fleetActive());
-    this.queue.settle(waiter, this.rateLimited(expected, 'no slot'));
+    const expected = (this.fleetActive() ? this.mirror! : this.bucket!).msUntil(1, now);
+    this.queue.settle(waiter, this.refuse(waiter.caller, expected, 'no slot'));
   }
 
   /** Waiters whose deadline passed during a store decision, once it is made. */
@@ -283,12 +404,12 @@ export class QuotaGuard {
     );
   }
 
-  /** Hand free slots to the head of the queue, in order; wake up again when the next one is due. */
+  /** Hand free slots to the waiters, in fair order; wake up again when the next one is due. */
   private pump(): void {
     if (this.pumping || this.queue.size === 0) return;
     const now = this.clock.now();
     if (this.cooldown.until > now) {
-      this.queue.rejectAll(this.cooldown.refusal(this.cooldown.until - now));
+      this.refuseAll(this.cooldown.refusal(this.cooldown.until - now));
       return;
     }
     if (this.fleet !== undefined && this.fleet.active()) {
@@ -302,7 +423,14 @@ export class QuotaGuard {
 
   private pumpShared(shared: SharedQuota): void {
     this.pumping = true;
-    shared.take(this.queue.size).then(
+    const asking = [...this.queue.backlogged];
+    const demands: CallerDemand[] = asking.map((c) => ({
+      caller: c.name,
+      weight: c.weight,
+      priority: c.priority,
+      want: c.waiters.size,
+    }));
+    shared.take(demands).then(
       (decision) => {
         this.pumping = false;
         const now = this.clock.now();
@@ -311,11 +439,11 @@ export class QuotaGuard {
           this.applyCooldown(decision.cooldown.status, decision.cooldown.msLeft, now);
         }
         // Slots granted for waiters that left meanwhile are spent: the fleet stays under the limit.
-        this.queue.grant(decision.granted, now);
+        asking.forEach((caller, i) => this.queue.grantTo(caller, decision.grants[i] ?? 0, now));
         this.refuseAllExpired();
         if (this.queue.size === 0) return;
-        // Slots left but more waiters than asked for (they came during the call): ask again now.
-        if (decision.waitMs === 0 && decision.granted > 0) this.pump();
+        // Slots left and granted: more waiters came during the call, ask again now.
+        if (decision.granted > 0 && decision.tokens >= 1) this.pump();
         else this.armPump(decision.waitMs);
       },
       () => {

@@ -7,12 +7,13 @@ import { ClientGoneError } from '../request-body.js';
 import type { ExchangeView, ForwardStage, UpstreamHead } from '../stages.js';
 import { mayStartCooldown, type QuotaGuard } from './guard.js';
 
-type Guard = Pick<QuotaGuard, 'admit' | 'observe' | 'limited'>;
+type Guard = Pick<QuotaGuard, 'admit' | 'observe' | 'limited' | 'callers' | 'fieldsFor'>;
 
 /**
  * Without a rate limit `beforeUpstream` is synchronous: it returns undefined, or throws the
- * cooldown refusal for the one error handler. With one, a waiting request listens for its client
- * leaving (socket closed, h2 stream reset) and gives its place up at once.
+ * cooldown refusal for the one error handler. With one, the request waits as its caller's
+ * (callers.ts), listens for its client leaving (socket closed, h2 stream reset) and gives its
+ * place up at once; its answer carries the RateLimit fields.
  */
 export function quotaStage(guard: Guard): ForwardStage {
   return {
@@ -24,9 +25,11 @@ export function quotaStage(guard: Guard): ForwardStage {
       }
       return waitForSlot(guard, exchange);
     },
-    upstreamAnswered(_exchange: ExchangeView, status: number, head: UpstreamHead) {
+    upstreamAnswered(exchange: ExchangeView, status: number, head: UpstreamHead) {
       // Any other answer's headers are never parsed.
       if (mayStartCooldown(status)) guard.observe(status, head.headers);
+      // Under a limit the caller learns where it stands (the API's own fields are replaced).
+      if (guard.limited) Object.assign(head.headers, guard.fieldsFor(guard.callers.of(exchange.req.headers)));
       return undefined;
     },
   };
@@ -41,7 +44,7 @@ function waitForSlot(
   exchange.res.once('close', onClose);
   let wait: Promise<void> | undefined;
   try {
-    wait = guard.admit(controller.signal);
+    wait = guard.admit(controller.signal, guard.callers.of(exchange.req.headers));
   } finally {
     if (wait === undefined) exchange.res.off('close', onClose);
   }

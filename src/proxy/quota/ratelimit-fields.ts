@@ -1,0 +1,33 @@
+/**
+ * The IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers) on answers under a rate limit:
+ * `RateLimit-Policy: "upstream";q=N;w=<period seconds>` and
+ * `RateLimit: "upstream";r=<slots free now>;t=<seconds until the caller's share is free again>`.
+ */
+import type { RateLimit, TokenBucket } from './bucket.js';
+
+export type RateLimitFields = {
+  'ratelimit-policy': string;
+  ratelimit: string;
+};
+
+/** The policy field of `limit`: fixed for the process's life. */
+export function rateLimitPolicy(limit: RateLimit): string {
+  return `"upstream";q=${limit.count};w=${Math.max(1, Math.round(limit.periodMs / 1000))}`;
+}
+
+/**
+ * Where a caller stands now: `r` the whole slots free (never below 0), `t` the whole seconds until
+ * the bucket again holds the caller's share of it (`share`: its weight ÷ the active weights).
+ */
+export function rateLimitFields(
+  policy: string,
+  limit: RateLimit,
+  bucket: TokenBucket,
+  share: number,
+  now: number,
+): RateLimitFields {
+  const free = Math.max(0, Math.floor(bucket.available(now) + 1e-9));
+  const slots = Math.max(1, Math.floor(limit.count * share));
+  const seconds = Math.ceil(bucket.msUntil(slots, now) / 1000);
+  return { 'ratelimit-policy': policy, ratelimit: `"upstream";r=${free};t=${seconds}` };
+}
