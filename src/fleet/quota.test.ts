@@ -168,4 +168,66 @@ describe('store quota (real redis-server)', () => {
     while (granted === 0 && Date.now() < deadline) granted = (await quota.take(want(1))).granted;
     expect(granted).toBe(1);
   });
+
+  describe('fair share between callers, fleet-wide', () => {
+    const rateLimit = { count: 100, periodMs: 1_000 };
+    function member(prefix: string) {
+      return createStoreQuota({
+        connection: connect(),
+        maxCooldownMs: 300_000,
+        keyPrefix: prefix,
+        upstream: 'https://api.example',
+        rateLimit,
+      });
+    }
+
+    it('two members whose batch callers of weights 3 and 1 both keep asking split the slots 3:1 (± 20 %)', async () => {
+      const [one, two] = [member('fair-a:'), member('fair-a:')];
+      // Both start asking with the bucket empty: the steady state, not who came first to a full one.
+      await one.take(want(100, 'warm-up'));
+      let big = 0;
+      let small = 0;
+      const end = Date.now() + 1_500;
+      while (Date.now() < end) {
+        big += (await one.take(want(30, 'big', 3, 'batch'))).granted;
+        small += (await two.take(want(30, 'small', 1, 'batch'))).granted;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      const ratio = big / small;
+      expect(ratio).toBeGreaterThanOrEqual(2.4);
+      expect(ratio).toBeLessThanOrEqual(3.6);
+    });
+
+    it("a slot due to another member's interactive caller stays in the bucket for it", async () => {
+      const [ui, batch] = [member('fair-b:'), member('fair-b:')];
+      // The batch caller empties the bucket; the interactive one then asks and must wait.
+      expect((await batch.take(want(100, 'nightly', 1, 'batch'))).granted).toBeGreaterThan(90);
+      await batch.take(want(100, 'nightly', 1, 'batch'));
+      const waiting = await ui.take(want(1, 'ui'));
+      expect(waiting.granted).toBe(0);
+      await new Promise((resolve) => setTimeout(resolve, waiting.waitMs + 5));
+      // The batch member asks first when the slot is due: it is held for the interactive caller.
+      const held = await batch.take(want(100, 'nightly', 1, 'batch'));
+      expect(held.granted).toBe(0);
+      expect(held.waitMs).toBeGreaterThan(0);
+      expect((await ui.take(want(1, 'ui'))).granted).toBe(1);
+    });
+
+    it('what the callers hash says is checked: garbage dropped, virtual times clamped, at most 256 callers', async () => {
+      const quota = member('fair-c:');
+      await quota.take(want(1, 'real'));
+      const forged = ['~v', 'NaN', 'nan', 'x,y', 'ahead', '1e300,1,0,' + Date.now() + ',5'];
+      forged.push('heavy', `0,1000000000,0,${Date.now()},5`, 'future', `0,1,0,${Date.now() + 60_000},5`);
+      for (let i = 0; i < 400; i++) forged.push(`flood-${i}`, `0,1,1,${Date.now()},0`);
+      await redis.command('HSET', quota.keys.callers, ...forged);
+      // A caller far ahead (1e300) would never be served again; a weight of 1e9 and a time in the
+      // future are dropped; the fleet's virtual time NaN reads as 0.
+      const taken = await quota.take(want(5, 'real'));
+      expect(taken.granted).toBe(5);
+      const left = await redis.command('HLEN', quota.keys.callers);
+      expect(Number(left.replace(/^:/, ''))).toBeLessThanOrEqual(258);
+      const ahead = await redis.command('HGET', quota.keys.callers, 'ahead');
+      expect(ahead).not.toContain('1e+300');
+    });
+  });
 });

@@ -99,7 +99,8 @@ if now_ms > ts then
 end
 -- The callers, each checked: a field that does not parse, a weight or rank out of range, a time
 -- ahead of this clock or older than a period is dropped; a virtual time is held within one
--- period's worth of the fleet's, so a forged or restored entry neither starves nor favours.
+-- period's worth ahead of the fleet's or one turn behind, so a forged or restored entry neither
+-- starves nor favours.
 local v = 0
 local callers = {}
 local known = 0
@@ -122,8 +123,9 @@ for i = 1, #raw, 2 do
   end
 end
 if v ~= v or v < 0 or v > 1e15 then v = 0 end
+-- A waiting caller's virtual time never lags the fleet's by more than one turn (1/weight <= 1).
 for _, c in pairs(callers) do
-  if c.vt < v then c.vt = v end
+  if c.vt < v - 1 then c.vt = v - 1 end
   if c.vt > v + count then c.vt = v + count end
 end
 for j = 1, asking do
@@ -131,10 +133,13 @@ for j = 1, asking do
   local c = callers[name]
   if c == nil then
     -- A full table: the newcomer is served only when nobody recorded wants a slot.
-    c = { vt = v + count, w = 1, r = 1, seen = now_ms, want = 0, unrecorded = known >= max_callers }
+    local full = known >= max_callers
+    c = { vt = full and v + count or v, w = 1, r = 1, seen = now_ms, want = 0, unrecorded = full }
     callers[name] = c
     if not c.unrecorded then known = known + 1 end
   end
+  -- A caller that starts asking again starts at the fleet's virtual time: idle time banks nothing.
+  if c.want == 0 or c.seen <= now_ms - ttl then c.vt = math.max(c.vt, v) end
   c.w = math.max(1, math.min(1000, tonumber(ARGV[3 + 4 * j]) or 1))
   c.r = (ARGV[4 + 4 * j] == '1') and 1 or 0
   c.seen = now_ms
@@ -147,7 +152,7 @@ while tokens >= 1 - 1e-9 do
   local best, best_name, best_key = nil, nil, math.huge
   for name, c in pairs(callers) do
     if c.want > 0 and c.seen > now_ms - ttl then
-      local key = math.max(c.vt, v)
+      local key = c.vt
       if c.r == 1 then key = key + 1 / c.w end
       if key < best_key or (key == best_key and name < best_name) then
         best, best_name, best_key = c, name, key
@@ -157,7 +162,7 @@ while tokens >= 1 - 1e-9 do
   if best ~= nil and best.mine == nil then held = true end
   if best == nil or best.mine == nil then break end
   tokens = tokens - 1
-  v = math.max(best.vt, v)
+  v = best.vt
   best.vt = v + 1 / best.w
   best.want = best.want - 1
   grants[best.mine] = grants[best.mine] + 1

@@ -1,9 +1,9 @@
 /**
  * Who gets the next rate-limit slot (docs/quota-guard.md "Fair share between callers"): the
  * requests waiting for one, in a FIFO per caller, and start-time fair queuing across callers.
- * Each caller has a virtual time that grows by 1/weight per admitted request and never lags the
- * queue's own (no credit banked while idle); the next slot goes to the waiting caller with the
- * smallest key: its virtual time when `interactive`, one turn later when `batch`. So a caller
+ * Each caller has a virtual time that grows by 1/weight per admitted request and, when it starts
+ * asking again, is brought up to the queue's own (no credit banked while idle); the next slot goes
+ * to the waiting caller with the smallest key: its virtual time when `interactive`, one turn later when `batch`. So a caller
  * within its share is next at once, what one leaves unused goes to the others, and a flooding
  * caller of either priority never pushes another below rate × weight ÷ (active weights).
  */
@@ -38,10 +38,9 @@ export class CallerState {
     readonly priority: Priority,
   ) {}
 
-  /** Its scheduling key when the queue's virtual time is `v`. */
-  key(v: number): number {
-    const start = this.vt > v ? this.vt : v;
-    return this.priority === 'interactive' ? start : start + 1 / this.weight;
+  /** Its scheduling key while it waits: its virtual start, one turn later when `batch`. */
+  key(): number {
+    return this.priority === 'interactive' ? this.vt : this.vt + 1 / this.weight;
   }
 }
 
@@ -87,11 +86,16 @@ export class FairQueue {
     for (const caller of this.#backlogged) yield* caller.waiters;
   }
 
+  /** A caller that starts asking again starts at the queue's virtual time: idle time banks nothing. */
+  #wakeUp(caller: CallerState): void {
+    if (caller.vt < this.#v) caller.vt = this.#v;
+  }
+
   /** Count one admission of `caller` (granted from the queue, or at once). */
   charge(caller: CallerState): void {
-    const start = caller.vt > this.#v ? caller.vt : this.#v;
-    this.#v = start;
-    caller.vt = start + 1 / caller.weight;
+    if (caller.waiters.size === 0) this.#wakeUp(caller);
+    this.#v = caller.vt;
+    caller.vt += 1 / caller.weight;
   }
 
   /** Resolves with a slot; rejects when the client leaves (`signal`) or the guard refuses it. */
@@ -122,6 +126,7 @@ export class FairQueue {
         waiter.onAbort = () => this.settle(waiter, abortReason(waiter.signal));
         signal.addEventListener('abort', waiter.onAbort, { once: true });
       }
+      if (caller.waiters.size === 0) this.#wakeUp(caller);
       caller.waiters.add(waiter);
       this.#backlogged.add(caller);
       this.#size += 1;
@@ -147,7 +152,7 @@ export class FairQueue {
     let best: CallerState | undefined;
     let bestKey = Infinity;
     for (const caller of this.#backlogged) {
-      const key = caller.key(this.#v);
+      const key = caller.key();
       if (key < bestKey) {
         best = caller;
         bestKey = key;
