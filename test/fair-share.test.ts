@@ -1,0 +1,245 @@
+/**
+ * Fair share of the API's rate between callers (docs/quota-guard.md "Fair share between
+ * callers"), with real sidecar processes (the built bundle), the HTTPS stand-in as the API and,
+ * for the fleet, a real redis-server: the figures of DESIGN.md at rate 10/s.
+ */
+import { Agent, request } from 'undici';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createTestPki, startStandin, type Standin } from '../src/standin/index.js';
+import { startRedisServer, type RedisServer } from './helpers/redis-server.js';
+import {
+  startSidecarProcess,
+  waitFor,
+  waitReady,
+  writeTemp,
+  type SidecarProcess,
+} from './helpers/sidecar-process.js';
+
+let standin: Standin;
+let redis: RedisServer;
+let caFile: string;
+let sidecars: SidecarProcess[] = [];
+const client = new Agent({ connections: 128 });
+
+beforeAll(async () => {
+  const pki = await createTestPki();
+  standin = await startStandin({ pki });
+  caFile = writeTemp('ca.pem', pki.caCert);
+  redis = await startRedisServer();
+});
+
+afterEach(async () => {
+  await Promise.all(sidecars.map((s) => s.stop()));
+  sidecars = [];
+});
+
+afterAll(async () => {
+  await client?.close();
+  await redis?.close();
+  await standin?.close();
+});
+
+async function start(env: Record<string, string>): Promise<SidecarProcess> {
+  const sidecar = await startSidecarProcess({
+    UPSTREAM_BASE_URL: standin.url,
+    UPSTREAM_CA_FILE: caFile,
+    CLIENT_ID: 'demo-client',
+    CLIENT_SECRET: 'demo-secret',
+    UPSTREAM_RATE_LIMIT: '10/s',
+    ...env,
+  });
+  sidecars.push(sidecar);
+  await waitReady(sidecar);
+  return sidecar;
+}
+
+interface Answer {
+  status: number;
+  ms: number;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+async function get(sidecar: SidecarProcess, path: string, caller?: string): Promise<Answer> {
+  const started = performance.now();
+  const res = await request(`${sidecar.proxyUrl}${path}`, {
+    dispatcher: client,
+    headers: caller === undefined ? {} : { 'x-caller': caller },
+  });
+  await res.body.dump();
+  return { status: res.statusCode, ms: performance.now() - started, headers: res.headers };
+}
+
+/** `loops` clients that send again as soon as they have an answer, whatever it was. */
+function flood(sidecar: SidecarProcess, marker: string, loops: number, caller?: string) {
+  const state = { stopped: false, answers: [] as Answer[] };
+  const loop = async (i: number): Promise<void> => {
+    for (let n = 0; !state.stopped; n++) {
+      state.answers.push(await get(sidecar, `/v1.0/contracts/?${marker}=${i}-${n}`, caller));
+    }
+  };
+  const done = Promise.all(Array.from({ length: loops }, (_, i) => loop(i)));
+  return {
+    state,
+    async stop() {
+      state.stopped = true;
+      await done;
+    },
+  };
+}
+
+/** One request every 300 ms, 20 in all, each answered before the next is due. */
+async function polite(sidecar: SidecarProcess, marker: string, caller?: string) {
+  const answers: Answer[] = [];
+  for (let i = 0; i < 20; i++) {
+    const due = performance.now() + 300;
+    answers.push(await get(sidecar, `/v1.0/contracts/?${marker}=${i}`, caller));
+    const left = due - performance.now();
+    if (left > 0) await new Promise((resolve) => setTimeout(resolve, left));
+  }
+  return answers;
+}
+
+function p95(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.ceil(sorted.length * 0.95) - 1]!;
+}
+
+/** API requests carrying `marker` that reached the stand-in after `since` (ms since epoch). */
+function apiSeen(marker: string, since = 0): number {
+  return standin.apiRequests.filter((r) => r.url.includes(`${marker}=`) && r.at >= since).length;
+}
+
+function expectPoliteServed(answers: Answer[]): void {
+  const ok = answers.filter((a) => a.status === 200);
+  expect(ok.length / answers.length).toBeGreaterThanOrEqual(0.95);
+  // The stand-in answers at once: the time to an answer is the wait for a slot plus ~ms.
+  expect(p95(ok.map((a) => a.ms))).toBeLessThanOrEqual(250);
+}
+
+describe('fair share with real processes', () => {
+  it('one process (gateway mode): an interactive caller beside a batch caller flooding with 30 loops gets >= 95 % answered, p95 <= 250 ms', async () => {
+    const sidecar = await start({
+      QUOTA_CALLER_HEADER: 'X-Caller',
+      QUOTA_CALLERS: 'nightly=1:batch',
+    });
+    const batch = flood(sidecar, 'gw-batch', 30, 'nightly');
+    await waitFor(() => apiSeen('gw-batch') >= 10, 10_000, 'the batch caller to use the bucket');
+    const answers = await polite(sidecar, 'gw-ui', 'reports-ui');
+    await batch.stop();
+    expectPoliteServed(answers);
+    // The batch caller had the rest: it was refused, never failed.
+    const statuses = new Set(batch.state.answers.map((a) => a.status));
+    expect([...statuses].every((s) => s === 200 || s === 429)).toBe(true);
+    const metrics = await (await request(`${sidecar.adminUrl}/metrics`)).body.text();
+    expect(metrics).toMatch(/oauth_sidecar_quota_requests_total\{caller="nightly",outcome="admitted"\} [1-9]/);
+    // reports-ui is not configured: its label is `other` (bounded cardinality).
+    expect(metrics).toMatch(/oauth_sidecar_quota_requests_total\{caller="other",outcome="admitted"\} (19|20)\b/);
+    expect(metrics).toMatch(/oauth_sidecar_rate_limit_wait_seconds_count\{priority="batch"\} [1-9]/);
+  });
+
+  it('two batch callers of weights 3 and 1, both flooding, reach the API 3:1 (± 20 %)', async () => {
+    const sidecar = await start({
+      QUOTA_CALLER_HEADER: 'x-caller',
+      QUOTA_CALLERS: 'big=3:batch,small=1:batch',
+    });
+    const big = flood(sidecar, 'w-big', 30, 'big');
+    const small = flood(sidecar, 'w-small', 30, 'small');
+    // Past the first full bucket: the steady state.
+    await waitFor(() => apiSeen('w-big') + apiSeen('w-small') >= 20, 10_000, 'the first bucket');
+    const since = Date.now();
+    await new Promise((resolve) => setTimeout(resolve, 6_000));
+    await Promise.all([big.stop(), small.stop()]);
+    const ratio = apiSeen('w-big', since) / apiSeen('w-small', since);
+    expect(ratio).toBeGreaterThanOrEqual(2.4);
+    expect(ratio).toBeLessThanOrEqual(3.6);
+  });
+
+  it('one caller alone gets at least 85 % of the rate', async () => {
+    const sidecar = await start({});
+    const alone = flood(sidecar, 'alone', 30);
+    await waitFor(() => apiSeen('alone') >= 10, 10_000, 'the first bucket');
+    const since = Date.now();
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    const elapsed = Date.now() - since;
+    await alone.stop();
+    expect(apiSeen('alone', since)).toBeGreaterThanOrEqual(0.85 * 10 * (elapsed / 1000));
+  });
+
+  it('RateLimit fields: r counts down and never below 0; no fields without a rate limit', async () => {
+    const limited = await start({});
+    const seen: number[] = [];
+    for (let i = 0; i < 14; i++) {
+      const answer = await get(limited, `/v1.0/contracts/?rl=${i}`);
+      expect(answer.headers['ratelimit-policy']).toBe('"upstream";q=10;w=1');
+      const match = /^"upstream";r=(\d+);t=(\d+)$/.exec(String(answer.headers.ratelimit));
+      expect(match, String(answer.headers.ratelimit)).not.toBeNull();
+      seen.push(Number(match![1]));
+    }
+    // Sent one after another faster than the refill: 9, 8, 7, ... down to 0, and 0 after.
+    expect(seen[0]).toBeGreaterThanOrEqual(8);
+    expect(seen.slice(0, 5)).toEqual([...seen.slice(0, 5)].sort((a, b) => b - a));
+    expect(Math.min(...seen)).toBe(0);
+    const refusedUnderFlood = flood(limited, 'rl-flood', 40);
+    await waitFor(
+      () => refusedUnderFlood.state.answers.some((a) => a.status === 429),
+      10_000,
+      'a refusal',
+    );
+    await refusedUnderFlood.stop();
+    for (const answer of refusedUnderFlood.state.answers) {
+      expect(String(answer.headers.ratelimit)).toMatch(/^"upstream";r=\d+;t=\d+$/);
+    }
+    const free = await start({ UPSTREAM_RATE_LIMIT: '' });
+    const plain = await get(free, '/v1.0/contracts/?no-limit');
+    expect(plain.status).toBe(200);
+    expect(plain.headers.ratelimit).toBeUndefined();
+    expect(plain.headers['ratelimit-policy']).toBeUndefined();
+  });
+});
+
+describe('fair share across a fleet (real redis-server)', () => {
+  async function fleet(prefix: string): Promise<[SidecarProcess, SidecarProcess]> {
+    const store = { STORE_URL: redis.url, STORE_KEY_PREFIX: prefix };
+    return Promise.all([
+      start({ ...store, QUOTA_CALLER: 'nightly', QUOTA_CALLERS: 'nightly=1:batch' }),
+      start({ ...store, QUOTA_CALLER: 'reports-ui' }),
+    ]);
+  }
+
+  it('two members, each serving one caller: the interactive one beside a 30-loop batch one gets >= 95 % answered, p95 <= 250 ms', async () => {
+    const [batchSide, uiSide] = await fleet('fair-fleet-a:');
+    const batch = flood(batchSide, 'f-batch', 30);
+    await waitFor(() => apiSeen('f-batch') >= 10, 10_000, 'the batch caller to use the bucket');
+    const answers = await polite(uiSide, 'f-ui');
+    await batch.stop();
+    expectPoliteServed(answers);
+    // The fleet as a whole stayed within 10/s (plus the bucket of 10).
+    const first = Math.min(...standin.apiRequests.filter((r) => r.url.includes('f-')).map((r) => r.at));
+    const last = Math.max(...standin.apiRequests.filter((r) => r.url.includes('f-')).map((r) => r.at));
+    expect(apiSeen('f-batch') + apiSeen('f-ui')).toBeLessThanOrEqual(10 + Math.ceil((last - first) / 100) + 1);
+  });
+
+  it('with the store stopped each member shares its own rate fairly, and no request fails', async () => {
+    const [batchSide, uiSide] = await fleet('fair-fleet-b:');
+    await redis.stop();
+    try {
+      for (const s of [batchSide, uiSide]) {
+        await waitFor(
+          async () => {
+            const res = await request(`${s.adminUrl}/status`);
+            return ((await res.body.json()) as { quota: { fleet: string } }).quota.fleet === 'local';
+          },
+          10_000,
+          'fleet local',
+        );
+      }
+      const batch = flood(batchSide, 'o-batch', 30);
+      const answers = await polite(uiSide, 'o-ui');
+      await batch.stop();
+      expect(answers.map((a) => a.status)).toEqual(Array(20).fill(200));
+      for (const a of batch.state.answers) expect([200, 429]).toContain(a.status);
+    } finally {
+      await redis.start();
+    }
+  });
+});
