@@ -1,7 +1,7 @@
 /**
  * Fair share of the API's rate between callers (docs/quota-guard.md "Fair share between
  * callers"), with real sidecar processes (the built bundle), the HTTPS stand-in as the API and,
- * for the fleet, a real redis-server: the figures of DESIGN.md at rate 10/s.
+ * for the fleet, a real redis-server: the figures of docs/quota-guard.md at rate 10/s.
  */
 import { Agent, request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -131,10 +131,16 @@ describe('fair share with real processes', () => {
     const statuses = new Set(batch.state.answers.map((a) => a.status));
     expect([...statuses].every((s) => s === 200 || s === 429)).toBe(true);
     const metrics = await (await request(`${sidecar.adminUrl}/metrics`)).body.text();
-    expect(metrics).toMatch(/oauth_sidecar_quota_requests_total\{caller="nightly",outcome="admitted"\} [1-9]/);
+    expect(metrics).toMatch(
+      /oauth_sidecar_quota_requests_total\{caller="nightly",outcome="admitted"\} [1-9]/,
+    );
     // reports-ui is not configured: its label is `other` (bounded cardinality).
-    expect(metrics).toMatch(/oauth_sidecar_quota_requests_total\{caller="other",outcome="admitted"\} (19|20)\b/);
-    expect(metrics).toMatch(/oauth_sidecar_rate_limit_wait_seconds_count\{priority="batch"\} [1-9]/);
+    expect(metrics).toMatch(
+      /oauth_sidecar_quota_requests_total\{caller="other",outcome="admitted"\} (19|20)\b/,
+    );
+    expect(metrics).toMatch(
+      /oauth_sidecar_rate_limit_wait_seconds_count\{priority="batch"\} [1-9]/,
+    );
   });
 
   it('two batch callers of weights 3 and 1, both flooding, reach the API 3:1 (± 20 %)', async () => {
@@ -214,9 +220,15 @@ describe('fair share across a fleet (real redis-server)', () => {
     await batch.stop();
     expectPoliteServed(answers);
     // The fleet as a whole stayed within 10/s (plus the bucket of 10).
-    const first = Math.min(...standin.apiRequests.filter((r) => r.url.includes('f-')).map((r) => r.at));
-    const last = Math.max(...standin.apiRequests.filter((r) => r.url.includes('f-')).map((r) => r.at));
-    expect(apiSeen('f-batch') + apiSeen('f-ui')).toBeLessThanOrEqual(10 + Math.ceil((last - first) / 100) + 1);
+    const first = Math.min(
+      ...standin.apiRequests.filter((r) => r.url.includes('f-')).map((r) => r.at),
+    );
+    const last = Math.max(
+      ...standin.apiRequests.filter((r) => r.url.includes('f-')).map((r) => r.at),
+    );
+    expect(apiSeen('f-batch') + apiSeen('f-ui')).toBeLessThanOrEqual(
+      10 + Math.ceil((last - first) / 100) + 1,
+    );
   });
 
   it('with the store stopped each member shares its own rate fairly, and no request fails', async () => {
@@ -227,7 +239,9 @@ describe('fair share across a fleet (real redis-server)', () => {
         await waitFor(
           async () => {
             const res = await request(`${s.adminUrl}/status`);
-            return ((await res.body.json()) as { quota: { fleet: string } }).quota.fleet === 'local';
+            return (
+              ((await res.body.json()) as { quota: { fleet: string } }).quota.fleet === 'local'
+            );
           },
           10_000,
           'fleet local',

@@ -65,7 +65,12 @@ function callerPolicy(item: unknown, report: Report): [string, CallerPolicy] | u
     weight = /^\d{1,9}$/.test(match[2]!.trim()) ? Number(match[2]!.trim()) : match[2];
     priority = match[3]?.trim() ?? 'interactive';
   } else if (typeof item === 'object' && item !== null && !Array.isArray(item)) {
-    const { name: n, weight: w, priority: p = 'interactive', ...rest } = item as Record<string, unknown>;
+    const {
+      name: n,
+      weight: w,
+      priority: p = 'interactive',
+      ...rest
+    } = item as Record<string, unknown>;
     const extra = Object.keys(rest);
     if (extra.length > 0) {
       report(`a caller has only name, weight and priority (unknown: ${extra.join(', ')})`);
@@ -81,15 +86,24 @@ function callerPolicy(item: unknown, report: Report): [string, CallerPolicy] | u
     report(`each caller's name must be 1 to 64 of a-z, 0-9, ".", "_", "-" (got ${shown(name)})`);
     ok = false;
   }
-  if (typeof weight !== 'number' || !Number.isInteger(weight) || weight < 1 || weight > MAX_WEIGHT) {
-    report(`each caller's weight must be a whole number from 1 to ${MAX_WEIGHT} (got ${shown(weight)})`);
+  if (
+    typeof weight !== 'number' ||
+    !Number.isInteger(weight) ||
+    weight < 1 ||
+    weight > MAX_WEIGHT
+  ) {
+    report(
+      `each caller's weight must be a whole number from 1 to ${MAX_WEIGHT} (got ${shown(weight)})`,
+    );
     ok = false;
   }
   if (priority !== 'interactive' && priority !== 'batch') {
     report(`each caller's priority must be interactive or batch (got ${shown(priority)})`);
     ok = false;
   }
-  return ok ? [name as string, { weight: weight as number, priority: priority as CallerPolicy['priority'] }] : undefined;
+  return ok
+    ? [name as string, { weight: weight as number, priority: priority as CallerPolicy['priority'] }]
+    : undefined;
 }
 
 /** `quota.callers`: env `name=weight[:priority],...`; YAML a list of `{name, weight, priority}`. */
@@ -105,11 +119,15 @@ export function callerPolicies(): Parser<NamedCallerPolicy[]> {
           ? (raw as unknown[])
           : null;
     if (items === null) {
-      report('must be name=weight[:interactive|batch],... or a YAML list of {name, weight, priority}');
+      report(
+        'must be name=weight[:interactive|batch],... or a YAML list of {name, weight, priority}',
+      );
       return INVALID;
     }
     if (items.length > MAX_CONFIGURED_CALLERS) {
-      report(`names ${items.length} callers; at most ${MAX_CONFIGURED_CALLERS} (each is a metric label)`);
+      report(
+        `names ${items.length} callers; at most ${MAX_CONFIGURED_CALLERS} (each is a metric label)`,
+      );
       return INVALID;
     }
     const policies = new Map<string, CallerPolicy>();

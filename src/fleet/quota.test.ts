@@ -8,7 +8,12 @@ import { createStoreQuota } from './quota.js';
 const logger = createLogger({ level: 'silent' });
 
 /** One caller (the default one) asking for `n` slots. */
-function want(n: number, caller = 'default', weight = 1, priority: 'interactive' | 'batch' = 'interactive') {
+function want(
+  n: number,
+  caller = 'default',
+  weight = 1,
+  priority: 'interactive' | 'batch' = 'interactive',
+) {
   return [{ caller, weight, priority, want: n }];
 }
 let redis: RedisServer;
@@ -100,7 +105,9 @@ describe('store quota (real redis-server)', () => {
     await quota.take(want(1));
     await quota.startCooldown(503, 1_000);
     const keys = [...(await redis.dump()).keys()].filter((k) => k.startsWith('test-d:'));
-    expect(keys.sort()).toEqual([quota.keys.bucket, quota.keys.callers, quota.keys.cooldown].sort());
+    expect(keys.sort()).toEqual(
+      [quota.keys.bucket, quota.keys.callers, quota.keys.cooldown].sort(),
+    );
     expect(keys.join()).not.toContain('secret-host');
   });
 
@@ -217,7 +224,12 @@ describe('store quota (real redis-server)', () => {
       const quota = member('fair-c:');
       await quota.take(want(1, 'real'));
       const forged = ['~v', 'NaN', 'nan', 'x,y', 'ahead', '1e300,1,0,' + Date.now() + ',5'];
-      forged.push('heavy', `0,1000000000,0,${Date.now()},5`, 'future', `0,1,0,${Date.now() + 60_000},5`);
+      forged.push(
+        'heavy',
+        `0,1000000000,0,${Date.now()},5`,
+        'future',
+        `0,1,0,${Date.now() + 60_000},5`,
+      );
       for (let i = 0; i < 400; i++) forged.push(`flood-${i}`, `0,1,1,${Date.now()},0`);
       await redis.command('HSET', quota.keys.callers, ...forged);
       // A caller far ahead (1e300) would never be served again; a weight of 1e9 and a time in the

@@ -194,14 +194,14 @@ function proxyMetrics(registers: [LeanRegistry]) {
     }),
     rateLimitWait: new Histogram({
       name: `${METRIC_PREFIX}rate_limit_wait_seconds`,
-      help: 'Time a request admitted under upstream.rateLimit waited for its slot (0 when it did not wait), by its caller\'s priority.',
+      help: "Time a request admitted under upstream.rateLimit waited for its slot (0 when it did not wait), by its caller's priority.",
       labelNames: ['priority'] as const,
       buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
       registers,
     }),
     quotaRequests: new Counter({
       name: `${METRIC_PREFIX}quota_requests_total`,
-      help: 'Requests under upstream.rateLimit, by caller (the configured ones, this sidecar\'s own, else other) and outcome (admitted, refused).',
+      help: "Requests under upstream.rateLimit, by caller (the configured ones, this sidecar's own, else other) and outcome (admitted, refused).",
       labelNames: ['caller', 'outcome'] as const,
       registers,
     }),

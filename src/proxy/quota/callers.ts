@@ -5,7 +5,7 @@
  * `interactive`). Bounded: at most MAX_CALLERS are tracked; idle ones are forgotten first.
  */
 import { CALLER_NAME } from '../../config/quota-parsers.js';
-import type { CallerPolicy, NamedCallerPolicy } from '../../config/types.js';
+import type { CallerPolicy, NamedCallerPolicy, Priority } from '../../config/types.js';
 import { CallerState } from './fair-queue.js';
 
 /** Most callers tracked at once; beyond it new names share the state of `other`. */
@@ -13,6 +13,21 @@ export const MAX_CALLERS = 1_000;
 
 /** The metric label of callers that are neither configured nor this sidecar's own. */
 export const OTHER_CALLER = 'other';
+
+/** Most callers `/status` lists (the most recent first). */
+const STATUS_CALLERS = 50;
+
+/** One caller as `/status` shows it. */
+export interface CallerStatus {
+  name: string;
+  weight: number;
+  priority: Priority;
+  /** Asked within the last period (or waits): shares the rate now. */
+  active: boolean;
+  /** The part of the rate guaranteed to it while active (weight ÷ active weights). */
+  share: number;
+  queued: number;
+}
 
 const DEFAULT_POLICY: CallerPolicy = { weight: 1, priority: 'interactive' };
 
@@ -33,7 +48,9 @@ export class Callers {
 
   constructor(options: CallersOptions) {
     this.#header = options.header;
-    this.#policies = new Map(options.policies.map(({ name, weight, priority }) => [name, { weight, priority }]));
+    this.#policies = new Map(
+      options.policies.map(({ name, weight, priority }) => [name, { weight, priority }]),
+    );
     this.#own = this.#create(options.own);
   }
 
@@ -65,9 +82,37 @@ export class Callers {
     return caller === this.#own || this.#policies.has(caller.name) ? caller.name : OTHER_CALLER;
   }
 
+  /** The callers that asked most recently, with their shares of the rate now (`/status`). */
+  shares(now: number, periodMs: number): CallerStatus[] {
+    const recent = [...this.#states.values()]
+      .sort((a, b) => b.lastAsked - a.lastAsked)
+      .slice(0, STATUS_CALLERS);
+    return recent.map((c) => {
+      const active = isActive(c, now, periodMs);
+      return {
+        name: c.name,
+        weight: c.weight,
+        priority: c.priority,
+        active,
+        share: active ? c.weight / this.activeWeight(c, now, periodMs) : 0,
+        queued: c.waiters.size,
+      };
+    });
+  }
+
+  /** Sum of the weights of the callers sharing the rate now, `caller` included. */
+  activeWeight(caller: CallerState, now: number, periodMs: number): number {
+    let total = caller.weight;
+    for (const other of this.#states.values()) {
+      if (other !== caller && isActive(other, now, periodMs)) total += other.weight;
+    }
+    return total;
+  }
+
   #admit(name: string): CallerState {
     if (this.#states.size >= MAX_CALLERS) this.#forgetIdle();
-    if (this.#states.size >= MAX_CALLERS) return this.#states.get(OTHER_CALLER) ?? this.#create(OTHER_CALLER);
+    if (this.#states.size >= MAX_CALLERS)
+      return this.#states.get(OTHER_CALLER) ?? this.#create(OTHER_CALLER);
     return this.#create(name);
   }
 
@@ -83,6 +128,12 @@ export class Callers {
     const idle = [...this.#states.values()]
       .filter((c) => c !== this.#own && c.waiters.size === 0 && !this.#policies.has(c.name))
       .sort((a, b) => a.lastAsked - b.lastAsked);
-    for (const caller of idle.slice(0, Math.ceil(idle.length / 2))) this.#states.delete(caller.name);
+    for (const caller of idle.slice(0, Math.ceil(idle.length / 2)))
+      this.#states.delete(caller.name);
   }
+}
+
+/** A caller shares the rate while it waits or asked within the last period. */
+function isActive(caller: CallerState, now: number, periodMs: number): boolean {
+  return caller.waiters.size > 0 || caller.lastAsked > now - periodMs;
 }

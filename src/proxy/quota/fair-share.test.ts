@@ -1,6 +1,6 @@
 /**
  * Fair share between callers in one process (docs/quota-guard.md "Fair share between callers"),
- * on fake timers: the figures of DESIGN.md at the guard's level. The same figures with real
+ * on fake timers: the figures of docs/quota-guard.md at the guard's level. The same figures with real
  * processes and a real redis-server: test/fair-share.test.ts.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -159,28 +159,31 @@ describe('fair share between callers (one process)', () => {
     const nightly = caller('nightly');
     for (let i = 0; i < 10; i++) expect(guard.admit(undefined, nightly)).toBeUndefined();
     const order: string[] = [];
-    for (let i = 0; i < 3; i++) void guard.admit(undefined, nightly)!.then(() => order.push('batch'));
+    for (let i = 0; i < 3; i++)
+      void guard.admit(undefined, nightly)!.then(() => order.push('batch'));
     void guard.admit(undefined, caller('ui'))!.then(() => order.push('interactive'));
     await vi.advanceTimersByTimeAsync(400);
     expect(order[0]).toBe('interactive');
     expect(order).toHaveLength(4);
   });
 
-  it('in gateway mode one caller\'s waiters hold at most half of the queue (proxy.maxInFlight)', () => {
+  it("in gateway mode one caller's waiters hold at most half of the queue (proxy.maxInFlight)", () => {
     const { guard, caller, counts } = gateway([], 8);
     const greedy = caller('greedy');
-    for (let i = 0; i < 10; i++) guard.admit(undefined, greedy);
+    for (let i = 0; i < 10; i++) expect(guard.admit(undefined, greedy)).toBeUndefined();
     for (let i = 0; i < 4; i++) void guard.admit(undefined, greedy)!.catch(() => undefined);
     let refusal: unknown;
     try {
-      guard.admit(undefined, greedy);
+      void guard.admit(undefined, greedy);
     } catch (err) {
       refusal = err;
     }
     expect((refusal as SidecarError).code).toBe('rate_limited');
     expect((refusal as SidecarError).message).toContain("greedy's waiters fill its share");
     // Another caller still finds room.
-    void expect(guard.admit(undefined, caller('polite'))).toBeInstanceOf(Promise);
+    const polite = guard.admit(undefined, caller('polite'));
+    expect(polite).toBeInstanceOf(Promise);
+    polite?.catch(() => undefined);
     expect(counts.get('other:refused')).toBe(1);
   });
 
@@ -189,7 +192,7 @@ describe('fair share between callers (one process)', () => {
     const one = caller('one');
     const seen: string[] = [];
     for (let i = 0; i < 10; i++) {
-      guard.admit(undefined, one);
+      expect(guard.admit(undefined, one)).toBeUndefined();
       seen.push(guard.fieldsFor(one)!.ratelimit);
     }
     expect(seen.slice(0, 3)).toEqual([
@@ -201,7 +204,7 @@ describe('fair share between callers (one process)', () => {
     void guard.admit(undefined, one)!.catch(() => undefined);
     let refusal: SidecarError | undefined;
     try {
-      guard.admit(undefined, one);
+      void guard.admit(undefined, one);
     } catch (err) {
       refusal = err as SidecarError;
     }
@@ -214,7 +217,7 @@ describe('fair share between callers (one process)', () => {
   it('unknown callers beyond the tracked maximum share one state; configured ones keep their own', () => {
     const { guard, caller } = gateway([{ name: 'named', weight: 5, priority: 'batch' }]);
     const waiting = caller('waiting');
-    for (let i = 0; i < 10; i++) guard.admit(undefined, waiting);
+    for (let i = 0; i < 10; i++) expect(guard.admit(undefined, waiting)).toBeUndefined();
     void guard.admit(undefined, waiting)!.catch(() => undefined);
     for (let i = 0; i < 5_000; i++) caller(`caller-${i}`);
     expect([...guard.callers.all()].length).toBeLessThanOrEqual(1_001);

@@ -19,7 +19,7 @@ import type { Logger } from '../../telemetry/logger.js';
 import { TokenBucket, type RateLimit } from './bucket.js';
 import { Cooldown } from './cooldown.js';
 import { FleetLink, SHARED_POLL_MS } from './fleet-link.js';
-import { Callers } from './callers.js';
+import { Callers, type CallerStatus } from './callers.js';
 import { FairQueue, type CallerState, type Priority, type Waiter } from './fair-queue.js';
 import { rateLimitFields, rateLimitPolicy, type RateLimitFields } from './ratelimit-fields.js';
 
@@ -56,21 +56,6 @@ export interface QuotaGuardOptions {
   /** Who shares the rate (`quota.*`); absent: one caller, `default`. */
   callers?: Callers;
 }
-
-/** One caller as `/status` shows it. */
-export interface CallerStatus {
-  name: string;
-  weight: number;
-  priority: Priority;
-  /** Asked within the last period: shares the rate now. */
-  active: boolean;
-  /** The part of the rate guaranteed to it while active (weight ÷ active weights). */
-  share: number;
-  queued: number;
-}
-
-/** Most callers `/status` lists (the most recent first). */
-const STATUS_CALLERS = 50;
 
 /** JSON-safe guard state for `/status`. */
 export interface QuotaStatus {
@@ -203,7 +188,7 @@ export class QuotaGuard {
     const now = this.clock.now();
     const who = caller ?? this.callers.own;
     const bucket = this.fleetActive() ? this.mirror! : this.bucket!;
-    const share = who.weight / this.activeWeight(who, now);
+    const share = who.weight / this.callers.activeWeight(who, now, this.limit.periodMs);
     return rateLimitFields(this.policy, this.limit, bucket, share, now);
   }
 
@@ -253,41 +238,11 @@ export class QuotaGuard {
               queueMs: this.queueMs,
               tokens: Math.floor(bucket.available(now)),
               queued: this.queue.size,
-              callers: this.callerStatus(now),
+              callers: this.callers.shares(now, limit.periodMs),
             },
       fleet,
       storeError: this.fleet?.error() ?? null,
     };
-  }
-
-  private callerStatus(now: number): CallerStatus[] {
-    const recent = [...this.callers.all()]
-      .sort((a, b) => b.lastAsked - a.lastAsked)
-      .slice(0, STATUS_CALLERS);
-    return recent.map((c) => {
-      const active = this.isActive(c, now);
-      return {
-        name: c.name,
-        weight: c.weight,
-        priority: c.priority,
-        active,
-        share: active ? c.weight / this.activeWeight(c, now) : 0,
-        queued: c.waiters.size,
-      };
-    });
-  }
-
-  private isActive(caller: CallerState, now: number): boolean {
-    return caller.waiters.size > 0 || caller.lastAsked > now - this.limit!.periodMs;
-  }
-
-  /** Sum of the weights of the callers sharing the rate now, `caller` included. */
-  private activeWeight(caller: CallerState, now: number): number {
-    let total = caller.weight;
-    for (const other of this.callers.all()) {
-      if (other !== caller && this.isActive(other, now)) total += other.weight;
-    }
-    return total;
   }
 
   private fleetActive(): boolean {

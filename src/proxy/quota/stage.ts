@@ -29,7 +29,8 @@ export function quotaStage(guard: Guard): ForwardStage {
       // Any other answer's headers are never parsed.
       if (mayStartCooldown(status)) guard.observe(status, head.headers);
       // Under a limit the caller learns where it stands (the API's own fields are replaced).
-      if (guard.limited) Object.assign(head.headers, guard.fieldsFor(guard.callers.of(exchange.req.headers)));
+      if (guard.limited)
+        Object.assign(head.headers, guard.fieldsFor(guard.callers.of(exchange.req.headers)));
       return undefined;
     },
   };
