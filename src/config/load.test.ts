@@ -781,6 +781,59 @@ describe('loadConfig: one line per bad configuration', () => {
   });
 });
 
+describe('loadConfig: quota callers', () => {
+  it('reads the caller, the gateway header and the weights from the environment', async () => {
+    const config = await loadConfig({
+      env: {
+        ...GOOD,
+        QUOTA_CALLER: 'Price-Reports',
+        QUOTA_CALLER_HEADER: 'X-Caller',
+        QUOTA_CALLERS: 'reports-ui=3, nightly=1:batch',
+      },
+    });
+    expect(config.quota).toEqual({
+      caller: 'price-reports',
+      callerHeader: 'x-caller',
+      callers: [
+        { name: 'reports-ui', weight: 3, priority: 'interactive' },
+        { name: 'nightly', weight: 1, priority: 'batch' },
+      ],
+    });
+  });
+
+  it('reads quota.callers as a YAML list', async () => {
+    const config = await loadConfig({
+      env: GOOD,
+      configFile: await file(
+        'quota.yaml',
+        'quota:\n  callers:\n    - {name: nightly, weight: 2, priority: batch}\n    - {name: ui, weight: 5}\n',
+      ),
+    });
+    expect(config.quota.callers).toEqual([
+      { name: 'nightly', weight: 2, priority: 'batch' },
+      { name: 'ui', weight: 5, priority: 'interactive' },
+    ]);
+  });
+
+  it('lists every problem of the quota keys at once', async () => {
+    expect(
+      await problemsFromEnv({
+        ...GOOD,
+        QUOTA_CALLER: 'no spaces',
+        QUOTA_CALLER_HEADER: 'Authorization',
+        QUOTA_CALLERS: 'z=0,b=2:urgent,a=1,a=2,c',
+      }),
+    ).toEqual([
+      'QUOTA_CALLER (quota.caller): must be 1 to 64 of a-z, 0-9, ".", "_", "-" (got "no spaces"), e.g. reports-ui',
+      "QUOTA_CALLER_HEADER (quota.callerHeader): must not be authorization: it carries credentials or framing, not a caller's name",
+      "QUOTA_CALLERS (quota.callers): each caller's weight must be a whole number from 1 to 1000 (got \"0\")",
+      'QUOTA_CALLERS (quota.callers): each caller\'s priority must be interactive or batch (got "urgent")',
+      'QUOTA_CALLERS (quota.callers): names the caller a twice',
+      'QUOTA_CALLERS (quota.callers): each caller must be name=weight[:interactive|batch] (got "c")',
+    ]);
+  });
+});
+
 describe('loadConfig: everything at once', () => {
   it('reports every problem in one ConfigError, and formats it for stderr', async () => {
     const configFile = await file(

@@ -25,10 +25,14 @@ const NOT_A_CALLER_HEADER = new Set([
   'transfer-encoding',
 ]);
 
-/** `quota.caller`: `[a-z0-9._-]{1,64}`. */
+/**
+ * `quota.caller`: `[a-z0-9._-]{1,64}`, upper case folded to lower, so any Kubernetes label value
+ * (`[A-Za-z0-9._-]`, at most 63) given through the downward API is a valid name.
+ */
 export function callerName(): Parser<string> {
   return (raw, report) => {
-    if (typeof raw === 'string' && CALLER_NAME.test(raw.trim())) return raw.trim();
+    const name = typeof raw === 'string' ? raw.trim().toLowerCase() : undefined;
+    if (name !== undefined && CALLER_NAME.test(name)) return name;
     report(`must be 1 to 64 of a-z, 0-9, ".", "_", "-" (got ${shown(raw)}), e.g. reports-ui`);
     return INVALID;
   };
