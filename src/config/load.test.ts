@@ -826,7 +826,7 @@ describe('loadConfig: quota callers', () => {
     ).toEqual([
       'QUOTA_CALLER (quota.caller): must be 1 to 64 of a-z, 0-9, ".", "_", "-" (got "no spaces"), e.g. reports-ui',
       "QUOTA_CALLER_HEADER (quota.callerHeader): must not be authorization: it carries credentials or framing, not a caller's name",
-      "QUOTA_CALLERS (quota.callers): each caller's weight must be a whole number from 1 to 1000 (got \"0\")",
+      'QUOTA_CALLERS (quota.callers): each caller\'s weight must be a whole number from 1 to 1000 (got "0")',
       'QUOTA_CALLERS (quota.callers): each caller\'s priority must be interactive or batch (got "urgent")',
       'QUOTA_CALLERS (quota.callers): names the caller a twice',
       'QUOTA_CALLERS (quota.callers): each caller must be name=weight[:interactive|batch] (got "c")',

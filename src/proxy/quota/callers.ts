@@ -67,8 +67,11 @@ export class Callers {
   /** The caller a request belongs to (its header's name when valid, else this sidecar's own). */
   of(headers: Record<string, string | string[] | undefined>): CallerState {
     if (this.#header === undefined) return this.#own;
-    const value = headers[this.#header];
-    if (typeof value !== 'string' || !CALLER_NAME.test(value)) return this.#own;
+    const raw = headers[this.#header];
+    if (typeof raw !== 'string') return this.#own;
+    // Case folded as `quota.caller` is: `Reports-UI` and `reports-ui` are one caller.
+    const value = raw.toLowerCase();
+    if (!CALLER_NAME.test(value)) return this.#own;
     return this.#states.get(value) ?? this.#admit(value);
   }
 

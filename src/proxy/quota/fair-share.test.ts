@@ -225,4 +225,15 @@ describe('fair share between callers (one process)', () => {
     expect(caller('waiting')).toBe(waiting);
     expect(caller('named').weight).toBe(5);
   });
+
+  it("the caller header: case folded, and anything not a valid name is this sidecar's own caller", () => {
+    const { guard, caller } = gateway();
+    expect(guard.callers.of({ 'x-caller': 'Reports-UI' })).toBe(caller('reports-ui'));
+    const own = guard.callers.own;
+    expect(own.name).toBe('default');
+    expect(guard.callers.of({})).toBe(own);
+    expect(guard.callers.of({ 'x-caller': 'two words' })).toBe(own);
+    expect(guard.callers.of({ 'x-caller': 'x'.repeat(65) })).toBe(own);
+    expect(guard.callers.of({ 'x-caller': ['a', 'b'] })).toBe(own);
+  });
 });
