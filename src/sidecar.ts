@@ -3,7 +3,7 @@
  * response cache, proxy and admin listeners. Everything built is pushed on one teardown stack, which
  * both a failed start and `shutdown()` unwind.
  */
-import type { Registry } from 'prom-client';
+import { Counter, type Registry } from 'prom-client';
 import { LeanRegistry } from './telemetry/lean-metrics.js';
 import { readFileSync } from 'node:fs';
 import type { SecureContext } from 'node:tls';
@@ -23,9 +23,11 @@ import { quotaStage } from './proxy/quota/stage.js';
 import type { AccessTokenSource } from './proxy/types.js';
 import type { StoreConnection } from './fleet/connection.js';
 import type { Logger } from './telemetry/logger.js';
-import { createMetrics, type SidecarMetrics } from './telemetry/metrics.js';
+import { METRIC_PREFIX, createMetrics, type SidecarMetrics } from './telemetry/metrics.js';
+import { startTracing, type Tracing } from './telemetry/tracing.js';
 import { createTokenEndpointClient } from './token/client.js';
 import { TokenKeeper } from './token/keeper.js';
+import type { TokenKeeperOptions } from './token/keeper-types.js';
 import { createTokenCoordinator, leaseTtlMs, type TokenCoordinator } from './token/shared.js';
 import type { TokenEndpoint } from './token/types.js';
 import { VERSION } from './version.js';
@@ -152,6 +154,8 @@ export interface ProxyStackParts {
   cache?: ForwardStage;
   /** HTTP/1.1 keep-alive timeout of the proxy listener; not a configuration key (tests shorten it). */
   keepAliveTimeoutMs?: number;
+  /** With tracing on (`config.tracing`): spans per request. */
+  tracing?: Tracing | undefined;
 }
 
 export interface ProxyStack {
@@ -222,10 +226,39 @@ export async function startProxyStack(config: Config, parts: ProxyStackParts): P
       requestLog: parts.requestLog,
       clock,
       stages: cache ? [cache, quotaStage(quota)] : [quotaStage(quota)],
+      tracing: parts.tracing,
     },
   );
   teardown.push(() => proxy.drain(0));
   return { proxy, quota, cache, dispatcher };
+}
+
+/** Longest SIGTERM waits for queued spans to reach the collector (within the drain). */
+const TRACING_FLUSH_MS = 5_000;
+
+/**
+ * Tracing, loaded only when configured (telemetry/tracing.ts): its queue is flushed last, after
+ * the proxy's drain, so the drained requests' spans go too.
+ */
+async function tracingFor(
+  config: Config,
+  parts: { logger: Logger; registry: LeanRegistry; teardown: Teardown },
+): Promise<Tracing | undefined> {
+  if (config.tracing === undefined) return undefined;
+  const dropped = new Counter({
+    name: `${METRIC_PREFIX}tracing_spans_dropped_total`,
+    help: 'Spans dropped because the export queue (OTEL_BSP_MAX_QUEUE_SIZE) was full.',
+    registers: [parts.registry],
+  });
+  const tracing = await startTracing(config.tracing, {
+    logger: parts.logger.child({ component: 'tracing' }),
+    dropped,
+    pathPrefixes: config.upstream.pathPrefixes,
+    upstream: config.upstream.baseUrl,
+    version: VERSION,
+  });
+  parts.teardown.push(() => tracing.shutdown(TRACING_FLUSH_MS));
+  return tracing;
 }
 
 /** Wire and start the token keeper, the proxy listener and the admin listener. */
@@ -249,12 +282,15 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
     deps.logSink?.flushSync?.();
   };
   try {
+    const tracing = await tracingFor(config, { logger, registry, teardown });
     const keeper = await startKeeper(config, {
       logger,
       clock,
       metrics,
       teardown,
       endpoint: tokenEndpointFor(config, tokenDispatcher),
+      traceGrant:
+        tracing === undefined ? undefined : (grant) => tracing.grant(grant, config.token.url),
     });
     const stack = await startProxyStack(config, {
       tokens: keeper.keeper,
@@ -265,6 +301,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
       teardown,
       ca,
       shared: await openSharedQuota(config, keeper.store?.connection),
+      tracing,
     });
     const admin = await startAdminServer({
       app: createAdminApp({
@@ -318,6 +355,7 @@ async function startKeeper(
     metrics: SidecarMetrics;
     teardown: Teardown;
     endpoint: TokenEndpoint;
+    traceGrant: TokenKeeperOptions['traceGrant'];
   },
 ): Promise<StartedKeeper> {
   const { logger, clock, metrics } = deps;
@@ -342,6 +380,7 @@ async function startKeeper(
     logger: logger.child({ component: 'token' }),
     metrics,
     coordinator: store?.coordinator,
+    traceGrant: deps.traceGrant,
   });
   metrics.bindTokenState(keeper);
   if (store !== undefined) metrics.bindStoreState(store.coordinator);

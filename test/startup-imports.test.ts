@@ -4,7 +4,8 @@
  * the chunks it imports statically must not contain the packages and modules that only some
  * configurations or commands use. They stay behind a dynamic `import()` at the point of need, in
  * chunks of their own: the Redis client with a token store URL, the response cache and lru-cache
- * with cache rules, the YAML parser with `--config`, the stand-in and selfsigned with `demo`. zod
+ * with cache rules, the YAML parser with `--config`, the stand-in and selfsigned with `demo`,
+ * OpenTelemetry's SDK and exporters with an OTLP endpoint (src/telemetry/otel.ts). zod
  * and pino-pretty are not loaded at all, nor undici's package index (fetch, WebSocket,
  * EventSource, cache stores, mock agents: ~13 MiB idle). Reads the build's metafile (`npm test`
  * builds first), checked against the files on disk: that is what a pod runs.
@@ -19,8 +20,28 @@ import { startSidecarProcess, tempDir, waitReady, writeTemp } from './helpers/si
 const ROOT = join(import.meta.dirname, '..');
 
 /** Packages (node_modules/<name>/) and source folders kept out of the start. */
-const NOT_AT_START = ['@redis/client', 'lru-cache', 'yaml', 'selfsigned', 'zod', 'pino-pretty'];
-const LOCAL_NOT_AT_START = ['src/fleet/', 'src/standin/', 'src/proxy/cache/'];
+const NOT_AT_START = [
+  '@redis/client',
+  'lru-cache',
+  'yaml',
+  'selfsigned',
+  'zod',
+  'pino-pretty',
+  // Tracing's SDK. (@opentelemetry/api itself is loaded by prom-client at start: its
+  // lib/metrics/processCpuTotal.js requires it for exemplars.)
+  '@opentelemetry/sdk-trace',
+  '@opentelemetry/resources',
+  '@opentelemetry/otlp-transformer',
+  '@opentelemetry/core',
+  '@opentelemetry/exporter-trace-otlp-proto',
+  '@opentelemetry/exporter-trace-otlp-http',
+];
+const LOCAL_NOT_AT_START = [
+  'src/fleet/',
+  'src/standin/',
+  'src/proxy/cache/',
+  'src/telemetry/otel.ts',
+];
 
 interface Metafile {
   outputs: Record<

@@ -25,7 +25,7 @@ import {
   type FieldValues,
   type ResolvedValues,
 } from './schema.js';
-import type { Config, CredentialsConfig } from './types.js';
+import type { Config, CredentialsConfig, TracingConfig } from './types.js';
 
 export interface LoadConfigOptions {
   /** The environment (only `main.ts` reads `process.env`). Empty values count as unset. */
@@ -192,6 +192,7 @@ function buildConfig(
       maxEntryBytes: get('cache.maxEntryBytes'),
       maxEntries: get('cache.maxEntries'),
     },
+    tracing: tracingConfig(get),
     quota: {
       caller: get('quota.caller'),
       callerHeader: get('quota.callerHeader'),
@@ -216,6 +217,33 @@ function namingTheFile(
       ? problem
       : `${key} (in ${file}, or ${FIELDS[key].env})${problem.slice(label(key).length)}`;
   });
+}
+
+/** Tracing is on when an endpoint is set and `OTEL_SDK_DISABLED` is not true. */
+function tracingConfig(get: Get): TracingConfig | undefined {
+  const traces = get('tracing.tracesEndpoint');
+  const base = get('tracing.endpoint');
+  if (get('tracing.disabled') || (traces === undefined && base === undefined)) return undefined;
+  const headers = get('tracing.headers') ?? {};
+  const config: TracingConfig = {
+    url: traces ?? `${base!.replace(/\/+$/, '')}/v1/traces`,
+    protocol: get('tracing.protocol'),
+    headers,
+    serviceName: get('tracing.serviceName'),
+    resourceAttributes: get('tracing.resourceAttributes'),
+    sampler: get('tracing.sampler'),
+    samplerArg: get('tracing.samplerArg'),
+    maxQueueSize: get('tracing.maxQueueSize'),
+    maxExportBatchSize: Math.min(get('tracing.maxExportBatchSize'), get('tracing.maxQueueSize')),
+    scheduleDelayMs: get('tracing.scheduleDelayMs'),
+    exportTimeoutMs: get('tracing.exportTimeoutMs'),
+    recordQuery: get('tracing.recordQuery'),
+  };
+  // The headers may hold an API key: serialising the config never shows their values.
+  const safe = (): object => ({ ...config, headers: Object.keys(headers) });
+  Object.defineProperty(config, 'toJSON', { value: safe, enumerable: false });
+  Object.defineProperty(config, inspect.custom, { value: safe, enumerable: false });
+  return config;
 }
 
 /** `store`: the URL may hold a password, so serialising the object never shows it. */

@@ -26,6 +26,14 @@ import {
 } from './parsers.js';
 
 import { callerHeader, callerName, callerPolicies } from './quota-parsers.js';
+import {
+  OTLP_PROTOCOLS,
+  SAMPLERS,
+  otlpEndpoint,
+  otlpHeaders,
+  resourceAttributes,
+  samplerRatio,
+} from './tracing-parsers.js';
 
 export { INVALID, parseListen, parseValue, type Parser, type Report } from './parsers.js';
 
@@ -150,6 +158,33 @@ export const FIELDS = {
   'quota.caller': field('QUOTA_CALLER', callerName(), 'default'),
   'quota.callerHeader': field('QUOTA_CALLER_HEADER', callerHeader()),
   'quota.callers': field('QUOTA_CALLERS', callerPolicies(), []),
+  // OpenTelemetry's own variables (docs/configuration.md "Tracing"): on when an endpoint is set.
+  'tracing.endpoint': field('OTEL_EXPORTER_OTLP_ENDPOINT', otlpEndpoint()),
+  'tracing.tracesEndpoint': field('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', otlpEndpoint()),
+  'tracing.protocol': field('OTEL_EXPORTER_OTLP_PROTOCOL', oneOf(OTLP_PROTOCOLS), 'http/protobuf'),
+  'tracing.headers': secretField('OTEL_EXPORTER_OTLP_HEADERS', otlpHeaders()),
+  'tracing.serviceName': field('OTEL_SERVICE_NAME', text('a service name'), 'oauth-sidecar'),
+  'tracing.resourceAttributes': field('OTEL_RESOURCE_ATTRIBUTES', resourceAttributes(), {}),
+  'tracing.sampler': field('OTEL_TRACES_SAMPLER', oneOf(SAMPLERS), 'parentbased_always_on'),
+  'tracing.samplerArg': field('OTEL_TRACES_SAMPLER_ARG', samplerRatio(), 1),
+  'tracing.disabled': field('OTEL_SDK_DISABLED', boolean(), false),
+  'tracing.maxQueueSize': field('OTEL_BSP_MAX_QUEUE_SIZE', integer(1, 1_000_000, 'spans'), 2_048),
+  'tracing.maxExportBatchSize': field(
+    'OTEL_BSP_MAX_EXPORT_BATCH_SIZE',
+    integer(1, 1_000_000, 'spans'),
+    512,
+  ),
+  'tracing.scheduleDelayMs': field(
+    'OTEL_BSP_SCHEDULE_DELAY',
+    integer(0, 600_000, 'milliseconds'),
+    5_000,
+  ),
+  'tracing.exportTimeoutMs': field(
+    'OTEL_BSP_EXPORT_TIMEOUT',
+    integer(1, 600_000, 'milliseconds'),
+    30_000,
+  ),
+  'tracing.recordQuery': field('TRACING_RECORD_QUERY', boolean(), false),
 } as const;
 
 export type FieldKey = keyof typeof FIELDS;

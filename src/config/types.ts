@@ -115,6 +115,8 @@ export interface Config {
     maxEntryBytes: number;
     maxEntries: number;
   };
+  /** OpenTelemetry tracing; undefined: off (no endpoint, or OTEL_SDK_DISABLED). */
+  tracing: TracingConfig | undefined;
   quota: {
     /** Who this sidecar serves (`quota.caller`); the fallback in gateway mode. */
     caller: string;
@@ -123,4 +125,23 @@ export interface Config {
     /** Weights and priorities of named callers; unlisted: weight 1, interactive. */
     callers: NamedCallerPolicy[];
   };
+}
+
+/** OpenTelemetry tracing, from OpenTelemetry's own variables (docs/configuration.md "Tracing"). */
+export interface TracingConfig {
+  /** Where spans are sent: the traces endpoint, or the endpoint + `/v1/traces`. */
+  url: string;
+  protocol: 'http/protobuf' | 'http/json';
+  /** Sent with every export (may hold an API key: never logged). */
+  headers: Record<string, string>;
+  serviceName: string;
+  resourceAttributes: Record<string, string>;
+  sampler: string;
+  samplerArg: number;
+  maxQueueSize: number;
+  maxExportBatchSize: number;
+  scheduleDelayMs: number;
+  exportTimeoutMs: number;
+  /** Record the query string in `url.query` (off: it may carry identifiers). */
+  recordQuery: boolean;
 }

@@ -24,6 +24,7 @@ import type { SidecarMetrics } from '../telemetry/metrics.js';
 import { answerError } from './answers.js';
 import { REQUEST_ID_HEADER, resolveRequestId } from './request-id.js';
 import type { RequestLog } from './request-log.js';
+import type { Tracing } from '../telemetry/tracing.js';
 
 export interface ProxyHandlerOptions {
   /** Allowed path prefixes (`upstream.pathPrefixes`). */
@@ -49,6 +50,8 @@ export interface ProxyHandlerOptions {
   clock?: Pick<Clock, 'now'>;
   /** Request id generator; crypto.randomUUID by default. */
   generateRequestId?: () => string;
+  /** With tracing on: a server span per request (telemetry/tracing.ts). */
+  tracing?: Pick<Tracing, 'request'> | undefined;
 }
 
 export type ProxyHandler = (req: ClientRequest, res: ClientResponse) => Promise<void>;
@@ -122,6 +125,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     const requestId = resolveRequestId(req.headers[REQUEST_ID_HEADER], generate);
     // The raw target: nothing parsed or rewrote it before this listener.
     const target = req.url ?? '';
+    const span = options.tracing?.request(req.headers, req.method ?? '', target);
     let outcome: ForwardOutcome | undefined;
     let status: number;
     let code: string | undefined;
@@ -142,6 +146,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
         ({ status, code } = answerError(res, refused, requestId, errorOptions));
       } else {
         const exchange = new Exchange(req, res, requestId);
+        exchange.trace = span;
         try {
           outcome = await forwarder.forward(exchange);
           status = outcome.status;
@@ -163,6 +168,7 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       result = 'drain_deadline';
       if (status === CLIENT_GONE.status) status = 444;
     }
+    span?.end(status, code);
     requestLog?.write({
       requestId,
       method: req.method ?? '',

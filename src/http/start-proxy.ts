@@ -15,6 +15,7 @@ import { createDrainState } from './drain.js';
 import { createProxyHandler } from './proxy-handler.js';
 import { startProxyServer, type ProxyServer } from './proxy-server.js';
 import type { RequestLog } from './request-log.js';
+import type { Tracing } from '../telemetry/tracing.js';
 
 /** The configuration the proxy listener reads. */
 export interface ProxySettings {
@@ -43,6 +44,8 @@ export interface ProxyDeps {
   clock?: Clock;
   /** Features on the request path (quota guard, response cache); see proxy/stages.ts. */
   stages?: readonly ForwardStage[];
+  /** With tracing on: spans per request (telemetry/tracing.ts). */
+  tracing?: Tracing | undefined;
 }
 
 export interface RunningProxy extends ProxyServer {
@@ -84,6 +87,7 @@ export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Prom
     // Requests still receiving their body hold at most half the slots (docs/design.md "Bounded work").
     receivingBodies: createInFlightLimit(Math.max(1, Math.floor(settings.proxy.maxInFlight / 2))),
     clock,
+    tracing: deps.tracing,
   });
   const server = await startProxyServer({
     handler,

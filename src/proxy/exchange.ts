@@ -4,6 +4,7 @@
  * A class with fixed fields: no closure and no other object per request.
  */
 import { clientGone, type ClientResponse } from './outcome.js';
+import type { AttemptSpan, RequestSpan } from '../telemetry/tracing.js';
 import type { ClientRequest } from './request-body.js';
 
 export class Exchange {
@@ -18,6 +19,11 @@ export class Exchange {
   token = '';
   started = 0;
   mayReplay = false;
+  /** With tracing on: the request's server span, and the current attempt's client span. */
+  trace: RequestSpan | undefined = undefined;
+  attemptSpan: AttemptSpan | undefined = undefined;
+  /** Upstream attempts so far (a second one is a replay after a 401). */
+  attempts = 0;
 
   constructor(
     readonly req: ClientRequest,

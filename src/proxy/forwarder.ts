@@ -235,7 +235,12 @@ export class Forwarder {
     let token = this.#tokens.currentToken?.();
     if (token === undefined) {
       // The wait for a token (up to `token.waitMs`) ends when the client leaves.
-      token = await unlessClientGone(this.#accessToken(), exchange.res);
+      const waitStart = this.#clock.now();
+      try {
+        token = await unlessClientGone(this.#accessToken(), exchange.res);
+      } finally {
+        exchange.trace?.wait('token.wait', waitStart, this.#clock.now());
+      }
       if (token === undefined || exchange.clientGone()) return CLIENT_GONE;
     }
     const body = await this.#readBody(exchange.req);
@@ -269,6 +274,9 @@ export class Forwarder {
     exchange.started = this.#clock.now();
     exchange.token = token;
     exchange.mayReplay = mayReplay;
+    const span = exchange.trace?.attempt(method, exchange.attempts > 0);
+    exchange.attemptSpan = span;
+    exchange.attempts += 1;
     const call = new UpstreamCall<Exchange>(res, this.#hooks, body.kind !== 'stream', exchange);
     this.#headDeadlines.add(call);
     try {
@@ -281,6 +289,7 @@ export class Forwarder {
             host: this.#host,
             accessToken: token,
             requestId: exchange.requestId,
+            traceparent: span?.traceparent,
           }),
           body:
             body.kind === 'none'
@@ -306,6 +315,7 @@ export class Forwarder {
   ): HeadDecision {
     this.#headDeadlines.remove(call);
     const exchange = call.info;
+    exchange.attemptSpan?.end(status);
     this.#metrics.observeDuration(exchange.label, (this.#clock.now() - exchange.started) / 1000);
     this.#metrics.count(exchange.label, status);
     if (status === 401) {
@@ -336,6 +346,7 @@ export class Forwarder {
   #classify(err: Error, state: UpstreamCallState, exchange: Exchange): Attempt | Error {
     const { abortedBy, upstreamStatus, replay } = state;
     if (!state.headersSeen) this.#metrics.count(exchange.label, 'error');
+    exchange.attemptSpan?.end(undefined, abortedBy ?? errorCode(err) ?? err.name);
     if (replay && !state.wrote) {
       // The discarded 401 body failed to arrive in full; the replay does not need it.
       return { kind: 'answered', upstreamStatus, replay };

@@ -52,6 +52,8 @@ export interface UpstreamRequestHeaderOptions {
   host: string;
   accessToken: string;
   requestId: string;
+  /** With tracing on: the attempt's own context, replacing the caller's `traceparent`. */
+  traceparent?: string | undefined;
 }
 
 /**
@@ -81,6 +83,8 @@ export function upstreamRequestHeaders(
     'x-request-id',
     options.requestId,
   ];
+  const traceparent = options.traceparent;
+  if (traceparent !== undefined) out.push('traceparent', traceparent);
   const cookies: string[] = [];
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
     const rawName = rawHeaders[i] ?? '';
@@ -91,6 +95,7 @@ export function upstreamRequestHeaders(
     if (HOP_BY_HOP.has(name) || REQUEST_ONLY_DROPS.has(name) || listed?.has(name) === true)
       continue;
     if (name.startsWith('x-forwarded-')) continue;
+    if (traceparent !== undefined && name === 'traceparent') continue;
     // RFC 9113 §8.2.3: HTTP/2 may split Cookie into crumbs; rejoin them with "; " for HTTP/1.1.
     if (name === 'cookie') {
       cookies.push(value);

@@ -10,7 +10,7 @@ import type { ForwardOutcome } from './outcome.js';
 /** What the stages see of the request's one object (exchange.ts). */
 export type ExchangeView = Pick<
   Exchange,
-  'req' | 'res' | 'requestId' | 'method' | 'target' | 'clientGone'
+  'req' | 'res' | 'requestId' | 'method' | 'target' | 'clientGone' | 'trace'
 >;
 
 /**

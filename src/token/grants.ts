@@ -14,6 +14,7 @@ export interface GrantsDeps {
   endpoint: TokenKeeperOptions['endpoint'];
   readCredentials: TokenKeeperOptions['readCredentials'];
   metrics: TokenKeeperOptions['metrics'];
+  traceGrant: TokenKeeperOptions['traceGrant'];
   clock: Clock;
   ceiling: RequestCeiling;
   isStopped(): boolean;
@@ -73,6 +74,7 @@ export class Grants {
     // expiresAt counts from the moment the request was sent, not from when the answer arrived.
     const sentAt = this.deps.clock.now();
     this.deps.ceiling.record(sentAt);
+    const span = this.deps.traceGrant?.(grant);
     let outcome: Outcome;
     try {
       const tokenSet = await this.deps.endpoint.requestToken(request);
@@ -82,6 +84,7 @@ export class Grants {
     }
     const result = outcome.ok ? 'success' : isRejectedGrant(outcome.error) ? 'rejected' : 'error';
     this.deps.metrics.tokenRequests.inc({ grant, outcome: result });
+    span?.end(result);
     this.deps.metrics.tokenRequestDuration.observe(
       { grant },
       (this.deps.clock.now() - sentAt) / 1_000,

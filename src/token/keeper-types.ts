@@ -28,6 +28,8 @@ export interface TokenKeeperOptions {
    * Absent: this process keeps its own token.
    */
   coordinator?: TokenCoordinator;
+  /** With tracing on: a span per token endpoint call (`oauth.token`). */
+  traceGrant?: (grant: GrantType) => { end(outcome: 'success' | 'rejected' | 'error'): void };
 }
 
 /** What went wrong last: a token endpoint error kind, or the credentials could not be read. */

@@ -86,6 +86,7 @@ export class TokenKeeper {
       endpoint: options.endpoint,
       readCredentials: options.readCredentials,
       metrics: this.metrics,
+      traceGrant: options.traceGrant,
       clock: this.clock,
       ceiling: this.ceiling,
       isStopped: () => this.stopped,

@@ -87,6 +87,7 @@ function harness(cache: ResponseCache, answers: Answer[]) {
       method,
       target: url,
       clientGone: () => res.destroyed,
+      trace: undefined,
     };
     const served = await cache.beforeUpstream!(exchange);
     if (served) return served;

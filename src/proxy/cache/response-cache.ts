@@ -249,6 +249,7 @@ class Cache implements ResponseCache {
     if (bypass !== undefined) return this.#plan(exchange, bypass);
     const uri = query === -1 ? path : `${path}${target.slice(query)}`;
     const key = `${uri}\n${headerText(req.headers.accept)}\n${headerText(req.headers['accept-encoding'])}`;
+    const lookupStart = exchange.trace === undefined ? 0 : this.#clock.now();
     let fwd = 'request';
     let waited = false;
     // Waits behind a leader whose own requester left before the answer: each such round costs
@@ -258,7 +259,9 @@ class Cache implements ResponseCache {
     while (directive === 'none') {
       const found = this.entries.lookup(key, path, req.headers, this.#clock.now());
       if (found.kind === 'hit') {
-        this.#metrics.cacheRequests.inc({ result: waited ? 'coalesced' : 'hit' });
+        const result = waited ? 'coalesced' : 'hit';
+        this.#metrics.cacheRequests.inc({ result });
+        this.#traceLookup(exchange, lookupStart, result);
         return this.#serve(found.answer, exchange);
       }
       fwd = found.kind;
@@ -270,6 +273,7 @@ class Cache implements ResponseCache {
       waited = !(flight.abandoned && ++handoffs < 2);
     }
     this.#metrics.cacheRequests.inc({ result: 'miss' });
+    this.#traceLookup(exchange, lookupStart, 'miss');
     const member = `${CACHE_NAME}; fwd=${fwd}`;
     if (method === 'HEAD') return this.#plan(exchange, { kind: 'pass', member });
     const flight = waited || this.#flights.has(key) ? undefined : this.#lead(exchange, key);
@@ -327,6 +331,13 @@ class Cache implements ResponseCache {
     headers['cache-status'] = withCacheStatus(upstreamCacheStatus, `${p.member}; stored`);
     if (p.flight) p.flight.captured = true;
     return capture(this, p, seconds, vary, stored);
+  }
+
+  /** With tracing on: the lookup (and any wait for a coalesced fill) as a span. */
+  #traceLookup(exchange: ExchangeView, start: number, result: string): void {
+    exchange.trace?.wait('cache.lookup', start, this.#clock.now(), {
+      'oauth_sidecar.cache.result': result,
+    });
   }
 
   /** Requests that never read or write the cache: other methods, no-store, a GET with a body. */

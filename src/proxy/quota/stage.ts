@@ -50,13 +50,18 @@ function waitForSlot(
     if (wait === undefined) exchange.res.off('close', onClose);
   }
   if (wait === undefined) return undefined;
+  const waitStart = exchange.trace === undefined ? 0 : Date.now();
   return wait.then(
     () => {
       exchange.res.off('close', onClose);
+      exchange.trace?.wait('quota.wait', waitStart, Date.now());
       return undefined;
     },
     (err: unknown) => {
       exchange.res.off('close', onClose);
+      exchange.trace?.wait('quota.wait', waitStart, Date.now(), {
+        'oauth_sidecar.outcome': 'refused',
+      });
       if (err instanceof ClientGoneError) return CLIENT_GONE;
       throw err;
     },

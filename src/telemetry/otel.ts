@@ -1,0 +1,317 @@
+/**
+ * Tracing with OpenTelemetry's lean packages (docs/reference.md "Traces"): the trace SDK, a batch
+ * span processor and the OTLP/HTTP exporter (protobuf or JSON). Loaded only when tracing is on
+ * (tracing.ts). Contexts are passed explicitly: no context manager, no instrumentation.
+ */
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  TraceFlags,
+  defaultTextMapGetter,
+  trace,
+  type Attributes,
+  type Context,
+  type Span,
+  type Tracer,
+} from '@opentelemetry/api';
+import {
+  ExportResultCode,
+  W3CTraceContextPropagator,
+  type ExportResult,
+} from '@opentelemetry/core';
+import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+  type ReadableSpan,
+  type Sampler,
+  type Span as SdkSpan,
+  type SpanExporter,
+  type SpanProcessor,
+} from '@opentelemetry/sdk-trace';
+import type { TracingConfig } from '../config/types.js';
+import type {
+  AttemptSpan,
+  GrantSpan,
+  RequestSpan,
+  Tracing,
+  TracingDeps,
+  WaitName,
+} from './tracing.js';
+
+/** An exporter that keeps failing is logged at most this often. */
+export const EXPORT_FAILURE_LOG_MS = 60_000;
+
+const propagator = new W3CTraceContextPropagator();
+
+function sampler(config: TracingConfig): Sampler {
+  const ratio = new TraceIdRatioBasedSampler(config.samplerArg);
+  switch (config.sampler) {
+    case 'always_on':
+      return new AlwaysOnSampler();
+    case 'always_off':
+      return new AlwaysOffSampler();
+    case 'traceidratio':
+      return ratio;
+    case 'parentbased_always_off':
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case 'parentbased_traceidratio':
+      return new ParentBasedSampler({ root: ratio });
+    default:
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+  }
+}
+
+/**
+ * The exporter, wrapped: a failed export is logged once per minute (with how many failed since),
+ * never per batch, and never with the headers (they may hold an API key).
+ */
+class LoggedExporter implements SpanExporter {
+  #failures = 0;
+  #lastLog = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly inner: SpanExporter,
+    private readonly deps: TracingDeps,
+    private readonly counter: { exported(count: number): void },
+  ) {}
+
+  export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
+    this.counter.exported(spans.length);
+    this.inner.export(spans, (result) => {
+      if (result.code !== ExportResultCode.SUCCESS) this.#failed(result.error);
+      done(result);
+    });
+  }
+
+  #failed(error: Error | undefined): void {
+    this.#failures += 1;
+    const now = Date.now();
+    if (now - this.#lastLog < EXPORT_FAILURE_LOG_MS) return;
+    this.#lastLog = now;
+    this.deps.logger.warn(
+      { failures: this.#failures, reason: error?.message ?? 'unknown' },
+      'span export failed; spans are dropped until the collector answers (logged once a minute)',
+    );
+    this.#failures = 0;
+  }
+
+  shutdown(): Promise<void> {
+    return this.inner.shutdown();
+  }
+
+  forceFlush(): Promise<void> {
+    return this.inner.forceFlush?.() ?? Promise.resolve();
+  }
+}
+
+/**
+ * The batch processor, counting what it drops: it holds at most `maxQueueSize` ended spans and
+ * drops the rest, so the spans handed to it minus those handed to the exporter is its queue.
+ */
+class CountingProcessor implements SpanProcessor {
+  #queued = 0;
+  readonly inner: BatchSpanProcessor;
+
+  constructor(
+    exporter: (counter: { exported(count: number): void }) => SpanExporter,
+    private readonly config: TracingConfig,
+    private readonly deps: TracingDeps,
+  ) {
+    this.inner = new BatchSpanProcessor({
+      exporter: exporter({
+        exported: (count) => (this.#queued = Math.max(0, this.#queued - count)),
+      }),
+      maxQueueSize: config.maxQueueSize,
+      maxExportBatchSize: config.maxExportBatchSize,
+      scheduledDelayMillis: config.scheduleDelayMs,
+      exportTimeoutMillis: config.exportTimeoutMs,
+    });
+  }
+
+  onStart(span: SdkSpan, parent: Context): void {
+    this.inner.onStart(span, parent);
+  }
+
+  onEnd(span: ReadableSpan): void {
+    if ((span.spanContext().traceFlags & TraceFlags.SAMPLED) !== 0) {
+      if (this.#queued >= this.config.maxQueueSize) this.deps.dropped.inc();
+      else this.#queued += 1;
+    }
+    this.inner.onEnd(span);
+  }
+
+  forceFlush(): Promise<void> {
+    return this.inner.forceFlush();
+  }
+
+  shutdown(): Promise<void> {
+    return this.inner.shutdown();
+  }
+}
+
+function exporterFor(config: TracingConfig): SpanExporter {
+  const options = {
+    url: config.url,
+    headers: config.headers,
+    timeoutMillis: config.exportTimeoutMs,
+  };
+  return config.protocol === 'http/json'
+    ? new JsonExporter(options)
+    : new ProtobufExporter(options);
+}
+
+function traceparentOf(span: Span): string {
+  const c = span.spanContext();
+  return `00-${c.traceId}-${c.spanId}-${c.traceFlags & TraceFlags.SAMPLED ? '01' : '00'}`;
+}
+
+class Attempt implements AttemptSpan {
+  readonly traceparent: string;
+  #ended = false;
+
+  constructor(private readonly span: Span) {
+    this.traceparent = traceparentOf(span);
+  }
+
+  end(status: number | undefined, errorType?: string): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    if (status !== undefined) this.span.setAttribute('http.response.status_code', status);
+    if (errorType !== undefined || (status !== undefined && status >= 500)) {
+      this.span.setAttribute('error.type', errorType ?? String(status));
+      this.span.setStatus({ code: SpanStatusCode.ERROR });
+    }
+    this.span.end();
+  }
+}
+
+class Request implements RequestSpan {
+  readonly sampledTraceId: string | undefined;
+  readonly #context: Context;
+  #ended = false;
+
+  constructor(
+    private readonly span: Span,
+    private readonly tracer: Tracer,
+    private readonly upstream: Attributes,
+  ) {
+    this.#context = trace.setSpan(ROOT_CONTEXT, span);
+    const c = span.spanContext();
+    this.sampledTraceId = c.traceFlags & TraceFlags.SAMPLED ? c.traceId : undefined;
+  }
+
+  wait(name: WaitName, startMs: number, endMs: number, attributes?: Record<string, string>): void {
+    if (!this.span.isRecording()) return;
+    this.tracer
+      .startSpan(name, { kind: SpanKind.INTERNAL, startTime: startMs, attributes }, this.#context)
+      .end(endMs);
+  }
+
+  attempt(method: string, resend: boolean): AttemptSpan {
+    const attributes: Attributes = { ...this.upstream, 'http.request.method': method };
+    if (resend) attributes['http.request.resend_count'] = 1;
+    return new Attempt(
+      this.tracer.startSpan(method, { kind: SpanKind.CLIENT, attributes }, this.#context),
+    );
+  }
+
+  end(status: number, code?: string): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.span.setAttribute('http.response.status_code', status);
+    if (code !== undefined) this.span.setAttribute('oauth_sidecar.error_code', code);
+    if (status >= 500) {
+      this.span.setAttribute('error.type', code ?? String(status));
+      this.span.setStatus({ code: SpanStatusCode.ERROR });
+    }
+    this.span.end();
+  }
+}
+
+/** The route of a target: the forwarded prefix it falls under (no ids, no query). */
+function routeOf(path: string, prefixes: readonly string[]): string | undefined {
+  return prefixes.find((prefix) => path.startsWith(prefix));
+}
+
+export function createTracing(config: TracingConfig, deps: TracingDeps): Tracing {
+  const processor = new CountingProcessor(
+    (counter) => new LoggedExporter(exporterFor(config), deps, counter),
+    config,
+    deps,
+  );
+  const provider = new TracerProvider({
+    sampler: sampler(config),
+    resource: resourceFromAttributes({
+      ...config.resourceAttributes,
+      'service.name': config.serviceName,
+      'service.version': deps.version,
+    }),
+    spanProcessors: [processor],
+  });
+  const tracer = provider.getTracer('oauth-sidecar', deps.version);
+  const upstreamUrl = new URL(deps.upstream);
+  const upstream: Attributes = {
+    'server.address': upstreamUrl.hostname,
+    'server.port': Number(upstreamUrl.port || (upstreamUrl.protocol === 'https:' ? 443 : 80)),
+  };
+
+  return {
+    request(headers, method, target) {
+      const parent = propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
+      const query = target.indexOf('?');
+      const path = query < 0 ? target : target.slice(0, query);
+      const route = routeOf(path, deps.pathPrefixes);
+      const attributes: Attributes = {
+        'http.request.method': method,
+        'url.path': path,
+        'url.scheme': 'http',
+      };
+      if (route !== undefined) attributes['http.route'] = route;
+      if (config.recordQuery && query >= 0) attributes['url.query'] = target.slice(query + 1);
+      const requestId = headers['x-request-id'];
+      if (typeof requestId === 'string')
+        attributes['http.request.header.x-request-id'] = [requestId];
+      const name = route === undefined ? method : `${method} ${route}`;
+      const span = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
+      return new Request(span, tracer, upstream);
+    },
+    grant(grant, tokenUrl): GrantSpan {
+      const url = new URL(tokenUrl);
+      const span = tracer.startSpan('oauth.token', {
+        kind: SpanKind.CLIENT,
+        attributes: {
+          'oauth.grant_type': grant,
+          'server.address': url.hostname,
+          'http.request.method': 'POST',
+        },
+      });
+      return {
+        end(outcome) {
+          span.setAttribute('oauth.outcome', outcome);
+          if (outcome !== 'success') span.setStatus({ code: SpanStatusCode.ERROR });
+          span.end();
+        },
+      };
+    },
+    async shutdown(timeoutMs) {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+        timer.unref();
+      });
+      try {
+        await Promise.race([provider.shutdown(), late]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}
