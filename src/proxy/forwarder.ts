@@ -256,9 +256,11 @@ export class Forwarder {
     body: PreparedBody,
   ): ForwardOutcome | Promise<ForwardOutcome> {
     if (first.kind !== 'answered' || !first.replay) return outcomeOf(first, false);
-    return this.#accessToken().then((fresh) =>
-      this.#attempt(exchange, fresh, body, false).then((second) => outcomeOf(second, true)),
-    );
+    const waitStart = this.#clock.now();
+    return this.#accessToken().then((fresh) => {
+      exchange.trace?.wait('token.wait', waitStart, this.#clock.now());
+      return this.#attempt(exchange, fresh, body, false).then((second) => outcomeOf(second, true));
+    });
   }
 
   /** One upstream exchange. Not async: on the common path nothing is awaited before dispatch. */

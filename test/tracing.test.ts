@@ -1,0 +1,273 @@
+/**
+ * Tracing with OpenTelemetry (docs/reference.md "Traces"): a real sidecar process (the bundle, so
+ * the lazily loaded SDK chunk is what runs), the HTTPS stand-in as the API and an OTLP/HTTP
+ * receiver started by the test, for protobuf and JSON. The caller's trace goes through the
+ * sidecar: server span, the waits that happened, one client span per upstream attempt whose id
+ * is the parent id the API received; token grants have spans; no secret in any attribute.
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { request } from 'undici';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createTestPki, startStandin, type Standin } from '../src/standin/index.js';
+import {
+  startOtlpReceiver,
+  type OtlpReceiver,
+  type ReceivedSpan,
+} from './helpers/otlp-receiver.js';
+import {
+  startSidecarProcess,
+  waitFor,
+  waitReady,
+  writeTemp,
+  type SidecarProcess,
+} from './helpers/sidecar-process.js';
+
+let standin: Standin;
+let caFile: string;
+let receiver: OtlpReceiver;
+let sidecar: SidecarProcess | undefined;
+
+const CLIENT_ID = 'demo-client';
+const CLIENT_SECRET = 'demo-secret';
+const SPAN_KIND = { INTERNAL: 1, SERVER: 2, CLIENT: 3 };
+
+beforeAll(async () => {
+  const pki = await createTestPki();
+  standin = await startStandin({ pki });
+  caFile = writeTemp('ca.pem', pki.caCert);
+});
+
+afterEach(async () => {
+  await sidecar?.stop();
+  sidecar = undefined;
+  await receiver?.close();
+});
+
+afterAll(async () => {
+  await standin?.close();
+});
+
+async function start(env: Record<string, string>): Promise<SidecarProcess> {
+  sidecar = await startSidecarProcess({
+    UPSTREAM_BASE_URL: standin.url,
+    UPSTREAM_CA_FILE: caFile,
+    CLIENT_ID,
+    CLIENT_SECRET,
+    OTEL_BSP_SCHEDULE_DELAY: '50',
+    ...env,
+  });
+  await waitReady(sidecar);
+  return sidecar;
+}
+
+function traceparent(traceId: string, spanId: string): string {
+  return `00-${traceId}-${spanId}-01`;
+}
+
+function randomHex(bytes: number): string {
+  return Buffer.from(Array.from({ length: bytes }, () => Math.floor(Math.random() * 256))).toString(
+    'hex',
+  );
+}
+
+async function get(s: SidecarProcess, path: string, headers: Record<string, string> = {}) {
+  const res = await request(`${s.proxyUrl}${path}`, { headers });
+  await res.body.dump();
+  return res.statusCode;
+}
+
+function spansOf(traceId: string): ReceivedSpan[] {
+  return receiver.spans.filter((s) => s.traceId === traceId);
+}
+
+/** Everything exported holds no token, no secret and no client id. */
+function expectNoSecrets(): void {
+  const secrets = [CLIENT_SECRET, CLIENT_ID, ...standin.issuedTokens()].filter((x) => x.length > 0);
+  for (const body of receiver.raw) for (const secret of secrets) expect(body).not.toContain(secret);
+  for (const span of receiver.spans) {
+    for (const value of Object.values({ ...span.attributes, ...span.resource })) {
+      for (const secret of secrets) expect(String(value)).not.toContain(secret);
+    }
+  }
+}
+
+describe.each([
+  ['http/protobuf', 'application/x-protobuf'],
+  ['http/json', 'application/json'],
+])('tracing over OTLP %s', (protocol, contentType) => {
+  it("continues the caller's trace: server span, client span as the API's parent, a grant span; nothing secret", async () => {
+    receiver = await startOtlpReceiver();
+    const s = await start({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
+      OTEL_SERVICE_NAME: 'sidecar-under-test',
+    });
+    const traceId = randomHex(16);
+    const callerSpan = randomHex(8);
+    const marker = `trace-${protocol.replace('/', '-')}`;
+    expect(
+      await get(s, `/v1.0/contracts/?${marker}`, {
+        traceparent: traceparent(traceId, callerSpan),
+        tracestate: 'vendor=opaque',
+      }),
+    ).toBe(200);
+    await waitFor(() => spansOf(traceId).length >= 2, 10_000, 'the request spans');
+    await waitFor(
+      () => receiver.spans.some((x) => x.name === 'oauth.token'),
+      10_000,
+      'a grant span',
+    );
+    expect(receiver.contentTypes[0]).toContain(contentType);
+
+    const server = spansOf(traceId).find((x) => x.kind === SPAN_KIND.SERVER)!;
+    expect(server.parentSpanId).toBe(callerSpan);
+    expect(server.name).toBe('GET /v1.0/');
+    expect(server.attributes).toMatchObject({
+      'http.request.method': 'GET',
+      'http.route': '/v1.0/',
+      'url.path': '/v1.0/contracts/',
+      'http.response.status_code': 200,
+    });
+    // The query string only when tracing is told to.
+    expect(JSON.stringify(server.attributes)).not.toContain(marker);
+    expect(server.resource['service.name']).toBe('sidecar-under-test');
+
+    const client = spansOf(traceId).find((x) => x.kind === SPAN_KIND.CLIENT)!;
+    expect(client.parentSpanId).toBe(server.spanId);
+    expect(client.attributes['http.response.status_code']).toBe(200);
+    const sent = standin.apiRequests.find((r) => r.url.includes(marker))!;
+    expect(sent.headers.traceparent).toBe(traceparent(traceId, client.spanId));
+    expect(sent.headers.tracestate).toBe('vendor=opaque');
+
+    const grant = receiver.spans.find((x) => x.name === 'oauth.token')!;
+    expect(grant.attributes).toMatchObject({
+      'oauth.grant_type': 'client_credentials',
+      'oauth.outcome': 'success',
+    });
+    expectNoSecrets();
+  });
+});
+
+describe('tracing: waits, replays, failures', () => {
+  it('a quota wait shows as a child span; a replay after a 401 is a second client span, with the token wait', async () => {
+    receiver = await startOtlpReceiver();
+    const s = await start({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      UPSTREAM_RATE_LIMIT: '1/s',
+    });
+    // The bucket's one slot goes to the first; the second waits for the next.
+    const traces = [randomHex(16), randomHex(16)];
+    const statuses = await Promise.all(
+      traces.map((t) =>
+        get(s, '/v1.0/contracts/?quota-wait', { traceparent: traceparent(t, randomHex(8)) }),
+      ),
+    );
+    expect(statuses).toEqual([200, 200]);
+    await waitFor(
+      () => receiver.spans.some((x) => x.name === 'quota.wait'),
+      10_000,
+      'a quota.wait span',
+    );
+    const wait = receiver.spans.find((x) => x.name === 'quota.wait')!;
+    const owner = spansOf(wait.traceId).find((x) => x.kind === SPAN_KIND.SERVER)!;
+    expect(wait.parentSpanId).toBe(owner.spanId);
+
+    // A 401 on the current token: the keeper renews and the request is sent once more.
+    standin.revokeAccessTokens();
+    const replayTrace = randomHex(16);
+    await new Promise((resolve) => setTimeout(resolve, 1_100)); // the next rate-limit slot
+    expect(
+      await get(s, '/v1.0/contracts/?replayed', {
+        traceparent: traceparent(replayTrace, randomHex(8)),
+      }),
+    ).toBe(200);
+    await waitFor(
+      () => spansOf(replayTrace).filter((x) => x.kind === SPAN_KIND.CLIENT).length === 2,
+      10_000,
+      'two client spans',
+    );
+    const attempts = spansOf(replayTrace).filter((x) => x.kind === SPAN_KIND.CLIENT);
+    expect(attempts.map((a) => a.attributes['http.response.status_code']).sort()).toEqual([
+      200, 401,
+    ]);
+    expect(
+      attempts.find((a) => a.attributes['http.response.status_code'] === 200)!.attributes[
+        'http.request.resend_count'
+      ],
+    ).toBe(1);
+    expect(spansOf(replayTrace).some((x) => x.name === 'token.wait')).toBe(true);
+    expectNoSecrets();
+  });
+
+  it('a dead receiver fails no request, and the failure is logged without the headers', async () => {
+    receiver = await startOtlpReceiver();
+    const dead = receiver.url;
+    await receiver.close();
+    const s = await start({
+      OTEL_EXPORTER_OTLP_ENDPOINT: dead,
+      OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=collector-key-123',
+      OTEL_BSP_EXPORT_TIMEOUT: '2000',
+    });
+    const statuses = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => get(s, `/v1.0/contracts/?dead-${i}`)),
+    );
+    expect(statuses).toEqual(Array(20).fill(200));
+    await waitFor(
+      () => s.stdout.some((l) => l.includes('span export failed')),
+      15_000,
+      'the export failure in the log',
+    );
+    expect(s.stdout.filter((l) => l.includes('span export failed'))).toHaveLength(1);
+    expect(s.stdout.join('\n')).not.toContain('collector-key-123');
+  });
+
+  it('SIGTERM exports what is queued before the process exits', async () => {
+    receiver = await startOtlpReceiver();
+    // No scheduled export in the test's time: only the shutdown sends the spans.
+    const s = await start({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_BSP_SCHEDULE_DELAY: '600000',
+    });
+    const traceId = randomHex(16);
+    expect(
+      await get(s, '/v1.0/contracts/?flushed', { traceparent: traceparent(traceId, randomHex(8)) }),
+    ).toBe(200);
+    expect(spansOf(traceId)).toHaveLength(0);
+    expect(await s.stop()).toBe(0);
+    expect(spansOf(traceId).length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('a full export queue drops spans, counted; requests are not slowed by a collector that never answers', async () => {
+    receiver = await startOtlpReceiver();
+    const hung = createServer(() => undefined);
+    await new Promise<void>((resolve) => hung.listen(0, '127.0.0.1', resolve));
+    try {
+      const s = await start({
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(hung.address() as AddressInfo).port}`,
+        OTEL_BSP_MAX_QUEUE_SIZE: '4',
+      });
+      const started = Date.now();
+      for (let i = 0; i < 20; i++) expect(await get(s, `/v1.0/contracts/?dropped-${i}`)).toBe(200);
+      expect(Date.now() - started).toBeLessThan(5_000);
+      const metrics = await (await request(`${s.adminUrl}/metrics`)).body.text();
+      const dropped = Number(/oauth_sidecar_tracing_spans_dropped_total (\d+)/.exec(metrics)?.[1]);
+      // 41 spans (a grant, then a server and a client span per request), 4 exporting, 4 queued.
+      expect(dropped).toBeGreaterThanOrEqual(30);
+    } finally {
+      hung.closeAllConnections();
+      hung.close();
+    }
+  });
+
+  it('off: traceparent passes through unchanged and no span is made', async () => {
+    receiver = await startOtlpReceiver();
+    const s = await start({});
+    const parent = traceparent(randomHex(16), randomHex(8));
+    expect(await get(s, '/v1.0/contracts/?untraced', { traceparent: parent })).toBe(200);
+    const sent = standin.apiRequests.find((r) => r.url.includes('untraced'))!;
+    expect(sent.headers.traceparent).toBe(parent);
+    const metrics = await (await request(`${s.adminUrl}/metrics`)).body.text();
+    expect(metrics).not.toContain('tracing_spans_dropped_total');
+  });
+});
