@@ -140,6 +140,19 @@ describe.each([
     expect(sent.headers.traceparent).toBe(traceparent(traceId, client.spanId));
     expect(sent.headers.tracestate).toBe('vendor=opaque');
 
+    // Prometheus asking for OpenMetrics reads the trace id on the duration histogram.
+    const scrape = await request(`${s.adminUrl}/metrics`, {
+      headers: { accept: 'application/openmetrics-text; version=1.0.0,text/plain;q=0.5' },
+    });
+    expect(scrape.headers['content-type']).toContain('application/openmetrics-text');
+    const open = await scrape.body.text();
+    expect(open).toMatch(
+      new RegExp(
+        `oauth_sidecar_upstream_request_duration_seconds_bucket\\{[^}]*\\} \\d+ # \\{trace_id="${traceId}"\\}`,
+      ),
+    );
+    expect(open.endsWith('# EOF\n')).toBe(true);
+
     const grant = receiver.spans.find((x) => x.name === 'oauth.token')!;
     expect(grant.attributes).toMatchObject({
       'oauth.grant_type': 'client_credentials',
@@ -198,6 +211,29 @@ describe('tracing: waits, replays, failures', () => {
     ).toBe(1);
     expect(spansOf(replayTrace).some((x) => x.name === 'token.wait')).toBe(true);
     expectNoSecrets();
+  });
+
+  it('with the cache on, each lookup is a span: a miss, then a hit that goes nowhere', async () => {
+    receiver = await startOtlpReceiver();
+    const s = await start({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      CACHE_RULES: '/v1.0/contracts/=60',
+    });
+    const [first, second] = [randomHex(16), randomHex(16)];
+    for (const t of [first, second]) {
+      expect(
+        await get(s, '/v1.0/contracts/?cached', { traceparent: traceparent(t, randomHex(8)) }),
+      ).toBe(200);
+    }
+    await waitFor(
+      () => spansOf(first).length >= 3 && spansOf(second).length >= 2,
+      10_000,
+      'the lookups',
+    );
+    const lookup = (t: string) => spansOf(t).find((x) => x.name === 'cache.lookup')!;
+    expect(lookup(first).attributes['oauth_sidecar.cache.result']).toBe('miss');
+    expect(lookup(second).attributes['oauth_sidecar.cache.result']).toBe('hit');
+    expect(spansOf(second).some((x) => x.kind === SPAN_KIND.CLIENT)).toBe(false);
   });
 
   it('a dead receiver fails no request, and the failure is logged without the headers', async () => {

@@ -747,7 +747,7 @@ describe('loadConfig: one line per bad configuration', () => {
       'UPSTREAM_BASE_URL (upstream.baseUrl): required, e.g. https://api.sparkcommodities.com',
     ]);
     expect(await problemsFromYaml('- a\n- b\n', GOOD)).toEqual([
-      `--config ${configFile}: must be a YAML mapping with sections upstream, token, store, credentials, proxy, admin, log, cache, quota`,
+      `--config ${configFile}: must be a YAML mapping with sections upstream, token, store, credentials, proxy, admin, log, cache, quota, tracing`,
     ]);
   });
 
@@ -831,6 +831,67 @@ describe('loadConfig: quota callers', () => {
       'QUOTA_CALLERS (quota.callers): names the caller a twice',
       'QUOTA_CALLERS (quota.callers): each caller must be name=weight[:interactive|batch] (got "c")',
     ]);
+  });
+});
+
+describe('loadConfig: tracing (OpenTelemetry variables)', () => {
+  it('is off without an endpoint, and with OTEL_SDK_DISABLED', async () => {
+    expect((await loadConfig({ env: GOOD })).tracing).toBeUndefined();
+    const disabled = await loadConfig({
+      env: {
+        ...GOOD,
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318',
+        OTEL_SDK_DISABLED: 'true',
+      },
+    });
+    expect(disabled.tracing).toBeUndefined();
+  });
+
+  it('sends to <endpoint>/v1/traces, or to the traces endpoint as given; headers never serialised', async () => {
+    const config = await loadConfig({
+      env: {
+        ...GOOD,
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/',
+        OTEL_EXPORTER_OTLP_HEADERS: 'api-key=s3cr%3Dt',
+        OTEL_RESOURCE_ATTRIBUTES: 'k8s.pod.name=p-1,team=trading',
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: '0.25',
+      },
+    });
+    expect(config.tracing).toMatchObject({
+      url: 'http://collector:4318/v1/traces',
+      protocol: 'http/protobuf',
+      headers: { 'api-key': 's3cr=t' },
+      serviceName: 'oauth-sidecar',
+      resourceAttributes: { 'k8s.pod.name': 'p-1', team: 'trading' },
+      sampler: 'parentbased_traceidratio',
+      samplerArg: 0.25,
+      maxQueueSize: 2048,
+    });
+    expect(JSON.stringify(config)).not.toContain('s3cr');
+    const traces = await loadConfig({
+      env: {
+        ...GOOD,
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://vendor.example/otlp/traces',
+      },
+    });
+    expect(traces.tracing?.url).toBe('https://vendor.example/otlp/traces');
+  });
+
+  it('lists every tracing problem at once, never echoing the headers', async () => {
+    const problems = await problemsFromEnv({
+      ...GOOD,
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'grpc://collector:4317',
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+      OTEL_EXPORTER_OTLP_HEADERS: 'broken-secret-value',
+      OTEL_TRACES_SAMPLER_ARG: '2',
+    });
+    expect(problems).toHaveLength(4);
+    expect(problems.join('\n')).not.toContain('broken-secret-value');
+    expect(problems[1]).toContain(
+      'OTEL_EXPORTER_OTLP_PROTOCOL (tracing.protocol): must be one of http/protobuf, http/json',
+    );
   });
 });
 

@@ -230,7 +230,7 @@ function tracingConfig(get: Get): TracingConfig | undefined {
     protocol: get('tracing.protocol'),
     headers,
     serviceName: get('tracing.serviceName'),
-    resourceAttributes: get('tracing.resourceAttributes'),
+    resourceAttributes: get('tracing.resourceAttributes') ?? {},
     sampler: get('tracing.sampler'),
     samplerArg: get('tracing.samplerArg'),
     maxQueueSize: get('tracing.maxQueueSize'),

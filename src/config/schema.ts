@@ -164,7 +164,7 @@ export const FIELDS = {
   'tracing.protocol': field('OTEL_EXPORTER_OTLP_PROTOCOL', oneOf(OTLP_PROTOCOLS), 'http/protobuf'),
   'tracing.headers': secretField('OTEL_EXPORTER_OTLP_HEADERS', otlpHeaders()),
   'tracing.serviceName': field('OTEL_SERVICE_NAME', text('a service name'), 'oauth-sidecar'),
-  'tracing.resourceAttributes': field('OTEL_RESOURCE_ATTRIBUTES', resourceAttributes(), {}),
+  'tracing.resourceAttributes': field('OTEL_RESOURCE_ATTRIBUTES', resourceAttributes()),
   'tracing.sampler': field('OTEL_TRACES_SAMPLER', oneOf(SAMPLERS), 'parentbased_always_on'),
   'tracing.samplerArg': field('OTEL_TRACES_SAMPLER_ARG', samplerRatio(), 1),
   'tracing.disabled': field('OTEL_SDK_DISABLED', boolean(), false),

@@ -318,7 +318,11 @@ export class Forwarder {
     this.#headDeadlines.remove(call);
     const exchange = call.info;
     exchange.attemptSpan?.end(status);
-    this.#metrics.observeDuration(exchange.label, (this.#clock.now() - exchange.started) / 1000);
+    this.#metrics.observeDuration(
+      exchange.label,
+      (this.#clock.now() - exchange.started) / 1000,
+      exchange.trace?.sampledTraceId,
+    );
     this.#metrics.count(exchange.label, status);
     if (status === 401) {
       // Always report the token: the keeper decides whether it is still current.

@@ -2,6 +2,7 @@
  * The per-request upstream metrics with their children looked up once per (method, status):
  * prom-client hashes the label object on every call (bounded: 8 method labels × statuses seen).
  */
+import type { LeanHistogramChild } from '../telemetry/lean-metrics.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 
 export type ForwarderMetrics = Pick<
@@ -17,18 +18,19 @@ export function methodLabel(method: string): string {
 }
 
 export class UpstreamMetrics {
-  readonly #durationOf = new Map<string, { observe(value: number): void }>();
+  readonly #durationOf = new Map<string, LeanHistogramChild>();
   readonly #countOf = new Map<string, Map<number | 'error', { inc(): void }>>();
 
   constructor(readonly metrics: ForwarderMetrics) {}
 
-  observeDuration(method: string, seconds: number): void {
+  /** `traceId`: the request's sampled trace, the bucket's exemplar (tracing on). */
+  observeDuration(method: string, seconds: number, traceId?: string): void {
     let child = this.#durationOf.get(method);
     if (child === undefined) {
       child = this.metrics.upstreamRequestDuration.labels({ method });
       this.#durationOf.set(method, child);
     }
-    child.observe(seconds);
+    child.observe(seconds, traceId);
   }
 
   count(method: string, code: number | 'error'): void {

@@ -57,3 +57,49 @@ describe('LeanHistogram on a LeanRegistry', () => {
     expect(await ours.metrics()).toBe(await theirs.metrics());
   });
 });
+
+describe('OpenMetrics (exemplars)', () => {
+  it("names the families as prom-client's OpenMetrics registry does, and ends with # EOF", async () => {
+    const theirs = new Registry<typeof Registry.OPENMETRICS_CONTENT_TYPE>();
+    theirs.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+    const ours = new LeanRegistry();
+    const counter = { name: 'y_total', help: 'Count.', labelNames: ['code'] as const };
+    new Counter({ ...counter, registers: [theirs] }).inc({ code: '200' }, 3);
+    new Counter({ ...counter, registers: [ours] }).inc({ code: '200' }, 3);
+    const histogram = {
+      name: 'z_seconds',
+      help: 'Time.',
+      buckets: [0.1, 1],
+      labelNames: ['method'],
+    };
+    new Histogram({ ...histogram, registers: [theirs] }).observe({ method: 'GET' }, 0.5);
+    new Histogram({ ...histogram, registers: [ours] }).observe({ method: 'GET' }, 0.5);
+    const expected = await theirs.metrics();
+    const actual = await ours.openMetrics();
+    expect(actual.endsWith('# EOF\n')).toBe(true);
+    expect(lines(actual)).toEqual(lines(expected));
+  });
+
+  it("a lean histogram carries the trace id of each bucket's last sampled observation, only in OpenMetrics", async () => {
+    const registry = new LeanRegistry();
+    const histogram = new LeanHistogram('d_seconds', 'Time.', 'method', [0.1, 1]);
+    registry.attach(histogram);
+    const child = histogram.labels({ method: 'GET' });
+    child.observe(0.05, 'a'.repeat(32));
+    child.observe(0.07);
+    child.observe(0.5, 'b'.repeat(32));
+    const open = await registry.openMetrics();
+    expect(open).toMatch(
+      new RegExp(
+        `d_seconds_bucket\\{le="0.1",method="GET"\\} 2 # \\{trace_id="${'a'.repeat(32)}"\\} 0.05 \\d+\\.\\d{3}`,
+      ),
+    );
+    expect(open).toMatch(
+      new RegExp(
+        `d_seconds_bucket\\{le="1",method="GET"\\} 3 # \\{trace_id="${'b'.repeat(32)}"\\} 0.5 `,
+      ),
+    );
+    expect(open).toContain('d_seconds_bucket{le="+Inf",method="GET"} 3\n');
+    expect(await registry.metrics()).not.toContain('trace_id');
+  });
+});

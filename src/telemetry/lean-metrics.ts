@@ -70,7 +70,16 @@ export class LeanCounter<L extends string> extends Counter<L> {
 }
 
 export interface LeanHistogramChild {
-  observe(value: number): void;
+  /** `traceId`: a sampled trace's id, kept as the bucket's exemplar (OpenMetrics scrapes). */
+  observe(value: number, traceId?: string): void;
+}
+
+/** The last sampled observation of a bucket (OpenMetrics exemplar). */
+interface Exemplar {
+  traceId: string;
+  value: number;
+  /** Seconds since the epoch. */
+  at: number;
 }
 
 interface HistogramSeries {
@@ -79,6 +88,8 @@ interface HistogramSeries {
   counts: Float64Array;
   sum: number;
   count: number;
+  /** Per bucket, created on the first traced observation. */
+  exemplars: (Exemplar | undefined)[] | undefined;
 }
 
 /** A label value as Prometheus text escapes it. */
@@ -110,19 +121,23 @@ export class LeanHistogram<L extends string> {
     let series = this.#series.get(labelValue);
     if (series === undefined) {
       const counts = new Float64Array(this.#bounds.length + 1);
-      series = { labelValue, counts, sum: 0, count: 0 };
+      series = { labelValue, counts, sum: 0, count: 0, exemplars: undefined };
       this.#series.set(labelValue, series);
     }
     const bounds = this.#bounds;
     const s = series;
     return {
-      observe(value: number): void {
+      observe(value: number, traceId?: string): void {
         if (!Number.isFinite(value)) return;
         let i = 0;
         while (i < bounds.length && value > bounds[i]!) i += 1;
         s.counts[i]! += 1;
         s.sum += value;
         s.count += 1;
+        if (traceId !== undefined) {
+          s.exemplars ??= [];
+          s.exemplars[i] = { traceId, value, at: Date.now() / 1000 };
+        }
       },
     };
   }
@@ -131,18 +146,28 @@ export class LeanHistogram<L extends string> {
     this.labels(values).observe(value);
   }
 
-  /** Prometheus text, as prom-client writes a histogram: a series exists once observed. */
-  exposition(): string {
+  /**
+   * Prometheus text, as prom-client writes a histogram: a series exists once observed. With
+   * `exemplars` (an OpenMetrics scrape) each bucket carries the trace id of its last sampled
+   * observation.
+   */
+  exposition(exemplars = false): string {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
     for (const s of this.#series.values()) {
       if (s.count === 0) continue;
       const label = `${this.labelName}="${escaped(s.labelValue)}"`;
       let cumulative = 0;
+      const exemplar = (i: number): string => {
+        const e = exemplars ? s.exemplars?.[i] : undefined;
+        return e === undefined ? '' : ` # {trace_id="${e.traceId}"} ${e.value} ${e.at.toFixed(3)}`;
+      };
       this.#bounds.forEach((bound, i) => {
         cumulative += s.counts[i]!;
-        lines.push(`${this.name}_bucket{le="${bound}",${label}} ${cumulative}`);
+        lines.push(`${this.name}_bucket{le="${bound}",${label}} ${cumulative}${exemplar(i)}`);
       });
-      lines.push(`${this.name}_bucket{le="+Inf",${label}} ${s.count}`);
+      lines.push(
+        `${this.name}_bucket{le="+Inf",${label}} ${s.count}${exemplar(this.#bounds.length)}`,
+      );
       lines.push(`${this.name}_sum{${label}} ${s.sum}`);
       lines.push(`${this.name}_count{${label}} ${s.count}`);
     }
@@ -154,6 +179,7 @@ export class LeanHistogram<L extends string> {
       s.counts.fill(0);
       s.sum = 0;
       s.count = 0;
+      s.exemplars = undefined;
     }
   }
 }
@@ -167,8 +193,20 @@ export class LeanRegistry extends Registry {
   }
 
   override async metrics(): Promise<string> {
+    return this.#text(false);
+  }
+
+  /**
+   * The OpenMetrics text (what Prometheus asks for to read exemplars): the same families, counter
+   * families named without `_total`, the lean histograms with their exemplars, `# EOF` last.
+   */
+  async openMetrics(): Promise<string> {
+    return `${toOpenMetrics(await this.#text(true))}# EOF\n`;
+  }
+
+  async #text(exemplars: boolean): Promise<string> {
     const text = (await super.metrics()).replace(/\n$/, '');
-    const parts = [text, ...this.#lean.map((h) => h.exposition())].filter((p) => p !== '');
+    const parts = [text, ...this.#lean.map((h) => h.exposition(exemplars))].filter((p) => p !== '');
     return `${parts.join('\n\n')}\n`;
   }
 
@@ -176,4 +214,31 @@ export class LeanRegistry extends Registry {
     super.resetMetrics();
     for (const histogram of this.#lean) histogram.reset();
   }
+}
+
+export const OPENMETRICS_CONTENT_TYPE =
+  'application/openmetrics-text; version=1.0.0; charset=utf-8';
+
+/**
+ * Prometheus text to OpenMetrics text: a counter family is named without its `_total` suffix in
+ * `# HELP`/`# TYPE` (its samples keep it; one without the suffix gets it), blank lines go.
+ */
+export function toOpenMetrics(text: string): string {
+  const lines = text.split('\n').filter((line) => line !== '');
+  const counters = new Set<string>();
+  for (const line of lines) {
+    const match = /^# TYPE (\S+) counter$/.exec(line);
+    if (match) counters.add(match[1]!);
+  }
+  const family = (name: string): string => name.replace(/_total$/, '');
+  const out = lines.map((line) => {
+    const meta = /^# (HELP|TYPE) (\S+)(.*)$/.exec(line);
+    if (meta) return counters.has(meta[2]!) ? `# ${meta[1]} ${family(meta[2]!)}${meta[3]}` : line;
+    const sample = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(.*)$/.exec(line);
+    if (sample && counters.has(sample[1]!) && !sample[1]!.endsWith('_total')) {
+      return `${sample[1]}_total${sample[2]}`;
+    }
+    return line;
+  });
+  return `${out.join('\n')}\n`;
 }

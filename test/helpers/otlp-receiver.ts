@@ -73,7 +73,7 @@ function anyValue(buf: Buffer): string | number | boolean | string[] {
   const f = fields(buf);
   if (f.has(1)) return text(f, 1);
   if (f.has(2)) return (f.get(2)![0] as bigint) !== 0n;
-  if (f.has(3)) return Number(f.get(3)![0] as bigint);
+  if (f.has(3)) return Number(f.get(3)![0]);
   if (f.has(4)) return Number((f.get(4)![0] as bigint) & 0xffffffffffffffffn);
   // array_value: ArrayValue { repeated AnyValue values = 1 }
   if (f.has(5)) return bytes(fields(bytes(f, 5)[0]!), 1).map((v) => String(anyValue(v)));
