@@ -5,14 +5,16 @@
 //   npm run build && node bench/run.mjs [--rounds 4] [--duration 10] [--rate 1000]
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."] [--peer-flags "..."]
 //     [--alt-dist ../other-worktree/dist] [--alt-flags "..."] [--alt-node-options "..."]
-//     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,floor,floor-shipped,http-proxy,hono]
+//     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,sidecar-traced,floor,floor-shipped,http-proxy,hono]
+//     [--footprint-tracing]
 //     [--no-pin]
 //     [--footprint-node /path/to/node24] [--no-footprint] [--keep] [--only-2kb] [--no-shipped-runtime]
 //     [--footprint-node-options "..."] [--footprint-glibc-tunables "..."]
 //
 // What ships is measured: the sidecar at the default log level (`sidecar`, LOG_LEVEL unset) with
 // a `sidecar-warn` row beside it, and `sidecar-limit`: UPSTREAM_RATE_LIMIT set far above the load,
-// so every request takes the quota guard's slot path without ever waiting. Pinning (taskset, 2+ cores): every proxy under test on CPU 1,
+// so every request takes the quota guard's slot path without ever waiting; `sidecar-traced`:
+// tracing on, every request sampled, spans exported over OTLP/HTTP to a sink in this process. Pinning (taskset, 2+ cores): every proxy under test on CPU 1,
 // wrk, the upstream nginx and this process (token endpoint) on CPU 0, so the proxy's CPU per
 // request is its own. The footprint section runs the sidecar on the footprint node (Node 24) with
 // the Dockerfile's NODE_OPTIONS: idle RSS, peak RSS under 2 KB load and under 50 × 1 MiB.
@@ -98,6 +100,10 @@ const { values: args } = parseArgs({
     /** Node flags of the footprint run instead of the Dockerfile ENTRYPOINT's (space-separated). */
     'footprint-node-flags': { type: 'string' },
     keep: { type: 'boolean', default: false },
+    /** The footprint's sidecar with tracing on (every request sampled, spans to the OTLP sink). */
+    'footprint-tracing': { type: 'boolean', default: false },
+    /** More environment of `sidecar-traced` (K=V,K=V), e.g. OTEL_BSP_MAX_EXPORT_BATCH_SIZE=64. */
+    'traced-env': { type: 'string', default: '' },
     /** Iterating or profiling: the 2 KB closed-loop row only (no 1 MB, no fixed rate). */
     'only-2kb': { type: 'boolean', default: false },
   },
@@ -235,6 +241,23 @@ const cpuOf = (pids) => pids.reduce((sum, pid) => sum + cpuTicks(pid), 0);
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Where `sidecar-traced` exports: answers every OTLP/HTTP request 200 and counts the bytes. */
+let otlpSink;
+async function startOtlpSink() {
+  const { createServer } = await import('node:http');
+  let bytes = 0;
+  const server = createServer((req, res) => {
+    req.on('data', (chunk) => (bytes += chunk.length));
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    bytes: () => bytes,
+    close: () => new Promise((resolve) => server.close(resolve)),
+  };
+}
+
 /**
  * The shipped runtime's footprint: the footprint node (Node 24) with the Dockerfile's
  * NODE_OPTIONS and the default log level. Idle: after start, 20 requests and 3 s of rest. Then
@@ -262,6 +285,7 @@ async function measureFootprint(startSidecar, agent) {
       NODE_ENV: 'production',
       NODE_OPTIONS: nodeOptions,
       GLIBC_TUNABLES: glibcTunables || undefined,
+      ...(args['footprint-tracing'] && { OTEL_EXPORTER_OTLP_ENDPOINT: otlpSink.url }),
     },
     { node, flags: nodeFlags },
   );
@@ -427,6 +451,7 @@ async function main() {
     wanted.has('sidecar') ||
     wanted.has('sidecar-warn') ||
     wanted.has('sidecar-limit') ||
+    wanted.has('sidecar-traced') ||
     !args['no-footprint']
   ) {
     const { startStandin } = await import(join(ROOT, 'dist', 'standin', 'index.js'));
@@ -481,6 +506,28 @@ async function main() {
       ...shippedRuntime,
     });
     add('sidecar-limit', 'oauth-sidecar (UPSTREAM_RATE_LIMIT set, never reached)', s.base, () => [
+      s.proc.pid,
+    ]);
+  }
+  if (wanted.has('sidecar-traced') || args['footprint-tracing']) {
+    otlpSink = await startOtlpSink();
+    cleanups.push(() => otlpSink.close());
+  }
+  if (wanted.has('sidecar-traced')) {
+    // Tracing's cost: every request sampled (no traceparent: a new sampled trace each), a server
+    // and a client span per request, exported in batches to the sink.
+    const s = await startSidecar('sidecar-traced', {
+      LOG_LEVEL: undefined,
+      OTEL_EXPORTER_OTLP_ENDPOINT: otlpSink.url,
+      ...shippedRuntime,
+      ...Object.fromEntries(
+        args['traced-env']
+          .split(',')
+          .filter(Boolean)
+          .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+      ),
+    });
+    add('sidecar-traced', 'oauth-sidecar (tracing on, every request sampled)', s.base, () => [
       s.proc.pid,
     ]);
   }
@@ -686,6 +733,8 @@ function ratiosOf(summary, rounds) {
     sidecarOverAlt: ratio('sidecar', 'sidecar-alt', 'rps'),
     limitOverSidecar: ratio('sidecar-limit', 'sidecar', 'rps'),
     cpuLimitOverSidecar: ratio('sidecar-limit', 'sidecar', 'cpuUsPerRequest'),
+    tracedOverSidecar: ratio('sidecar-traced', 'sidecar', 'rps'),
+    cpuTracedOverSidecar: ratio('sidecar-traced', 'sidecar', 'cpuUsPerRequest'),
     mb1SidecarOverNginx: ratio('sidecar', 'nginx', 'mbPerSecond', 'mb1'),
     rateP99SidecarMinusDirectMs:
       summary.sidecar && summary.direct
@@ -857,6 +906,8 @@ function markdown({ meta, summary, ratios, tokenCalls, checks, footprint }, targ
     `| sidecar p99 − direct p99 at ${meta.rate} req/s | ${fmt.ms(ratios.rateP99SidecarMinusDirectMs)} |`,
     `| sidecar with a rate limit / without (2 KB req/s) | ${fmt.x(ratios.limitOverSidecar)} |`,
     `| sidecar with a rate limit / without (CPU per request) | ${fmt.x(ratios.cpuLimitOverSidecar)} |`,
+    `| sidecar with tracing on / off (2 KB req/s) | ${fmt.x(ratios.tracedOverSidecar)} |`,
+    `| sidecar with tracing on / off (CPU per request) | ${fmt.x(ratios.cpuTracedOverSidecar)} |`,
     '',
     ...(footprint
       ? [

@@ -12,6 +12,7 @@ import { basename, join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandin, type Standin } from '../src/standin/index.js';
+import { startOtlpReceiver } from './helpers/otlp-receiver.js';
 import { missingRedisServer, startRedisServer, type RedisServer } from './helpers/redis-server.js';
 import {
   runCli,
@@ -80,7 +81,8 @@ afterAll(async () => {
 });
 
 describe('the bundle, through every lazily loaded part', () => {
-  it('serves with --config YAML, the Redis store, the quota guard and the response cache', async () => {
+  it('serves with --config YAML, the Redis store, the quota guard, the response cache and tracing', async () => {
+    const receiver = await startOtlpReceiver();
     const dir = tempDir();
     const file = join(dir, 'sidecar.yaml');
     writeFileSync(
@@ -101,6 +103,9 @@ describe('the bundle, through every lazily loaded part', () => {
         '  rules:',
         '    - prefix: /v1.0/contracts/',
         '      ttlSeconds: 60',
+        'tracing:',
+        `  endpoint: ${receiver.url}`,
+        '  scheduleDelayMs: 50',
         '',
       ].join('\n'),
     );
@@ -132,8 +137,15 @@ describe('the bundle, through every lazily loaded part', () => {
       const keys = await redis!.dump();
       expect(keys.size).toBeGreaterThan(0); // the token set (and the quota) went through Redis
       expect([...keys.values()].join('\n')).not.toContain('bundle-secret');
+      // The OpenTelemetry chunk: the requests' spans reach the receiver.
+      await waitFor(
+        () => receiver.spans.some((span) => span.name === 'GET /v1.0/'),
+        10_000,
+        'a server span at the OTLP receiver',
+      );
     } finally {
       expect(await sidecar.stop()).toBe(0); // a clean exit writes the coverage report
+      await receiver.close();
     }
   });
 

@@ -136,7 +136,14 @@ export class LeanHistogram<L extends string> {
         s.count += 1;
         if (traceId !== undefined) {
           s.exemplars ??= [];
-          s.exemplars[i] = { traceId, value, at: Date.now() / 1000 };
+          // One object per bucket, rewritten: no allocation per traced observation.
+          const e = s.exemplars[i];
+          if (e === undefined) s.exemplars[i] = { traceId, value, at: Date.now() / 1000 };
+          else {
+            e.traceId = traceId;
+            e.value = value;
+            e.at = Date.now() / 1000;
+          }
         }
       },
     };

@@ -269,11 +269,7 @@ export function createTracing(config: TracingConfig, deps: TracingDeps): Tracing
       const query = target.indexOf('?');
       const path = query < 0 ? target : target.slice(0, query);
       const route = routeOf(path, deps.pathPrefixes);
-      const attributes: Attributes = {
-        'http.request.method': method,
-        'url.path': path,
-        'url.scheme': 'http',
-      };
+      const attributes: Attributes = { 'http.request.method': method, 'url.path': path };
       if (route !== undefined) attributes['http.route'] = route;
       if (config.recordQuery && query >= 0) attributes['url.query'] = target.slice(query + 1);
       const requestId = headers['x-request-id'];
