@@ -36,6 +36,7 @@ import {
   type SpanExporter,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { TracingConfig } from '../config/types.js';
 import type {
   AttemptSpan,
@@ -241,6 +242,23 @@ function routeOf(path: string, prefixes: readonly string[]): string | undefined 
   return prefixes.find((prefix) => path.startsWith(prefix));
 }
 
+function serverAttributes(
+  method: string,
+  path: string,
+  route: string | undefined,
+  target: string,
+  query: number,
+  headers: IncomingHttpHeaders,
+  recordQuery: boolean,
+): Attributes {
+  const attributes: Attributes = { 'http.request.method': method, 'url.path': path };
+  if (route !== undefined) attributes['http.route'] = route;
+  if (recordQuery && query >= 0) attributes['url.query'] = target.slice(query + 1);
+  const requestId = headers['x-request-id'];
+  if (typeof requestId === 'string') attributes['http.request.header.x-request-id'] = [requestId];
+  return attributes;
+}
+
 export function createTracing(config: TracingConfig, deps: TracingDeps): Tracing {
   const processor = new CountingProcessor(
     (counter) => new LoggedExporter(exporterFor(config), deps, counter),
@@ -269,14 +287,14 @@ export function createTracing(config: TracingConfig, deps: TracingDeps): Tracing
       const query = target.indexOf('?');
       const path = query < 0 ? target : target.slice(0, query);
       const route = routeOf(path, deps.pathPrefixes);
-      const attributes: Attributes = { 'http.request.method': method, 'url.path': path };
-      if (route !== undefined) attributes['http.route'] = route;
-      if (config.recordQuery && query >= 0) attributes['url.query'] = target.slice(query + 1);
-      const requestId = headers['x-request-id'];
-      if (typeof requestId === 'string')
-        attributes['http.request.header.x-request-id'] = [requestId];
       const name = route === undefined ? method : `${method} ${route}`;
-      const span = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
+      const span = tracer.startSpan(name, { kind: SpanKind.SERVER }, parent);
+      // The samplers decide on the parent and the trace id alone: an unsampled request builds none.
+      if (span.isRecording()) {
+        span.setAttributes(
+          serverAttributes(method, path, route, target, query, headers, config.recordQuery),
+        );
+      }
       return new Request(span, tracer, upstream);
     },
     grant(grant, tokenUrl): GrantSpan {
