@@ -4,53 +4,19 @@
  * for the fleet, a real redis-server: the figures of docs/quota-guard.md at rate 10/s.
  */
 import { Agent, request } from 'undici';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createTestPki, startStandin, type Standin } from '../src/standin/index.js';
-import { startRedisServer, type RedisServer } from './helpers/redis-server.js';
-import {
-  startSidecarProcess,
-  waitFor,
-  waitReady,
-  writeTemp,
-  type SidecarProcess,
-} from './helpers/sidecar-process.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
+import { useStandinFleet } from './helpers/standin-fleet.js';
 
-let standin: Standin;
-let redis: RedisServer;
-let caFile: string;
-let sidecars: SidecarProcess[] = [];
+const fixture = useStandinFleet({ redis: true });
 const client = new Agent({ connections: 128 });
 
-beforeAll(async () => {
-  const pki = await createTestPki();
-  standin = await startStandin({ pki });
-  caFile = writeTemp('ca.pem', pki.caCert);
-  redis = await startRedisServer();
-});
-
-afterEach(async () => {
-  await Promise.all(sidecars.map((s) => s.stop()));
-  sidecars = [];
-});
-
 afterAll(async () => {
-  await client?.close();
-  await redis?.close();
-  await standin?.close();
+  await client.close();
 });
 
-async function start(env: Record<string, string>): Promise<SidecarProcess> {
-  const sidecar = await startSidecarProcess({
-    UPSTREAM_BASE_URL: standin.url,
-    UPSTREAM_CA_FILE: caFile,
-    CLIENT_ID: 'demo-client',
-    CLIENT_SECRET: 'demo-secret',
-    UPSTREAM_RATE_LIMIT: '10/s',
-    ...env,
-  });
-  sidecars.push(sidecar);
-  await waitReady(sidecar);
-  return sidecar;
+function start(env: Record<string, string>): Promise<SidecarProcess> {
+  return fixture.start({ UPSTREAM_RATE_LIMIT: '10/s', ...env });
 }
 
 interface Answer {
@@ -106,7 +72,8 @@ function p95(values: number[]): number {
 
 /** API requests carrying `marker` that reached the stand-in after `since` (ms since epoch). */
 function apiSeen(marker: string, since = 0): number {
-  return standin.apiRequests.filter((r) => r.url.includes(`${marker}=`) && r.at >= since).length;
+  return fixture.standin.apiRequests.filter((r) => r.url.includes(`${marker}=`) && r.at >= since)
+    .length;
 }
 
 function expectPoliteServed(answers: Answer[]): void {
@@ -205,7 +172,7 @@ describe('fair share with real processes', () => {
 
 describe('fair share across a fleet (real redis-server)', () => {
   async function fleet(prefix: string): Promise<[SidecarProcess, SidecarProcess]> {
-    const store = { STORE_URL: redis.url, STORE_KEY_PREFIX: prefix };
+    const store = { STORE_URL: fixture.redis.url, STORE_KEY_PREFIX: prefix };
     return Promise.all([
       start({ ...store, QUOTA_CALLER: 'nightly', QUOTA_CALLERS: 'nightly=1:batch' }),
       start({ ...store, QUOTA_CALLER: 'reports-ui' }),
@@ -221,10 +188,10 @@ describe('fair share across a fleet (real redis-server)', () => {
     expectPoliteServed(answers);
     // The fleet as a whole stayed within 10/s (plus the bucket of 10).
     const first = Math.min(
-      ...standin.apiRequests.filter((r) => r.url.includes('f-')).map((r) => r.at),
+      ...fixture.standin.apiRequests.filter((r) => r.url.includes('f-')).map((r) => r.at),
     );
     const last = Math.max(
-      ...standin.apiRequests.filter((r) => r.url.includes('f-')).map((r) => r.at),
+      ...fixture.standin.apiRequests.filter((r) => r.url.includes('f-')).map((r) => r.at),
     );
     expect(apiSeen('f-batch') + apiSeen('f-ui')).toBeLessThanOrEqual(
       10 + Math.ceil((last - first) / 100) + 1,
@@ -233,7 +200,7 @@ describe('fair share across a fleet (real redis-server)', () => {
 
   it('with the store stopped each member shares its own rate fairly, and no request fails', async () => {
     const [batchSide, uiSide] = await fleet('fair-fleet-b:');
-    await redis.stop();
+    await fixture.redis.stop();
     try {
       for (const s of [batchSide, uiSide]) {
         await waitFor(
@@ -253,7 +220,7 @@ describe('fair share across a fleet (real redis-server)', () => {
       expect(answers.map((a) => a.status)).toEqual(Array(20).fill(200));
       for (const a of batch.state.answers) expect([200, 429]).toContain(a.status);
     } finally {
-      await redis.start();
+      await fixture.redis.start();
     }
   });
 });

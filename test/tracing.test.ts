@@ -8,57 +8,28 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createTestPki, startStandin, type Standin } from '../src/standin/index.js';
+import { afterEach, describe, expect, it } from 'vitest';
 import {
   startOtlpReceiver,
   type OtlpReceiver,
   type ReceivedSpan,
 } from './helpers/otlp-receiver.js';
-import {
-  startSidecarProcess,
-  waitFor,
-  waitReady,
-  writeTemp,
-  type SidecarProcess,
-} from './helpers/sidecar-process.js';
+import { waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
+import { useStandinFleet } from './helpers/standin-fleet.js';
 
-let standin: Standin;
-let caFile: string;
+const fixture = useStandinFleet();
 let receiver: OtlpReceiver;
-let sidecar: SidecarProcess | undefined;
 
 const CLIENT_ID = 'demo-client';
 const CLIENT_SECRET = 'demo-secret';
 const SPAN_KIND = { INTERNAL: 1, SERVER: 2, CLIENT: 3 };
 
-beforeAll(async () => {
-  const pki = await createTestPki();
-  standin = await startStandin({ pki });
-  caFile = writeTemp('ca.pem', pki.caCert);
-});
-
 afterEach(async () => {
-  await sidecar?.stop();
-  sidecar = undefined;
   await receiver?.close();
 });
 
-afterAll(async () => {
-  await standin?.close();
-});
-
-async function start(env: Record<string, string>): Promise<SidecarProcess> {
-  sidecar = await startSidecarProcess({
-    UPSTREAM_BASE_URL: standin.url,
-    UPSTREAM_CA_FILE: caFile,
-    CLIENT_ID,
-    CLIENT_SECRET,
-    OTEL_BSP_SCHEDULE_DELAY: '50',
-    ...env,
-  });
-  await waitReady(sidecar);
-  return sidecar;
+function start(env: Record<string, string>): Promise<SidecarProcess> {
+  return fixture.start({ OTEL_BSP_SCHEDULE_DELAY: '50', ...env });
 }
 
 function traceparent(traceId: string, spanId: string): string {
@@ -83,7 +54,9 @@ function spansOf(traceId: string): ReceivedSpan[] {
 
 /** Everything exported holds no token, no secret and no client id. */
 function expectNoSecrets(): void {
-  const secrets = [CLIENT_SECRET, CLIENT_ID, ...standin.issuedTokens()].filter((x) => x.length > 0);
+  const secrets = [CLIENT_SECRET, CLIENT_ID, ...fixture.standin.issuedTokens()].filter(
+    (x) => x.length > 0,
+  );
   for (const body of receiver.raw) for (const secret of secrets) expect(body).not.toContain(secret);
   for (const span of receiver.spans) {
     for (const value of Object.values({ ...span.attributes, ...span.resource })) {
@@ -136,7 +109,7 @@ describe.each([
     const client = spansOf(traceId).find((x) => x.kind === SPAN_KIND.CLIENT)!;
     expect(client.parentSpanId).toBe(server.spanId);
     expect(client.attributes['http.response.status_code']).toBe(200);
-    const sent = standin.apiRequests.find((r) => r.url.includes(marker))!;
+    const sent = fixture.standin.apiRequests.find((r) => r.url.includes(marker))!;
     expect(sent.headers.traceparent).toBe(traceparent(traceId, client.spanId));
     expect(sent.headers.tracestate).toBe('vendor=opaque');
 
@@ -187,7 +160,7 @@ describe('tracing: waits, replays, failures', () => {
     expect(wait.parentSpanId).toBe(owner.spanId);
 
     // A 401 on the current token: the keeper renews and the request is sent once more.
-    standin.revokeAccessTokens();
+    fixture.standin.revokeAccessTokens();
     const replayTrace = randomHex(16);
     await new Promise((resolve) => setTimeout(resolve, 1_100)); // the next rate-limit slot
     expect(
@@ -301,7 +274,7 @@ describe('tracing: waits, replays, failures', () => {
     const s = await start({});
     const parent = traceparent(randomHex(16), randomHex(8));
     expect(await get(s, '/v1.0/contracts/?untraced', { traceparent: parent })).toBe(200);
-    const sent = standin.apiRequests.find((r) => r.url.includes('untraced'))!;
+    const sent = fixture.standin.apiRequests.find((r) => r.url.includes('untraced'))!;
     expect(sent.headers.traceparent).toBe(parent);
     const metrics = await (await request(`${s.adminUrl}/metrics`)).body.text();
     expect(metrics).not.toContain('tracing_spans_dropped_total');

@@ -350,18 +350,21 @@ function cacheRule(item: unknown, report: Report): CacheRule | undefined {
   return ok ? { prefix: prefix as string, ttlSeconds: seconds as number } : undefined;
 }
 
+/** The items of a list key: a comma list from the environment (trimmed, empties dropped) or a YAML sequence; null for anything else. */
+export function listItems(raw: unknown): unknown[] | null {
+  if (typeof raw === 'string') {
+    return raw
+      .split(',')
+      .map((item) => item.trim())
+      .filter((item) => item !== '');
+  }
+  return Array.isArray(raw) ? (raw as unknown[]) : null;
+}
+
 /** `cache.rules`: env `PREFIX=SECONDS,...`; YAML a list of `{prefix, ttlSeconds}` (or strings). */
 export function cacheRules(): Parser<CacheRule[]> {
   return (raw, report) => {
-    const items =
-      typeof raw === 'string'
-        ? raw
-            .split(',')
-            .map((item) => item.trim())
-            .filter((item) => item !== '')
-        : Array.isArray(raw)
-          ? (raw as unknown[])
-          : null;
+    const items = listItems(raw);
     if (items === null) {
       report('must be PREFIX=SECONDS,... or a YAML list of {prefix, ttlSeconds}');
       return INVALID;

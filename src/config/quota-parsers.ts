@@ -3,7 +3,7 @@
  * name, the gateway-mode header, and the weights and priorities of named callers.
  */
 import { shown } from '../safe-text.js';
-import { INVALID, type Parser, type Report } from './parsers.js';
+import { INVALID, listItems, type Parser, type Report } from './parsers.js';
 import type { CallerPolicy, NamedCallerPolicy } from './types.js';
 
 /** What a caller's name may hold (and a caller header must): it becomes a metric label and a field in the store. */
@@ -113,15 +113,7 @@ function callerPolicy(item: unknown, report: Report): [string, CallerPolicy] | u
 /** `quota.callers`: env `name=weight[:priority],...`; YAML a list of `{name, weight, priority}`. */
 export function callerPolicies(): Parser<NamedCallerPolicy[]> {
   return (raw, report) => {
-    const items =
-      typeof raw === 'string'
-        ? raw
-            .split(',')
-            .map((item) => item.trim())
-            .filter((item) => item !== '')
-        : Array.isArray(raw)
-          ? (raw as unknown[])
-          : null;
+    const items = listItems(raw);
     if (items === null) {
       report(
         'must be name=weight[:interactive|batch],... or a YAML list of {name, weight, priority}',
