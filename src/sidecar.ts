@@ -3,7 +3,7 @@
  * response cache, proxy and admin listeners. Everything built is pushed on one teardown stack, which
  * both a failed start and `shutdown()` unwind.
  */
-import { Counter, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import { LeanRegistry } from './telemetry/lean-metrics.js';
 import { readFileSync } from 'node:fs';
 import type { SecureContext } from 'node:tls';
@@ -23,7 +23,7 @@ import { quotaStage } from './proxy/quota/stage.js';
 import type { AccessTokenSource } from './proxy/types.js';
 import type { StoreConnection } from './fleet/connection.js';
 import type { Logger } from './telemetry/logger.js';
-import { METRIC_PREFIX, createMetrics, type SidecarMetrics } from './telemetry/metrics.js';
+import { createMetrics, type SidecarMetrics } from './telemetry/metrics.js';
 import { startTracing, type Tracing } from './telemetry/tracing.js';
 import { createTokenEndpointClient } from './token/client.js';
 import { TokenKeeper } from './token/keeper.js';
@@ -242,19 +242,15 @@ const TRACING_FLUSH_MS = 5_000;
  */
 async function tracingFor(
   config: Config,
-  parts: { logger: Logger; registry: LeanRegistry; teardown: Teardown },
+  parts: { logger: Logger; metrics: SidecarMetrics; teardown: Teardown },
 ): Promise<Tracing | undefined> {
   if (config.tracing === undefined) return undefined;
-  const dropped = new Counter({
-    name: `${METRIC_PREFIX}tracing_spans_dropped_total`,
-    help: 'Spans dropped because the export queue (OTEL_BSP_MAX_QUEUE_SIZE) was full.',
-    registers: [parts.registry],
-  });
   const tracing = await startTracing(config.tracing, {
     logger: parts.logger.child({ component: 'tracing' }),
-    dropped,
+    dropped: parts.metrics.tracingSpansDropped(),
     pathPrefixes: config.upstream.pathPrefixes,
     upstream: config.upstream.baseUrl,
+    tokenUrl: config.token.url,
     version: VERSION,
   });
   parts.teardown.push(() => tracing.shutdown(TRACING_FLUSH_MS));
@@ -282,15 +278,14 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
     deps.logSink?.flushSync?.();
   };
   try {
-    const tracing = await tracingFor(config, { logger, registry, teardown });
+    const tracing = await tracingFor(config, { logger, metrics, teardown });
     const keeper = await startKeeper(config, {
       logger,
       clock,
       metrics,
       teardown,
       endpoint: tokenEndpointFor(config, tokenDispatcher),
-      traceGrant:
-        tracing === undefined ? undefined : (grant) => tracing.grant(grant, config.token.url),
+      traceGrant: tracing === undefined ? undefined : (grant) => tracing.grant(grant),
     });
     const stack = await startProxyStack(config, {
       tokens: keeper.keeper,

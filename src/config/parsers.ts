@@ -46,7 +46,7 @@ function pipe<A, B>(first: Parser<A>, next: (value: A, report: Report) => B | In
 const NUMERIC = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 
 /** Environment values are strings; YAML may already have produced a number. */
-function toNumber(raw: unknown): unknown {
+export function toNumber(raw: unknown): unknown {
   if (typeof raw !== 'string') return raw;
   const trimmed = raw.trim();
   return NUMERIC.test(trimmed) ? Number(trimmed) : raw;

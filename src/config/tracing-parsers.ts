@@ -3,7 +3,7 @@
  * specified meanings (docs/configuration.md "Tracing"). Headers may hold an API key: never echoed.
  */
 import { shown } from '../safe-text.js';
-import { INVALID, type Parser, type Report } from './parsers.js';
+import { INVALID, toNumber, type Parser, type Report } from './parsers.js';
 
 /** An OTLP/HTTP endpoint: `http://` or `https://`, no credentials, no fragment. */
 export function otlpEndpoint(): Parser<string> {
@@ -74,9 +74,8 @@ export function resourceAttributes(): Parser<Record<string, string>> {
 /** `OTEL_TRACES_SAMPLER_ARG`: the ratio of `traceidratio` samplers, 0–1. */
 export function samplerRatio(): Parser<number> {
   return (raw, report) => {
-    const value =
-      typeof raw === 'number' ? raw : Number(typeof raw === 'string' ? raw.trim() : NaN);
-    if (Number.isFinite(value) && value >= 0 && value <= 1) return value;
+    const value = toNumber(raw);
+    if (typeof value === 'number' && value >= 0 && value <= 1) return value;
     report(`must be a number from 0 to 1, e.g. 0.25 (got ${shown(raw)})`);
     return INVALID;
   };

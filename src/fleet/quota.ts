@@ -159,8 +159,12 @@ while tokens >= 1 - 1e-9 do
       end
     end
   end
-  if best ~= nil and best.mine == nil then held = true end
-  if best == nil or best.mine == nil then break end
+  if best == nil then break end
+  -- The slot is due to another member's caller: it stays in the bucket for that member.
+  if best.mine == nil then
+    held = true
+    break
+  end
   tokens = tokens - 1
   v = best.vt
   best.vt = v + 1 / best.w
@@ -172,7 +176,10 @@ if tokens < 0 then tokens = 0 end
 redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%d', ts))
 -- A full bucket is the same as no key: let idle buckets expire.
 redis.call('PEXPIRE', KEYS[1], math.ceil(period) + 1000)
-for name, c in pairs(callers) do
+-- Only the callers asking changed; the others' clamps are applied again on every read.
+for j = 1, asking do
+  local name = ARGV[2 + 4 * j]
+  local c = callers[name]
   if not c.unrecorded then
     redis.call('HSET', KEYS[3], name, string.format('%.17g,%d,%d,%d,%d', c.vt, c.w, c.r, c.seen, c.want))
   end

@@ -57,6 +57,8 @@ export interface SidecarMetrics {
   quotaRequests: Counter<'caller' | 'outcome'>;
   /** Point the cooldown gauge at the quota guard. */
   bindQuotaState(source: QuotaGaugeSource): void;
+  /** With tracing on: spans dropped from a full export queue (registered on first call). */
+  tracingSpansDropped(): Counter;
   /**
    * Point `requests_in_flight` at the proxy's in-flight count (`proxy.maxInFlight`'s counter),
    * read at scrape time: no gauge update per request.
@@ -240,6 +242,17 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
     },
     bindQuotaState(source) {
       sources.quota = source;
+    },
+    tracingSpansDropped() {
+      const name = `${METRIC_PREFIX}tracing_spans_dropped_total`;
+      return (
+        (registry.getSingleMetric(name) as Counter | undefined) ??
+        new Counter({
+          name,
+          help: 'Spans dropped because the export queue (OTEL_BSP_MAX_QUEUE_SIZE) was full.',
+          registers,
+        })
+      );
     },
     bindRequestsInFlight(count) {
       sources.inFlight = count;

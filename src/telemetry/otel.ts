@@ -80,12 +80,10 @@ class LoggedExporter implements SpanExporter {
 
   constructor(
     private readonly inner: SpanExporter,
-    private readonly deps: TracingDeps,
-    private readonly counter: { exported(count: number): void },
+    private readonly logger: TracingDeps['logger'],
   ) {}
 
   export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
-    this.counter.exported(spans.length);
     this.inner.export(spans, (result) => {
       if (result.code !== ExportResultCode.SUCCESS) this.#failed(result.error);
       done(result);
@@ -97,7 +95,7 @@ class LoggedExporter implements SpanExporter {
     const now = Date.now();
     if (now - this.#lastLog < EXPORT_FAILURE_LOG_MS) return;
     this.#lastLog = now;
-    this.deps.logger.warn(
+    this.logger.warn(
       { failures: this.#failures, reason: error?.message ?? 'unknown' },
       'span export failed; spans are dropped until the collector answers (logged once a minute)',
     );
@@ -122,14 +120,21 @@ class CountingProcessor implements SpanProcessor {
   readonly inner: BatchSpanProcessor;
 
   constructor(
-    exporter: (counter: { exported(count: number): void }) => SpanExporter,
+    exporter: SpanExporter,
     private readonly config: TracingConfig,
-    private readonly deps: TracingDeps,
+    private readonly dropped: TracingDeps['dropped'],
   ) {
+    // What the processor hands to the exporter has left its queue.
+    const counted: SpanExporter = {
+      export: (spans, done) => {
+        this.#queued = Math.max(0, this.#queued - spans.length);
+        exporter.export(spans, done);
+      },
+      shutdown: () => exporter.shutdown(),
+      forceFlush: () => exporter.forceFlush?.() ?? Promise.resolve(),
+    };
     this.inner = new BatchSpanProcessor({
-      exporter: exporter({
-        exported: (count) => (this.#queued = Math.max(0, this.#queued - count)),
-      }),
+      exporter: counted,
       maxQueueSize: config.maxQueueSize,
       maxExportBatchSize: config.maxExportBatchSize,
       scheduledDelayMillis: config.scheduleDelayMs,
@@ -143,7 +148,7 @@ class CountingProcessor implements SpanProcessor {
 
   onEnd(span: ReadableSpan): void {
     if ((span.spanContext().traceFlags & TraceFlags.SAMPLED) !== 0) {
-      if (this.#queued >= this.config.maxQueueSize) this.deps.dropped.inc();
+      if (this.#queued >= this.config.maxQueueSize) this.dropped.inc();
       else this.#queued += 1;
     }
     this.inner.onEnd(span);
@@ -174,6 +179,16 @@ function traceparentOf(span: Span): string {
   return `00-${c.traceId}-${c.spanId}-${c.traceFlags & TraceFlags.SAMPLED ? '01' : '00'}`;
 }
 
+/** End `span` with the answer's status and, for a failure, its `error.type` (status ERROR). */
+function finish(span: Span, status: number | undefined, errorType: string | undefined): void {
+  if (status !== undefined) span.setAttribute('http.response.status_code', status);
+  if (errorType !== undefined) {
+    span.setAttribute('error.type', errorType);
+    span.setStatus({ code: SpanStatusCode.ERROR });
+  }
+  span.end();
+}
+
 class Attempt implements AttemptSpan {
   readonly traceparent: string;
   #ended = false;
@@ -185,12 +200,8 @@ class Attempt implements AttemptSpan {
   end(status: number | undefined, errorType?: string): void {
     if (this.#ended) return;
     this.#ended = true;
-    if (status !== undefined) this.span.setAttribute('http.response.status_code', status);
-    if (errorType !== undefined || (status !== undefined && status >= 500)) {
-      this.span.setAttribute('error.type', errorType ?? String(status));
-      this.span.setStatus({ code: SpanStatusCode.ERROR });
-    }
-    this.span.end();
+    const failed = status !== undefined && status >= 500 ? String(status) : undefined;
+    finish(this.span, status, errorType ?? failed);
   }
 }
 
@@ -227,13 +238,8 @@ class Request implements RequestSpan {
   end(status: number, code?: string): void {
     if (this.#ended) return;
     this.#ended = true;
-    this.span.setAttribute('http.response.status_code', status);
     if (code !== undefined) this.span.setAttribute('oauth_sidecar.error_code', code);
-    if (status >= 500) {
-      this.span.setAttribute('error.type', code ?? String(status));
-      this.span.setStatus({ code: SpanStatusCode.ERROR });
-    }
-    this.span.end();
+    finish(this.span, status, status >= 500 ? (code ?? String(status)) : undefined);
   }
 }
 
@@ -261,9 +267,9 @@ function serverAttributes(
 
 export function createTracing(config: TracingConfig, deps: TracingDeps): Tracing {
   const processor = new CountingProcessor(
-    (counter) => new LoggedExporter(exporterFor(config), deps, counter),
+    new LoggedExporter(exporterFor(config), deps.logger),
     config,
-    deps,
+    deps.dropped,
   );
   const provider = new TracerProvider({
     sampler: sampler(config),
@@ -275,6 +281,7 @@ export function createTracing(config: TracingConfig, deps: TracingDeps): Tracing
     spanProcessors: [processor],
   });
   const tracer = provider.getTracer('oauth-sidecar', deps.version);
+  const tokenHost = new URL(deps.tokenUrl).hostname;
   const upstreamUrl = new URL(deps.upstream);
   const upstream: Attributes = {
     'server.address': upstreamUrl.hostname,
@@ -297,13 +304,12 @@ export function createTracing(config: TracingConfig, deps: TracingDeps): Tracing
       }
       return new Request(span, tracer, upstream);
     },
-    grant(grant, tokenUrl): GrantSpan {
-      const url = new URL(tokenUrl);
+    grant(grant): GrantSpan {
       const span = tracer.startSpan('oauth.token', {
         kind: SpanKind.CLIENT,
         attributes: {
           'oauth.grant_type': grant,
-          'server.address': url.hostname,
+          'server.address': tokenHost,
           'http.request.method': 'POST',
         },
       });

@@ -37,7 +37,7 @@ export interface GrantSpan {
 export interface Tracing {
   /** A server span continuing the caller's `traceparent` (or a new trace). */
   request(headers: IncomingHttpHeaders, method: string, target: string): RequestSpan;
-  grant(grant: string, tokenUrl: string): GrantSpan;
+  grant(grant: string): GrantSpan;
   /** Export what is queued, within `timeoutMs`; then stop. */
   shutdown(timeoutMs: number): Promise<void>;
 }
@@ -50,6 +50,8 @@ export interface TracingDeps {
   pathPrefixes: readonly string[];
   /** The upstream's origin, for the client spans' `server.address`/`server.port`. */
   upstream: string;
+  /** The token endpoint, for the grant spans' `server.address`. */
+  tokenUrl: string;
   /** `service.version`. */
   version: string;
 }

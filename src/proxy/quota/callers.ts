@@ -90,6 +90,7 @@ export class Callers {
     const recent = [...this.#states.values()]
       .sort((a, b) => b.lastAsked - a.lastAsked)
       .slice(0, STATUS_CALLERS);
+    const total = this.#activeWeight(now, periodMs);
     return recent.map((c) => {
       const active = isActive(c, now, periodMs);
       return {
@@ -97,7 +98,7 @@ export class Callers {
         weight: c.weight,
         priority: c.priority,
         active,
-        share: active ? c.weight / this.activeWeight(c, now, periodMs) : 0,
+        share: active ? c.weight / total : 0,
         queued: c.waiters.size,
       };
     });
@@ -105,10 +106,13 @@ export class Callers {
 
   /** Sum of the weights of the callers sharing the rate now, `caller` included. */
   activeWeight(caller: CallerState, now: number, periodMs: number): number {
-    let total = caller.weight;
-    for (const other of this.#states.values()) {
-      if (other !== caller && isActive(other, now, periodMs)) total += other.weight;
-    }
+    const total = this.#activeWeight(now, periodMs);
+    return isActive(caller, now, periodMs) ? total : total + caller.weight;
+  }
+
+  #activeWeight(now: number, periodMs: number): number {
+    let total = 0;
+    for (const c of this.#states.values()) if (isActive(c, now, periodMs)) total += c.weight;
     return total;
   }
 

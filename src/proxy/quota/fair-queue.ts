@@ -3,9 +3,10 @@
  * requests waiting for one, in a FIFO per caller, and start-time fair queuing across callers.
  * Each caller has a virtual time that grows by 1/weight per admitted request and, when it starts
  * asking again, is brought up to the queue's own (no credit banked while idle); the next slot goes
- * to the waiting caller with the smallest key: its virtual time when `interactive`, one turn later when `batch`. So a caller
- * within its share is next at once, what one leaves unused goes to the others, and a flooding
- * caller of either priority never pushes another below rate × weight ÷ (active weights).
+ * to the waiting caller with the smallest key: its virtual time when `interactive`, one turn later
+ * when `batch`. So a caller within its share is next at once, what one leaves unused goes to the
+ * others, and a flooding caller of either priority never pushes another below
+ * rate × weight ÷ (active weights).
  */
 import type { Clock, TimerHandle } from '../../clock.js';
 import type { Priority } from '../../config/types.js';

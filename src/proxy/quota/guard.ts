@@ -187,7 +187,7 @@ export class QuotaGuard {
     if (this.limit === undefined || this.policy === undefined) return undefined;
     const now = this.clock.now();
     const who = caller ?? this.callers.own;
-    const bucket = this.fleetActive() ? this.mirror! : this.bucket!;
+    const bucket = this.estimate(this.fleetActive());
     const share = who.weight / this.callers.activeWeight(who, now, this.limit.periodMs);
     return rateLimitFields(this.policy, this.limit, bucket, share, now);
   }
@@ -313,8 +313,15 @@ export class QuotaGuard {
     let competing = caller.weight;
     for (const other of this.queue.backlogged) if (other !== caller) competing += other.weight;
     const ahead = (caller.waiters.size * competing) / caller.weight;
-    // Fleet-wide the store decides; the mirror of its last answer gives an optimistic estimate.
-    return (fleet ? this.mirror! : this.bucket!).msUntil(1 + ahead, now);
+    return this.estimate(fleet).msUntil(1 + ahead, now);
+  }
+
+  /**
+   * The bucket estimates read (under a limit): fleet-wide the store decides, and the mirror of its
+   * last answer gives an optimistic estimate.
+   */
+  private estimate(fleet: boolean): TokenBucket {
+    return fleet ? this.mirror! : this.bucket!;
   }
 
   private expire(waiter: Waiter): void {
@@ -333,7 +340,7 @@ export class QuotaGuard {
   private refuseExpired(waiter: Waiter): void {
     if (!this.queue.has(waiter)) return;
     const now = this.clock.now();
-    const expected = (this.fleetActive() ? this.mirror! : this.bucket!).msUntil(1, now);
+    const expected = this.estimate(this.fleetActive()).msUntil(1, now);
     this.queue.settle(waiter, this.refuse(waiter.caller, expected, 'no slot'));
   }
 
