@@ -17,16 +17,18 @@ import {
 import { waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
 import { useStandinFleet } from './helpers/standin-fleet.js';
 
-const fixture = useStandinFleet();
 let receiver: OtlpReceiver;
+// Registered before the fixture's own: after-hooks run in reverse, so the sidecars stop (and
+// flush their spans) while the receiver still answers.
+afterEach(async () => {
+  await receiver?.close();
+});
+const fixture = useStandinFleet();
 
 const CLIENT_ID = 'demo-client';
 const CLIENT_SECRET = 'demo-secret';
 const SPAN_KIND = { INTERNAL: 1, SERVER: 2, CLIENT: 3 };
 
-afterEach(async () => {
-  await receiver?.close();
-});
 
 function start(env: Record<string, string>): Promise<SidecarProcess> {
   return fixture.start({ OTEL_BSP_SCHEDULE_DELAY: '50', ...env });
@@ -184,6 +186,22 @@ describe('tracing: waits, replays, failures', () => {
     ).toBe(1);
     expect(spansOf(replayTrace).some((x) => x.name === 'token.wait')).toBe(true);
     expectNoSecrets();
+  });
+
+  it('a malformed traceparent from a client starts a new trace; the API gets a valid one', async () => {
+    receiver = await startOtlpReceiver();
+    const s = await start({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url });
+    const bad = [
+      'garbage',
+      `00-${'0'.repeat(32)}-${randomHex(8)}-01`,
+      `ff-${randomHex(16)}-${randomHex(8)}-01`,
+    ];
+    for (const [i, value] of bad.entries()) {
+      expect(await get(s, `/v1.0/contracts/?malformed-${i}`, { traceparent: value })).toBe(200);
+      const sent = fixture.standin.apiRequests.find((r) => r.url.includes(`malformed-${i}`))!;
+      expect(sent.headers.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+      expect(sent.headers.traceparent).not.toBe(value);
+    }
   });
 
   it('with the cache on, each lookup is a span: a miss, then a hit that goes nowhere', async () => {
