@@ -29,7 +29,6 @@ const CLIENT_ID = 'demo-client';
 const CLIENT_SECRET = 'demo-secret';
 const SPAN_KIND = { INTERNAL: 1, SERVER: 2, CLIENT: 3 };
 
-
 function start(env: Record<string, string>): Promise<SidecarProcess> {
   return fixture.start({ OTEL_BSP_SCHEDULE_DELAY: '50', ...env });
 }
