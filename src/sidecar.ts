@@ -22,6 +22,7 @@ import { QuotaGuard, type SharedQuota } from './proxy/quota/guard.js';
 import { quotaStage } from './proxy/quota/stage.js';
 import type { AccessTokenSource } from './proxy/types.js';
 import type { StoreConnection } from './fleet/connection.js';
+import type { SharedCacheEntries } from './fleet/ports.js';
 import type { Logger } from './telemetry/logger.js';
 import { createMetrics, type SidecarMetrics } from './telemetry/metrics.js';
 import { startTracing, type Tracing } from './telemetry/tracing.js';
@@ -140,6 +141,26 @@ async function openSharedQuota(
   });
 }
 
+/** The response cache's shared tier, with `cache.shared` and a store (docs/response-cache.md). */
+async function openSharedCache(
+  config: Config,
+  started: StartedKeeper,
+  clock: Clock,
+): Promise<SharedCacheEntries | undefined> {
+  const connection = started.store?.connection;
+  if (connection === undefined || !config.cache.shared || config.cache.rules.length === 0)
+    return undefined;
+  const { createStoreCache } = await import('./fleet/cache-entries.js');
+  return createStoreCache({
+    connection,
+    keyPrefix: config.store.keyPrefix,
+    tokenUrl: config.token.url,
+    readIdentity: started.readCredentials,
+    leaseTtlMs: config.upstream.timeoutMs + config.upstream.bodyTimeoutMs,
+    now: () => clock.now(),
+  });
+}
+
 export interface ProxyStackParts {
   tokens: AccessTokenSource;
   metrics: SidecarMetrics;
@@ -150,6 +171,8 @@ export interface ProxyStackParts {
   /** PEM (or its context, shared with the token dispatcher) trusted besides the system CAs. */
   ca?: string | SecureContext;
   shared?: SharedQuota;
+  /** With `cache.shared`: the cache's tier in the store. */
+  sharedCache?: SharedCacheEntries;
   /** A cache built by the caller (tests: on a fake clock); default: from `cache.rules`. */
   cache?: ForwardStage;
   /** HTTP/1.1 keep-alive timeout of the proxy listener; not a configuration key (tests shorten it). */
@@ -178,6 +201,7 @@ async function cacheFor(
     clock: parts.clock,
     metrics: parts.metrics,
     maxWaitMs: config.upstream.timeoutMs + config.upstream.bodyTimeoutMs,
+    shared: parts.sharedCache,
   });
 }
 
@@ -296,6 +320,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
       teardown,
       ca,
       shared: await openSharedQuota(config, keeper.store?.connection),
+      sharedCache: await openSharedCache(config, keeper, clock),
       tracing,
     });
     const admin = await startAdminServer({
@@ -339,6 +364,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
 interface StartedKeeper {
   keeper: TokenKeeper;
   store: FleetStore | undefined;
+  readCredentials: CredentialsReader;
 }
 
 /** The credentials reader, the fleet store and the keeper that uses both. */
@@ -381,7 +407,7 @@ async function startKeeper(
   if (store !== undefined) metrics.bindStoreState(store.coordinator);
   keeper.start();
   deps.teardown.push(() => keeper.stop());
-  return { keeper, store };
+  return { keeper, store, readCredentials };
 }
 
 function adminState({ keeper, store }: StartedKeeper, stack: ProxyStack) {

@@ -81,7 +81,7 @@ afterAll(async () => {
 });
 
 describe('the bundle, through every lazily loaded part', () => {
-  it('serves with --config YAML, the Redis store, the quota guard, the response cache and tracing', async () => {
+  it('serves with --config YAML, the Redis store, the quota guard, the shared response cache and tracing', async () => {
     const receiver = await startOtlpReceiver();
     const dir = tempDir();
     const file = join(dir, 'sidecar.yaml');
@@ -100,6 +100,7 @@ describe('the bundle, through every lazily loaded part', () => {
         'admin:',
         '  listen: 127.0.0.1:0',
         'cache:',
+        '  shared: true',
         '  rules:',
         '    - prefix: /v1.0/contracts/',
         '      ttlSeconds: 60',

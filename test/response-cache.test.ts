@@ -17,6 +17,14 @@ import { createTestPki, startStandin, type Standin, type TestPki } from '../src/
 import { startSidecarProcess, waitReady, writeTemp } from './helpers/sidecar-process.js';
 import { counterValue, startStack, type Stack } from './proxy-stack.js';
 
+/** These tests are about fresh entries; stale answers have their own (stale-answers tests). */
+const NO_STALE = {
+  shared: false,
+  maxSharedEntryBytes: 256 * 1024,
+  staleIfErrorSeconds: 0,
+  staleWhileRevalidateSeconds: 0,
+};
+
 interface OriginRequest {
   method: string;
   url: string;
@@ -115,6 +123,7 @@ beforeAll(async () => {
       maxBytes: TOTAL_LIMIT,
       maxEntryBytes: ENTRY_LIMIT,
       maxEntries: 10_000,
+      ...NO_STALE,
     },
     clock: cacheClock,
     metrics: cacheMetrics,
@@ -414,6 +423,7 @@ describe('a fill belongs to the cache, not to its first requester', () => {
         maxBytes: 8 << 20,
         maxEntryBytes: 1 << 20,
         maxEntries: 10_000,
+        ...NO_STALE,
       },
       clock: cacheClock,
       metrics: createMetrics({ registry: new LeanRegistry(), defaultMetrics: false }),
@@ -620,6 +630,7 @@ describe('response cache over h2c', () => {
         maxBytes: 1 << 20,
         maxEntryBytes: 1 << 16,
         maxEntries: 10_000,
+        ...NO_STALE,
       },
     });
     const h2 = await startStack(standin, { upstream: originUrl, http2: true, cache: h2cache });

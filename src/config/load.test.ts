@@ -90,6 +90,10 @@ describe('loadConfig: defaults and precedence', () => {
         maxBytes: 64 * 1024 * 1024,
         maxEntryBytes: 1024 * 1024,
         maxEntries: 10_000,
+        shared: false,
+        maxSharedEntryBytes: 256 * 1024,
+        staleIfErrorSeconds: 3_600,
+        staleWhileRevalidateSeconds: 0,
       },
       quota: { caller: 'default', callerHeader: undefined, callers: [] },
     });
@@ -167,6 +171,10 @@ describe('loadConfig: defaults and precedence', () => {
         CACHE_MAX_BYTES: '1048576',
         CACHE_MAX_ENTRY_BYTES: '65536',
         CACHE_MAX_ENTRIES: '500',
+        CACHE_SHARED: 'true',
+        CACHE_MAX_SHARED_ENTRY_BYTES: '4096',
+        CACHE_STALE_IF_ERROR_SECONDS: '0',
+        CACHE_STALE_WHILE_REVALIDATE_SECONDS: '30',
       },
     });
     expect(config.upstream).toEqual({
@@ -190,6 +198,10 @@ describe('loadConfig: defaults and precedence', () => {
       maxBytes: 1_048_576,
       maxEntryBytes: 65_536,
       maxEntries: 500,
+      shared: true,
+      maxSharedEntryBytes: 4_096,
+      staleIfErrorSeconds: 0,
+      staleWhileRevalidateSeconds: 30,
     });
     expect(config.token).toEqual({
       url: 'https://auth.example.com/o/token/',
@@ -317,6 +329,15 @@ describe('loadConfig: defaults and precedence', () => {
     ).toEqual([
       'CACHE_RULES (cache.rules): the rule for "/elsewhere/" lies outside every forwarded prefix (/v1.0/) and would never apply',
       'CACHE_MAX_ENTRY_BYTES (cache.maxEntryBytes): must not exceed CACHE_MAX_BYTES (cache.maxBytes) (67108864)',
+    ]);
+    expect(
+      await problemsOf({
+        env: { ...GOOD, CACHE_SHARED: 'true', CACHE_STALE_IF_ERROR_SECONDS: '-1' },
+      }),
+    ).toEqual([
+      expect.stringContaining('CACHE_STALE_IF_ERROR_SECONDS (cache.staleIfErrorSeconds)'),
+      'CACHE_SHARED (cache.shared): needs a store (STORE_URL (store.url)) to share entries through',
+      'CACHE_SHARED (cache.shared): has no effect without CACHE_RULES (cache.rules)',
     ]);
   });
 

@@ -191,6 +191,10 @@ function buildConfig(
       maxBytes: get('cache.maxBytes'),
       maxEntryBytes: get('cache.maxEntryBytes'),
       maxEntries: get('cache.maxEntries'),
+      shared: get('cache.shared'),
+      maxSharedEntryBytes: get('cache.maxSharedEntryBytes'),
+      staleIfErrorSeconds: get('cache.staleIfErrorSeconds'),
+      staleWhileRevalidateSeconds: get('cache.staleWhileRevalidateSeconds'),
     },
     tracing: tracingConfig(get),
     quota: {
@@ -271,6 +275,16 @@ function checkCacheRules(get: Get, invalid: ReadonlySet<FieldKey>, problems: str
           `${label('cache.rules')}: the rule for ${JSON.stringify(rule.prefix)} lies outside every forwarded prefix (${prefixes.join(', ')}) and would never apply`,
         );
       }
+    }
+  }
+  if (get('cache.shared')) {
+    if (get('store.url') === undefined) {
+      problems.push(
+        `${label('cache.shared')}: needs a store (${label('store.url')}) to share entries through`,
+      );
+    }
+    if (get('cache.rules').length === 0) {
+      problems.push(`${label('cache.shared')}: has no effect without ${label('cache.rules')}`);
     }
   }
   if (

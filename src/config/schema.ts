@@ -155,6 +155,23 @@ export const FIELDS = {
     1024 * 1024,
   ),
   'cache.maxEntries': field('CACHE_MAX_ENTRIES', integer(1, 10_000_000, 'entries'), 10_000),
+  'cache.shared': field('CACHE_SHARED', boolean(), false),
+  'cache.maxSharedEntryBytes': field(
+    'CACHE_MAX_SHARED_ENTRY_BYTES',
+    integer(1, 16 * 1024 * 1024, 'bytes'),
+    256 * 1024,
+  ),
+  // At most a week past freshness: a stale answer is the last good one, not an archive.
+  'cache.staleIfErrorSeconds': field(
+    'CACHE_STALE_IF_ERROR_SECONDS',
+    integer(0, 7 * 86_400, 'seconds'),
+    3_600,
+  ),
+  'cache.staleWhileRevalidateSeconds': field(
+    'CACHE_STALE_WHILE_REVALIDATE_SECONDS',
+    integer(0, 7 * 86_400, 'seconds'),
+    0,
+  ),
   'quota.caller': field('QUOTA_CALLER', callerName(), 'default'),
   'quota.callerHeader': field('QUOTA_CALLER_HEADER', callerHeader()),
   'quota.callers': field('QUOTA_CALLERS', callerPolicies(), []),

@@ -114,6 +114,14 @@ export interface Config {
     maxBytes: number;
     maxEntryBytes: number;
     maxEntries: number;
+    /** With a store: entries shared by the fleet, filled once for it (docs/response-cache.md). */
+    shared: boolean;
+    /** Largest body written to the store; larger ones stay local. */
+    maxSharedEntryBytes: number;
+    /** How long past its freshness an entry may answer when the API cannot; 0: never. */
+    staleIfErrorSeconds: number;
+    /** How long past its freshness an entry answers at once while one request refreshes it. */
+    staleWhileRevalidateSeconds: number;
   };
   /** OpenTelemetry tracing; undefined: off (no endpoint, or OTEL_SDK_DISABLED). */
   tracing: TracingConfig | undefined;

@@ -60,24 +60,66 @@ export function deriveEntryKeys(identity: EntryIdentity): EntryKeys {
 }
 
 /**
+ * The response cache's keys (docs/response-cache.md "Shared tier"): names are HMACs, so the store
+ * holds no path or query and a reader without the secret cannot test a guess; values are sealed
+ * under a key of their own (its own HKDF label: a cache entry never opens as a token set).
+ */
+export interface CacheKeys {
+  names: Buffer;
+  seal: Buffer;
+}
+
+export function deriveCacheKeys(clientSecret: string, tokenUrl: string): CacheKeys {
+  const derive = (purpose: string): Buffer =>
+    Buffer.from(hkdfSync('sha256', clientSecret, SALT, `${purpose}\0${tokenUrl}`, 32));
+  return { names: derive('response-cache names'), seal: derive('response-cache aes-256-gcm') };
+}
+
+/** A store-safe name for `text` (a path, a cache key): 32 hex characters of its HMAC. */
+export function hashedName(keys: CacheKeys, text: string): string {
+  return createHmac('sha256', keys.names).update(text).digest('hex').slice(0, 32);
+}
+
+/** `<iv>.<ciphertext+tag>` (base64url) under AES-256-GCM, bound to `aad`. */
+export function seal(key: Buffer, aad: string, plaintext: Buffer | string): string {
+  const iv = randomBytes(IV_BYTES);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
+  cipher.setAAD(Buffer.from(aad));
+  const body = Buffer.concat([cipher.update(plaintext), cipher.final(), cipher.getAuthTag()]);
+  return `${iv.toString('base64url')}.${body.toString('base64url')}`;
+}
+
+/** The plaintext of {@link seal}'s output, or undefined: another key or `aad`, or corrupted. */
+export function unseal(key: Buffer, aad: string, sealed: string): Buffer | undefined {
+  const [ivText, bodyText, extra] = sealed.split('.');
+  if (ivText === undefined || bodyText === undefined || extra !== undefined) return undefined;
+  const iv = Buffer.from(ivText, 'base64url');
+  const body = Buffer.from(bodyText, 'base64url');
+  if (iv.length !== IV_BYTES || body.length < TAG_BYTES) return undefined;
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', key, iv);
+    decipher.setAAD(Buffer.from(aad));
+    decipher.setAuthTag(body.subarray(body.length - TAG_BYTES));
+    return Buffer.concat([
+      decipher.update(body.subarray(0, body.length - TAG_BYTES)),
+      decipher.final(),
+    ]);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * Associated data: the entry key and the generation. Entries cannot be swapped, and a sealed value
  * cannot be given another generation (an old entry relabelled as new opens as unreadable).
  */
-function associatedData(keys: EntryKeys, generation: number): Buffer {
-  return Buffer.from(`${keys.entry}\0${generation}`);
+function associatedData(keys: EntryKeys, generation: number): string {
+  return `${keys.entry}\0${generation}`;
 }
 
 /** `v2.<iv>.<ciphertext+tag>` (base64url), bound to the entry key and `generation`. */
 export function sealValue(keys: EntryKeys, plaintext: string, generation: number): string {
-  const iv = randomBytes(IV_BYTES);
-  const cipher = createCipheriv('aes-256-gcm', keys.seal, iv);
-  cipher.setAAD(associatedData(keys, generation));
-  const body = Buffer.concat([
-    cipher.update(plaintext, 'utf8'),
-    cipher.final(),
-    cipher.getAuthTag(),
-  ]);
-  return `${VERSION}.${iv.toString('base64url')}.${body.toString('base64url')}`;
+  return `${VERSION}.${seal(keys.seal, associatedData(keys, generation), plaintext)}`;
 }
 
 /**
@@ -85,22 +127,12 @@ export function sealValue(keys: EntryKeys, plaintext: string, generation: number
  * generation, or is corrupted.
  */
 export function openValue(keys: EntryKeys, sealed: string, generation: number): string | undefined {
-  const [version, ivText, bodyText] = sealed.split('.');
-  if (version !== VERSION || ivText === undefined || bodyText === undefined) return undefined;
-  const iv = Buffer.from(ivText, 'base64url');
-  const body = Buffer.from(bodyText, 'base64url');
-  if (iv.length !== IV_BYTES || body.length < TAG_BYTES) return undefined;
-  try {
-    const decipher = createDecipheriv('aes-256-gcm', keys.seal, iv);
-    decipher.setAAD(associatedData(keys, generation));
-    decipher.setAuthTag(body.subarray(body.length - TAG_BYTES));
-    return Buffer.concat([
-      decipher.update(body.subarray(0, body.length - TAG_BYTES)),
-      decipher.final(),
-    ]).toString('utf8');
-  } catch {
-    return undefined;
-  }
+  if (!sealed.startsWith(`${VERSION}.`)) return undefined;
+  return unseal(
+    keys.seal,
+    associatedData(keys, generation),
+    sealed.slice(VERSION.length + 1),
+  )?.toString('utf8');
 }
 
 /** A keyed fingerprint of an access token: equal tokens match, and it reveals nothing without the secret. */
@@ -109,4 +141,38 @@ export function tokenFingerprint(keys: EntryKeys, accessToken: string): string {
     .update(accessToken)
     .digest('base64url')
     .slice(0, 32);
+}
+
+/** The client's credentials as the secret files hold them now. */
+export type IdentityReader = () => Promise<{ clientId: string; clientSecret: string }>;
+
+/** Credentials are read again at most this often (a rotation applies within a second). */
+const IDENTITY_REUSE_MS = 1_000;
+
+/**
+ * Keys derived from the current credentials, re-derived only when they change. Read again at
+ * most once a second: a follower polling every 100 ms need not re-read the Secret files each time.
+ */
+export class IdentityKeys<K> {
+  #cached: { id: string; secret: string; keys: K; readAt: number } | undefined;
+
+  constructor(
+    private readonly read: IdentityReader,
+    private readonly now: () => number,
+    private readonly derive: (identity: { clientId: string; clientSecret: string }) => K,
+  ) {}
+
+  async get(): Promise<K> {
+    const now = this.now();
+    const cached = this.#cached;
+    if (cached !== undefined && now - cached.readAt < IDENTITY_REUSE_MS) return cached.keys;
+    const identity = await this.read();
+    if (cached?.id === identity.clientId && cached.secret === identity.clientSecret) {
+      cached.readAt = now;
+      return cached.keys;
+    }
+    const keys = this.derive(identity);
+    this.#cached = { id: identity.clientId, secret: identity.clientSecret, keys, readAt: now };
+    return keys;
+  }
 }

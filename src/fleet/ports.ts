@@ -62,3 +62,49 @@ export interface SharedQuota {
   /** The store's health: the guard is fleet-wide while it is up (or still connecting). */
   health(): Pick<StoreHealth, 'up' | 'connecting' | 'lastError'>;
 }
+
+/** A cache entry as the fleet shares it, opened (docs/response-cache.md "Shared tier"). */
+export interface SharedAnswer {
+  /** Client-facing headers, as the local tier stores them. */
+  headers: Record<string, string | string[]>;
+  body: Buffer;
+  /** Freshness and the stale windows (RFC 5861), in ms from when it was written. */
+  freshMs: number;
+  staleIfErrorMs: number;
+  staleWhileRevalidateMs: number;
+  /** The request fields its `Vary` names, and their values when it was fetched. */
+  vary: string[];
+  varyValues: (string | null)[];
+}
+
+/** One look at the store for a cache key. */
+export interface SharedRead {
+  /** Undefined: none, unreadable (another secret, corrupted, forged), or invalidated. */
+  answer: SharedAnswer | undefined;
+  /** Milliseconds since it was written, on the store's clock. */
+  ageMs: number;
+  /** The path's invalidation generation now: a fill writes its answer under it. */
+  generation: string;
+  /**
+   * The fill lease: `taken` (this process asks the API), `held` (another member does: wait for
+   * the entry), `none` (not asked for, or the entry is fresh).
+   */
+  lease: 'taken' | 'held' | 'none';
+}
+
+/**
+ * The response cache's shared tier. Every call settles within the connection's timeout and
+ * rejects when the store is unreachable, slow, full or answers an error: the cache then works
+ * from its local tier and the API alone.
+ */
+export interface SharedCacheEntries {
+  /** Read `key`; with `takeLease`, take its fill lease unless its entry is fresh. */
+  read(key: string, path: string, takeLease: boolean): Promise<SharedRead>;
+  /** Write `answer` (and give the lease back) unless `path` was invalidated since `generation`. */
+  write(key: string, path: string, answer: SharedAnswer, generation: string): Promise<void>;
+  /** Give the fill lease back (the fill failed or stored nothing). */
+  release(key: string): Promise<void>;
+  /** Every entry of `path`, whatever its query and variants, reads as a miss from now on. */
+  invalidate(path: string): Promise<void>;
+  health(): Pick<StoreHealth, 'up' | 'connecting'>;
+}

@@ -7,6 +7,8 @@
 import { randomUUID } from 'node:crypto';
 import { defineScript, type StoreConnection } from './connection.js';
 import {
+  IdentityKeys,
+  type IdentityReader,
   deriveEntryKeys,
   openValue,
   sealValue,
@@ -41,7 +43,7 @@ export interface Lease {
 }
 
 /** Credentials the entry's name and keys derive from (re-read, so a rotated secret applies). */
-export type IdentityReader = () => Promise<{ clientId: string; clientSecret: string }>;
+export type { IdentityReader } from './crypto.js';
 
 /** What the token keeper's coordinator uses. Every method rejects with StoreError when the store fails. */
 export interface TokenSetStore {
@@ -74,7 +76,6 @@ export interface TokenSetStore {
 }
 
 /** Credentials read for one store call are reused for this long. */
-const IDENTITY_REUSE_MS = 1_000;
 
 /** How long an entry outlives its token: keeps the generation across a short gap between tokens. */
 export const ENTRY_GRACE_MS = 3_600_000;
@@ -163,36 +164,17 @@ export interface TokenSetStoreOptions {
   now: () => number;
 }
 
-/**
- * Names and keys from the current credentials. Read again at most once a second: a follower
- * polling every 100 ms need not re-read the Secret files each time, and a rotation still applies
- * at the next renewal.
- */
-class EntryKeyCache {
-  #cached: { id: string; secret: string; keys: EntryKeys; readAt: number } | undefined;
-
-  constructor(private readonly options: TokenSetStoreOptions) {}
-
-  async get(): Promise<EntryKeys> {
-    const { options } = this;
-    const now = options.now();
-    const cached = this.#cached;
-    if (cached !== undefined && now - cached.readAt < IDENTITY_REUSE_MS) return cached.keys;
-    const { clientId, clientSecret } = await options.readIdentity();
-    if (cached?.id === clientId && cached.secret === clientSecret) {
-      cached.readAt = now;
-      return cached.keys;
-    }
-    const keys = deriveEntryKeys({
+/** Names and keys from the current credentials (crypto.ts `IdentityKeys`). */
+function entryKeysFor(options: TokenSetStoreOptions): IdentityKeys<EntryKeys> {
+  return new IdentityKeys(options.readIdentity, options.now, ({ clientId, clientSecret }) =>
+    deriveEntryKeys({
       keyPrefix: options.keyPrefix,
       tokenUrl: options.tokenUrl,
       clientId,
       clientSecret,
       scopes: options.scopes,
-    });
-    this.#cached = { id: clientId, secret: clientSecret, keys, readAt: now };
-    return keys;
-  }
+    }),
+  );
 }
 
 /**
@@ -217,7 +199,7 @@ function decode(k: EntryKeys, reply: unknown): { entry: StoredEntry; flag: numbe
 export function createTokenSetStore(options: TokenSetStoreOptions): TokenSetStore {
   const { connection } = options;
   const leaseTtlMs = Math.ceil(options.leaseTtlMs);
-  const cache = new EntryKeyCache(options);
+  const cache = entryKeysFor(options);
   const keys = (): Promise<EntryKeys> => cache.get();
 
   return {

@@ -41,7 +41,7 @@ import {
   type ClientRequest,
   type PreparedBody,
 } from './request-body.js';
-import type { BodyTap, ForwardStage, UpstreamHead } from './stages.js';
+import type { BodyTap, ForwardStage, Served, UpstreamHead } from './stages.js';
 import type { AccessTokenSource } from './types.js';
 import {
   UpstreamCall,
@@ -120,6 +120,7 @@ export class Forwarder {
   readonly #metrics: UpstreamMetrics;
   readonly #before: readonly ForwardStage[];
   readonly #answered: readonly ForwardStage[];
+  readonly #rescuers: readonly ForwardStage[];
   readonly #noStages: boolean;
   // undici's headersTimeout starts once the request is written; this deadline also covers the
   // wait for a free connection (docs/configuration.md: time to response headers). One queue and
@@ -154,6 +155,7 @@ export class Forwarder {
     this.#noStages = stages.length === 0;
     this.#before = stages.filter((s) => s.beforeUpstream !== undefined);
     this.#answered = stages.filter((s) => s.upstreamAnswered !== undefined);
+    this.#rescuers = stages.filter((s) => s.failed !== undefined);
     this.#headDeadlines = new ExpiryQueue(options.clock, this.#timeoutMs, (call) =>
       call.abort(
         'timeout',
@@ -174,6 +176,7 @@ export class Forwarder {
       },
       onDraining: (call) => this.#drainDeadlines.add(call),
     };
+    for (const stage of stages) stage.attach?.((exchange) => this.forward(exchange));
   }
 
   /**
@@ -182,6 +185,22 @@ export class Forwarder {
    * response destroyed.
    */
   forward(exchange: Exchange): Promise<ForwardOutcome> {
+    if (this.#rescuers.length === 0) return this.#forward(exchange);
+    return this.#forward(exchange).catch((err: unknown) => this.#rescue(exchange, err));
+  }
+
+  /** A stage may answer instead of the error (a stale entry), while nothing was written. */
+  #rescue(exchange: Exchange, err: unknown): ForwardOutcome {
+    if (err instanceof SidecarError && !exchange.res.headersSent && !exchange.clientGone()) {
+      for (const stage of this.#rescuers) {
+        const outcome = stage.failed?.(exchange, err);
+        if (outcome !== undefined) return outcome;
+      }
+    }
+    throw err;
+  }
+
+  #forward(exchange: Exchange): Promise<ForwardOutcome> {
     try {
       if (this.#noStages) return this.#forwardUpstream(exchange);
       // STAGE HOOK 1: each stage may wait, refuse (throw) or answer the client itself. A stage that
@@ -331,21 +350,33 @@ export class Forwarder {
       this.#metrics.metrics.upstreamUnauthorized.inc({ replayed: String(replay) });
       if (replay) return { replay: true, bodiless: true, taps: NO_TAPS };
     }
-    // STAGE HOOK 2: the answer head, before the client sees it (a stage may add fields).
-    const taps = this.#noStages ? NO_TAPS : this.#tapsFor(exchange, status, { headers: upstream });
+    // STAGE HOOK 2: the answer head, before the client sees it (a stage may add fields, or
+    // answer the client itself).
+    let taps = NO_TAPS;
+    if (!this.#noStages) {
+      const answered = this.#tapsFor(exchange, status, { headers: upstream });
+      if (!Array.isArray(answered))
+        return { replay: false, taps: NO_TAPS, ...answered, bodiless: true };
+      taps = answered;
+    }
     const headers = clientResponseHeaders(upstream, exchange.requestId, status);
     const keepAlive = keepAliveOf(call.res);
     if (keepAlive !== undefined) headers['keep-alive'] = keepAlive;
     return { replay: false, taps, headers, bodiless: bodiless(status, exchange.method) };
   }
 
-  #tapsFor(exchange: Exchange, status: number, head: UpstreamHead): BodyTap[] {
+  #tapsFor(exchange: Exchange, status: number, head: UpstreamHead): BodyTap[] | Served {
     let taps: BodyTap[] | undefined;
+    let served: Served | undefined;
     for (const stage of this.#answered) {
       const tap = stage.upstreamAnswered?.(exchange, status, head);
-      if (tap !== undefined) (taps ??= []).push(tap);
+      if (tap === undefined) continue;
+      if ('served' in tap) served = tap;
+      else (taps ??= []).push(tap);
     }
-    return taps ?? NO_TAPS;
+    if (served === undefined) return taps ?? NO_TAPS;
+    for (const tap of taps ?? NO_TAPS) tap.end(false);
+    return served;
   }
 
   /** How a failed or aborted exchange ends: an outcome once the client saw a head, else an error. */

@@ -61,7 +61,7 @@ export function outcomeOf(attempt: Attempt, replayed: boolean): ForwardOutcome {
   switch (attempt.kind) {
     case 'answered':
       return {
-        status: attempt.upstreamStatus,
+        status: attempt.status ?? attempt.upstreamStatus,
         upstreamStatus: attempt.upstreamStatus,
         replayed,
         result: 'complete',

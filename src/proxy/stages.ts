@@ -5,6 +5,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Exchange } from './exchange.js';
+import type { SidecarError } from '../errors.js';
 import type { ForwardOutcome } from './outcome.js';
 
 /** What the stages see of the request's one object (exchange.ts). */
@@ -34,7 +35,21 @@ export interface BodyTap {
   owning?(): boolean;
 }
 
+/**
+ * `upstreamAnswered`'s answer when the stage wrote the client's answer itself instead of the
+ * upstream's (a stale entry instead of a 503): the upstream's body is read and dropped.
+ */
+export interface Served {
+  /** The status the client got. */
+  readonly served: number;
+}
+
+/** The forwarder's entry, for a stage that sends requests of its own (a background refresh). */
+export type Forward = (exchange: Exchange) => Promise<ForwardOutcome>;
+
 export interface ForwardStage {
+  /** Called once by the forwarder that runs the stage. */
+  attach?(forward: Forward): void;
   /**
    * Before the token is fetched and anything is sent upstream, in the order the stages are given.
    * Resolve `undefined` to go on; resolve an outcome after answering `exchange.res` yourself (a
@@ -47,11 +62,18 @@ export interface ForwardStage {
   ): ForwardOutcome | undefined | Promise<ForwardOutcome | undefined>;
   /**
    * The upstream's answer head, before it is written to the client (not called for a 401 that is
-   * replayed). Return a tap to see the body (a cache capturing a 200), or undefined.
+   * replayed). Return a tap to see the body (a cache capturing a 200), `Served` after answering
+   * the client yourself, or undefined. Every stage sees every head, whatever an earlier one did.
    */
   upstreamAnswered?(
     exchange: ExchangeView,
     status: number,
     head: UpstreamHead,
-  ): BodyTap | undefined;
+  ): BodyTap | Served | undefined;
+  /**
+   * The request failed before anything was written to the client (a later stage refused, no
+   * token, the upstream unreachable or too slow): answer `exchange.res` yourself and return the
+   * outcome (a stale entry), or undefined to let the error be answered.
+   */
+  failed?(exchange: ExchangeView, error: SidecarError): ForwardOutcome | undefined;
 }

@@ -16,7 +16,8 @@ import { ClientGoneError } from './request-body.js';
 import type { BodyTap } from './stages.js';
 
 export type Attempt =
-  | { kind: 'answered'; upstreamStatus: number; replay: boolean }
+  /** `status`: what the client got when a stage answered instead of the upstream. */
+  | { kind: 'answered'; upstreamStatus: number; replay: boolean; status?: number }
   | { kind: 'cut'; upstreamStatus: number; result: 'client_closed' | 'upstream_failed' }
   | { kind: 'client_gone' };
 
@@ -33,6 +34,11 @@ export interface HeadDecision {
   bodiless: boolean;
   /** The stages' body taps. */
   taps: BodyTap[];
+  /**
+   * A stage answered the client itself with this status (a stale entry): the upstream's body is
+   * read and dropped, and nothing of it is written.
+   */
+  served?: number;
 }
 
 /**
@@ -150,6 +156,8 @@ export class UpstreamCall<I = undefined>
   #reject!: (err: Error) => void;
   #taps: BodyTap[] = [];
   #discard = false;
+  /** The status a stage answered the client with instead of the upstream's answer. */
+  #served: number | undefined;
   /** The answer that `clientFinished` settles with once node wrote all of it. */
   #answered: Attempt | undefined;
   /** The client left after the request was written: the answer is read and dropped. */
@@ -272,6 +280,11 @@ export class UpstreamCall<I = undefined>
     this.headersSeen = true;
     this.upstreamStatus = statusCode;
     const decision = this.#hooks.onHead(this, statusCode, headers);
+    if (decision.served !== undefined) {
+      this.#served = decision.served;
+      this.#discard = true;
+      return;
+    }
     if (decision.replay) {
       this.replay = true;
       this.#discard = true;
@@ -327,6 +340,7 @@ export class UpstreamCall<I = undefined>
       kind: 'answered',
       upstreamStatus: this.upstreamStatus,
       replay: this.replay,
+      status: this.#served,
     };
     if (this.#discard) {
       this.#succeed(answered);
@@ -369,6 +383,12 @@ export class UpstreamCall<I = undefined>
   /** The exchange failed or was aborted: the caller's classification decides how it ends. */
   #conclude(err: Error): void {
     if (this.#settled) return;
+    if (this.#served !== undefined) {
+      // The client has its whole answer already; only the dropped upstream body failed.
+      const { upstreamStatus } = this;
+      this.#succeed({ kind: 'answered', upstreamStatus, replay: false, status: this.#served });
+      return;
+    }
     const verdict = this.#hooks.onError(this, err);
     if (verdict instanceof Error) {
       this.#fail(verdict);

@@ -43,6 +43,8 @@ export interface SidecarMetrics {
   tokenAdopted: Counter;
   /** Response cache lookups under a rule (docs/response-cache.md). */
   cacheRequests: Counter<'result'>;
+  /** Local misses that read the store (hit, coalesced, miss), entries written (stored), store failures (error). */
+  cacheShared: Counter<'result'>;
   /** Bytes the response cache holds (bodies plus headers). */
   cacheBytes: Gauge;
   /** Point the token gauges at their source (the keeper is built after the metrics). */
@@ -185,7 +187,13 @@ function proxyMetrics(registers: [LeanRegistry]) {
     }),
     cacheRequests: new Counter({
       name: `${METRIC_PREFIX}cache_requests_total`,
-      help: 'Requests under a response cache rule, by result (hit, miss, bypass, coalesced).',
+      help: 'Requests under a response cache rule, by result (hit, miss, bypass, coalesced, stale).',
+      labelNames: ['result'] as const,
+      registers,
+    }),
+    cacheShared: new Counter({
+      name: `${METRIC_PREFIX}cache_shared_requests_total`,
+      help: "The response cache's shared tier in the store, by result (hit, coalesced, miss, stored, error).",
       labelNames: ['result'] as const,
       registers,
     }),

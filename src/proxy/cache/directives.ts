@@ -120,3 +120,33 @@ export function varyFields(value: HeaderValue): string[] | undefined {
   }
   return [...names].sort();
 }
+
+/** How long past its freshness an answer may still answer (RFC 5861), in seconds. */
+export interface StaleWindows {
+  ifError: number;
+  whileRevalidate: number;
+}
+
+/**
+ * The configured windows, narrowed by the answer's own `stale-if-error=N` and
+ * `stale-while-revalidate=N` (the smaller wins). An answer that must be revalidated once stale
+ * (`must-revalidate`, `proxy-revalidate`, or `s-maxage`, which carries proxy-revalidate for a shared
+ * cache: RFC 9111 §5.2.2.10) is never served stale unless it grants a window itself, which is
+ * the origin's explicit leave (RFC 5861 §3, §4). A malformed argument grants nothing.
+ */
+export function staleWindows(configured: StaleWindows, cacheControl: HeaderValue): StaleWindows {
+  const directives = parseCacheControl(cacheControl);
+  const strict =
+    directives.has('must-revalidate') ||
+    directives.has('proxy-revalidate') ||
+    directives.has('s-maxage');
+  const window = (name: string, limit: number): number => {
+    const given = directives.get(name);
+    if (given === undefined) return strict ? 0 : limit;
+    return /^\d+$/.test(given) ? Math.min(limit, Number(given)) : 0;
+  };
+  return {
+    ifError: window('stale-if-error', configured.ifError),
+    whileRevalidate: window('stale-while-revalidate', configured.whileRevalidate),
+  };
+}

@@ -13,6 +13,8 @@ function answer(
     body: Buffer.from(body),
     storedAt: 0,
     expiresAt: 1_000,
+    staleIfErrorUntil: 1_000,
+    staleWhileRevalidateUntil: 1_000,
     vary,
     varyValues: values,
     size: answerSize(key, headers, body.length, vary),

@@ -21,7 +21,11 @@ export interface StoredAnswer {
   readonly headers: OutgoingHttpHeaders;
   readonly body: Buffer;
   readonly storedAt: number;
+  /** End of freshness. */
   readonly expiresAt: number;
+  /** Ends of the windows in which it may still answer once stale (RFC 5861); `expiresAt` for none. */
+  readonly staleIfErrorUntil: number;
+  readonly staleWhileRevalidateUntil: number;
   /** Request fields the answer's `Vary` names, lower-cased, sorted, with their values at store time. */
   readonly vary: readonly string[];
   readonly varyValues: readonly (string | undefined)[];
@@ -47,8 +51,11 @@ export type Lookup =
   | { kind: 'miss' }
   /** Answers are stored for this key, but their `Vary` fields select none for this request. */
   | { kind: 'vary-miss' }
-  /** The matching answer outlived its lifetime; it is dropped (`fwd=stale`). */
-  | { kind: 'stale' };
+  /**
+   * The matching answer outlived its freshness (`fwd=stale`): `answer` while a stale window
+   * still allows it to answer (RFC 5861), else it is dropped.
+   */
+  | { kind: 'stale'; answer: StoredAnswer | undefined };
 
 export interface EntryLimits {
   /** Everything the entries hold, all together ({@link answerSize}). */
@@ -82,6 +89,11 @@ export function varyValuesOf(
   headers: RequestHeaders,
 ): (string | undefined)[] {
   return fields.map((name) => headerText(headers[name]));
+}
+
+/** The end of the last window in which an answer may still answer. */
+export function staleUntil(answer: StoredAnswer): number {
+  return Math.max(answer.staleIfErrorUntil, answer.staleWhileRevalidateUntil);
 }
 
 function matches(answer: StoredAnswer, headers: RequestHeaders): boolean {
@@ -158,12 +170,13 @@ class LruEntries implements CacheEntries {
     const answer = slot.variants.find((v) => matches(v, headers));
     if (!answer) return { kind: 'vary-miss' };
     if (answer.expiresAt > now) return { kind: 'hit', answer };
+    if (staleUntil(answer) > now) return { kind: 'stale', answer };
     this.#write(
       key,
       path,
       slot.variants.filter((v) => v !== answer),
     );
-    return { kind: 'stale' };
+    return { kind: 'stale', answer: undefined };
   }
 
   put(key: string, path: string, answer: StoredAnswer): void {

@@ -15,6 +15,14 @@ import type { ClientRequest } from '../request-body.js';
 import type { ExchangeView } from '../stages.js';
 import { createResponseCache, type CacheSettings, type ResponseCache } from './response-cache.js';
 
+/** These tests are about fresh entries; stale answers have their own (stale-answers tests). */
+const NO_STALE = {
+  shared: false,
+  maxSharedEntryBytes: 256 * 1024,
+  staleIfErrorSeconds: 0,
+  staleWhileRevalidateSeconds: 0,
+};
+
 class FakeResponse extends EventEmitter {
   status = 0;
   headers: OutgoingHttpHeaders = {};
@@ -95,13 +103,19 @@ function harness(cache: ResponseCache, answers: Answer[]) {
     const answer = answers.shift() ?? { chunks: ['default'] };
     await answer.gate;
     if (answer.fail) {
+      const rescued = cache.failed!(exchange, answer.fail);
+      if (rescued) return rescued;
       res.writeHead(502);
       res.end();
       throw answer.fail;
     }
     const status = answer.status ?? 200;
     const upstream: IncomingHttpHeaders = { ...answer.headers };
-    const tap = cache.upstreamAnswered!(exchange, status, { headers: upstream });
+    const answered = cache.upstreamAnswered!(exchange, status, { headers: upstream });
+    if (answered && 'served' in answered) {
+      return { status: answered.served, upstreamStatus: status, replayed: false, result: 'complete' };
+    }
+    const tap = answered;
     res.writeHead(status, { ...upstream, 'x-request-id': exchange.requestId });
     for (const chunk of answer.chunks ?? []) {
       tap?.chunk(Buffer.from(chunk));
@@ -124,6 +138,7 @@ const SETTINGS: CacheSettings = {
   maxBytes: 64 * 1024,
   maxEntryBytes: 1024,
   maxEntries: 10_000,
+  ...NO_STALE,
 };
 
 let metrics: SidecarMetrics;

@@ -3,40 +3,60 @@
  * (proxy/stages.ts). `beforeUpstream` runs before the token is fetched: a hit is answered there
  * and costs no token, no rate-limit slot (the quota guard's stage comes after it) and no upstream
  * request. `upstreamAnswered` adds `Cache-Status` and captures a storable answer while it streams.
- * Paths outside every rule leave both hooks at once; without rules main.ts installs no stage.
+ * Paths outside every rule leave both hooks at once; without rules sidecar.ts installs no stage.
  *
  * Safe only because one identity (the organisation's client) serves every caller: an answer the
  * API gave the sidecar is the answer it would give any caller of the sidecar.
+ *
+ * Tiers: the local LRU (entries.ts) in front; with `cache.shared`, the fleet's store behind it
+ * (shared-tier.ts). Stale entries answer instead of errors and while they are refreshed
+ * (RFC 5861), always marked as such (serve.ts).
  */
-import type { OutgoingHttpHeaders } from 'node:http';
+import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../clock.js';
 import type { CacheRule, Config } from '../../config/types.js';
+import type { SidecarError } from '../../errors.js';
+import type { SharedCacheEntries } from '../../fleet/ports.js';
 import type { SidecarMetrics } from '../../telemetry/metrics.js';
 import { clientResponseHeaders } from '../headers.js';
-import { CLIENT_GONE, keepAliveOf, type ClientResponse, type ForwardOutcome } from '../outcome.js';
-import type { BodyTap, ExchangeView, ForwardStage, UpstreamHead } from '../stages.js';
+import { CLIENT_GONE, type ClientResponse, type ForwardOutcome } from '../outcome.js';
 import { hasNoBody } from '../request-body.js';
+import type {
+  BodyTap,
+  ExchangeView,
+  Forward,
+  ForwardStage,
+  Served,
+  UpstreamHead,
+} from '../stages.js';
+import { capture } from './capture.js';
 import {
   METHOD_OVERRIDE_FIELDS,
   normalizedPath,
   requestDirective,
+  staleWindows,
   storableSeconds,
   varyFields,
+  type StaleWindows,
 } from './directives.js';
 import {
-  answerSize,
   createCacheEntries,
   type CacheEntries,
-  varyValuesOf,
   type RequestHeaders,
   type StoredAnswer,
 } from './entries.js';
+import { Flights, waitFor, type Flight } from './flights.js';
+import { refreshExchange } from './refresh.js';
+import { CACHE_NAME, hitMember, serveAnswer, withCacheStatus, type StaleUse } from './serve.js';
+import { SharedTier } from './shared-tier.js';
 
 export type CacheSettings = Config['cache'];
-export type CacheMetrics = Pick<SidecarMetrics, 'cacheRequests' | 'cacheBytes'>;
+export type CacheMetrics = Pick<SidecarMetrics, 'cacheRequests' | 'cacheBytes' | 'cacheShared'>;
 
 /** Requests waiting for one upstream answer at most; further ones go upstream on their own. */
 export const DEFAULT_MAX_WAITERS = 256;
+/** Background refreshes in progress at once; beyond it a stale entry answers without one. */
+export const MAX_REFRESHES = 64;
 /** The default upstream.timeoutMs + upstream.bodyTimeoutMs. */
 const DEFAULT_MAX_WAIT_MS = 60_000;
 
@@ -47,9 +67,12 @@ export interface ResponseCacheOptions {
   maxWaiters?: number;
   /**
    * The longest a request waits for an identical one's upstream answer: `upstream.timeoutMs` +
-   * `upstream.bodyTimeoutMs` (the longest that answer may take); then it goes on its own.
+   * `upstream.bodyTimeoutMs` (the longest that answer may take); then it goes on its own. Also
+   * the fleet's fill lease TTL.
    */
   maxWaitMs?: number;
+  /** With `cache.shared` and a store: the fleet's tier. */
+  shared?: SharedCacheEntries;
 }
 
 export interface CacheStats {
@@ -57,8 +80,11 @@ export interface CacheStats {
   bytes: number;
   maxBytes: number;
   rules: number;
+  shared: boolean;
   /** Requests waiting for an identical one on its way upstream. */
   waiting: number;
+  /** Background refreshes of stale entries in progress. */
+  refreshing: number;
 }
 
 export interface ResponseCache extends ForwardStage {
@@ -66,67 +92,32 @@ export interface ResponseCache extends ForwardStage {
   stats(): CacheStats;
 }
 
-/** RFC 9211 cache identifier. */
-const CACHE_NAME = 'oauth-sidecar';
 const INVALIDATING_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 /** Fields the sidecar sets per answer; never stored. */
 const PER_ANSWER_FIELDS = ['x-request-id', 'age', 'cache-status', 'ratelimit', 'ratelimit-policy'];
-
-/** RFC 9211 §2: each cache appends its member, so the one nearest the client comes last. */
-function withCacheStatus(upstream: string | string[] | number | undefined, member: string): string {
-  if (upstream === undefined) return member;
-  const previous = Array.isArray(upstream) ? upstream.join(', ') : String(upstream);
-  return previous ? `${previous}, ${member}` : member;
-}
+/** Upstream answers a stale entry answers instead of (RFC 5861 §4). */
+const ERROR_STATUSES = new Set([500, 502, 503, 504]);
+/** The sidecar's own errors a stale entry answers instead of; the first two went upstream. */
+const FORWARDED_ERRORS = new Set(['upstream_unreachable', 'upstream_timeout']);
+const ERROR_CODES = new Set([
+  ...FORWARDED_ERRORS,
+  'upstream_unavailable',
+  'upstream_rate_limited',
+  'token_unavailable',
+]);
 
 function headerText(value: string | string[] | undefined): string {
   if (value === undefined) return '';
   return Array.isArray(value) ? value.join(', ') : value;
 }
 
-/** An upstream GET in progress that identical requests wait for. */
-interface Flight {
-  waiters: number;
-  settled: boolean;
-  /**
-   * Its requester left before the answer's head: nothing went wrong upstream, so the waiters
-   * coalesce again behind one of them instead of each going upstream.
-   */
-  abandoned: boolean;
-  /** A capture took over: only its end settles the flight (after the answer is stored). */
-  captured: boolean;
-  done: Promise<void>;
-  /** Wake the waiters (they look the key up again) and stop accepting new ones. */
-  settle(abandoned?: boolean): void;
-}
-
-/** Wait for `flight`, unless the client leaves first: then the waiter is dropped at once. */
-function waitFor(flight: Flight, exchange: ExchangeView): Promise<'done' | 'gone'> {
-  const { res } = exchange;
-  if (exchange.clientGone()) return Promise.resolve('gone');
-  flight.waiters += 1;
-  return new Promise((resolve) => {
-    let over = false;
-    const finish = (how: 'done' | 'gone') => {
-      if (over) return;
-      over = true;
-      res.off('close', onClose);
-      flight.waiters -= 1;
-      resolve(how);
-    };
-    const onClose = () => finish('gone');
-    res.once('close', onClose);
-    void flight.done.then(() => finish('done'));
-  });
-}
-
 /** What `beforeUpstream` decided for an exchange that goes upstream, for `upstreamAnswered`. */
 type Plan =
   /** Only `Cache-Status` is added: nothing is stored. */
-  | { kind: 'pass'; member: string }
+  | { kind: 'pass'; member: string; stale: StoredAnswer | undefined }
   /** POST, PUT, PATCH, DELETE: a 2xx answer invalidates the path (RFC 9111 §4.4). */
   | { kind: 'unsafe'; member: string; path: string }
-  /** A GET whose 200 answer may be stored. */
+  /** A GET whose 200 answer may be stored; `stale` answers if the API cannot. */
   | {
       kind: 'fill';
       member: string;
@@ -136,82 +127,32 @@ type Plan =
       headers: RequestHeaders;
       flight: Flight | undefined;
       generation: number;
+      stale: StoredAnswer | undefined;
     };
 
 export function createResponseCache(options: ResponseCacheOptions): ResponseCache {
   return new Cache(options);
 }
 
-/** Capture a storable answer while it streams; the copy is dropped once it outgrows the limit. */
-function capture(
-  cache: { entries: CacheEntries; generation: number; maxEntryBytes: number; now(): number },
-  p: Extract<Plan, { kind: 'fill' }>,
-  seconds: number,
-  vary: string[],
-  stored: OutgoingHttpHeaders,
-): BodyTap {
-  const { entries } = cache;
-  const varyValues = varyValuesOf(vary, p.headers);
-  let chunks: Buffer[] = [];
-  let size = 0;
-  let active = true;
-  const stop = () => {
-    if (!active) return;
-    active = false;
-    entries.release(size);
-    chunks = [];
-    p.flight?.settle();
-  };
-  return {
-    chunk(data) {
-      if (!active) return;
-      if (size + data.length > cache.maxEntryBytes || !entries.reserve(data.length)) {
-        stop();
-        return;
-      }
-      chunks.push(data);
-      size += data.length;
-    },
-    owning: () => active,
-    end(complete) {
-      if (!active) return;
-      // A copy of its own: a chunk may be a view into a larger read buffer, which the entry
-      // would keep alive unaccounted.
-      const body = Buffer.allocUnsafeSlow(size);
-      let at = 0;
-      for (const chunk of chunks) at += chunk.copy(body, at);
-      if (complete && cache.generation === p.generation) {
-        const now = cache.now();
-        const headers = { ...stored, 'content-length': String(body.length) };
-        entries.put(p.key, p.path, {
-          headers,
-          body,
-          storedAt: now,
-          expiresAt: now + seconds * 1000,
-          vary,
-          varyValues,
-          size: answerSize(p.key, headers, body.length, vary, varyValues),
-        });
-      }
-      stop();
-    },
-  };
-}
-
 class Cache implements ResponseCache {
   readonly entries: CacheEntries;
-  readonly maxEntryBytes: number;
   /** Bumped by every invalidation: an answer whose request began before it is not stored. */
   generation = 0;
-  readonly #settings: ResponseCacheOptions['settings'];
+  readonly #settings: CacheSettings;
   readonly #clock: ResponseCacheOptions['clock'];
-  readonly #metrics: ResponseCacheOptions['metrics'];
+  readonly #metrics: CacheMetrics;
   readonly #maxWaiters: number;
-  readonly #maxWaitMs: number;
+  readonly #stale: StaleWindows;
   /** Longest prefix first: the most specific rule wins. */
   readonly #rules: CacheRule[];
-  readonly #flights = new Map<string, Flight>();
+  readonly #flights: Flights;
   readonly #plans = new WeakMap<ExchangeView, Plan>();
+  readonly #shared: SharedTier | undefined;
+  /** The cache's own refresh exchanges, with the fleet lease each holds. */
+  readonly #refreshes = new WeakMap<ExchangeView, Flight['lease']>();
+  /** Keys being refreshed in the background. */
+  readonly #refreshing = new Set<string>();
+  #forward: Forward | undefined;
 
   constructor(options: ResponseCacheOptions) {
     const { settings, metrics } = options;
@@ -219,23 +160,42 @@ class Cache implements ResponseCache {
     this.#clock = options.clock;
     this.#metrics = metrics;
     this.#maxWaiters = options.maxWaiters ?? DEFAULT_MAX_WAITERS;
-    this.#maxWaitMs = options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
-    this.maxEntryBytes = settings.maxEntryBytes;
+    this.#stale = {
+      ifError: settings.staleIfErrorSeconds,
+      whileRevalidate: settings.staleWhileRevalidateSeconds,
+    };
     this.#rules = [...settings.rules].sort((a, b) => b.prefix.length - a.prefix.length);
     this.entries = createCacheEntries(
       { maxBytes: settings.maxBytes, maxEntries: settings.maxEntries },
       (bytes) => metrics.cacheBytes.set(bytes),
     );
+    const maxWaitMs = options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
+    this.#flights = new Flights(maxWaitMs, (key, flight) => {
+      if (flight.lease !== undefined && !flight.shared) this.#shared?.release(key);
+    });
+    if (options.shared !== undefined) {
+      this.#shared = new SharedTier({
+        entries: options.shared,
+        maxEntryBytes: settings.maxSharedEntryBytes,
+        maxWaitMs,
+        now: () => this.#clock.now(),
+        metrics,
+      });
+    }
   }
 
-  now(): number {
-    return this.#clock.now();
+  attach(forward: Forward): void {
+    this.#forward = forward;
   }
 
   stats(): CacheStats {
-    let waiting = 0;
-    for (const flight of this.#flights.values()) waiting += flight.waiters;
-    return { ...this.entries.stats(), rules: this.#rules.length, waiting };
+    return {
+      ...this.entries.stats(),
+      rules: this.#rules.length,
+      shared: this.#shared !== undefined,
+      waiting: this.#flights.waiting(),
+      refreshing: this.#refreshing.size,
+    };
   }
 
   async beforeUpstream(exchange: ExchangeView): Promise<ForwardOutcome | undefined> {
@@ -249,25 +209,37 @@ class Cache implements ResponseCache {
     if (bypass !== undefined) return this.#plan(exchange, bypass);
     const uri = query === -1 ? path : `${path}${target.slice(query)}`;
     const key = `${uri}\n${headerText(req.headers.accept)}\n${headerText(req.headers['accept-encoding'])}`;
+    if (this.#refreshes.has(exchange)) return this.#refreshPlan(exchange, key, path, rule);
     const lookupStart = exchange.trace === undefined ? 0 : this.#clock.now();
     let fwd = 'request';
     let waited = false;
+    let stale: StoredAnswer | undefined;
     // Waits behind a leader whose own requester left before the answer: each such round costs
     // one upstream request, so two rounds bound 1 + N callers at 2 (DESIGN "Bounded work").
     let handoffs = 0;
     // No await before the lead is taken: identical requests arriving together coalesce.
     while (directive === 'none') {
-      const found = this.entries.lookup(key, path, req.headers, this.#clock.now());
+      const now = this.#clock.now();
+      const found = this.entries.lookup(key, path, req.headers, now);
       if (found.kind === 'hit') {
         const result = waited ? 'coalesced' : 'hit';
         this.#metrics.cacheRequests.inc({ result });
         this.#traceLookup(exchange, lookupStart, result);
-        return this.#serve(found.answer, exchange);
+        return serveAnswer(found.answer, exchange, hitMember(found.answer, now), now);
       }
       fwd = found.kind;
-      // Waited once already and the leader stored nothing usable: go upstream alone.
       const flight: Flight | undefined =
         method === 'GET' && !waited ? this.#flights.get(key) : undefined;
+      if (found.kind === 'stale' && found.answer !== undefined) {
+        stale = found.answer;
+        // Within stale-while-revalidate an entry answers at once. Without the shared tier this
+        // process decides the one refresh; with it, the leader of this key asks the fleet first
+        // (and requests behind it answer stale as well).
+        const local = this.#shared === undefined || flight !== undefined || waited;
+        if (local && now < stale.staleWhileRevalidateUntil) {
+          return this.#whileRevalidate(exchange, stale, key, this.#shared === undefined, undefined);
+        }
+      }
       if (!flight || flight.waiters >= this.#maxWaiters) break;
       if ((await waitFor(flight, exchange)) === 'gone') return CLIENT_GONE;
       waited = !(flight.abandoned && ++handoffs < 2);
@@ -275,9 +247,9 @@ class Cache implements ResponseCache {
     this.#metrics.cacheRequests.inc({ result: 'miss' });
     this.#traceLookup(exchange, lookupStart, 'miss');
     const member = `${CACHE_NAME}; fwd=${fwd}`;
-    if (method === 'HEAD') return this.#plan(exchange, { kind: 'pass', member });
-    const flight = waited || this.#flights.has(key) ? undefined : this.#lead(exchange, key);
-    return this.#plan(exchange, {
+    if (method === 'HEAD') return this.#plan(exchange, { kind: 'pass', member, stale });
+    const flight = waited || this.#flights.has(key) ? undefined : this.#flights.lead(exchange, key);
+    const plan: Extract<Plan, { kind: 'fill' }> = {
       kind: 'fill',
       member,
       key,
@@ -286,16 +258,30 @@ class Cache implements ResponseCache {
       headers: req.headers,
       flight,
       generation: this.generation,
-    });
+      stale,
+    };
+    if (flight !== undefined && this.#shared !== undefined && directive === 'none') {
+      const served = await this.#fromFleet(exchange, plan, flight);
+      if (served !== undefined) return served;
+    }
+    return this.#plan(exchange, plan);
   }
 
   upstreamAnswered(
     exchange: ExchangeView,
     status: number,
     head: UpstreamHead,
-  ): BodyTap | undefined {
+  ): BodyTap | Served | undefined {
     const p = this.#plans.get(exchange);
     if (!p) return undefined;
+    if (p.kind !== 'unsafe' && p.stale !== undefined && ERROR_STATUSES.has(status)) {
+      // The API failed; the last good answer goes instead, marked (its body is dropped).
+      const served = this.#ifError(exchange, p.stale, { forwarded: true, status });
+      if (served !== undefined) {
+        if (p.kind === 'fill') p.flight?.settle();
+        return { served: served.status };
+      }
+    }
     const headers = head.headers;
     const upstreamCacheStatus = headers['cache-status'];
     // The forwarder writes these headers to the client after this hook.
@@ -303,8 +289,10 @@ class Cache implements ResponseCache {
     if (p.kind === 'unsafe' && status >= 200 && status < 300) {
       this.generation += 1;
       this.entries.invalidatePath(p.path);
+      this.#shared?.invalidate(p.path);
     }
     if (p.kind !== 'fill') return undefined;
+    const now = this.#clock.now();
     // An answer that sets a cookie is one caller's (RFC 9111 §7.3): never handed to the next.
     const seconds =
       status === 200 && headers['set-cookie'] === undefined
@@ -315,7 +303,7 @@ class Cache implements ResponseCache {
               expires: headers.expires,
               date: headers.date,
             },
-            this.#clock.now(),
+            now,
           )
         : 0;
     const vary = seconds > 0 ? varyFields(headers.vary) : undefined;
@@ -330,7 +318,156 @@ class Cache implements ResponseCache {
     // "stored" is said when the answer is being captured; one that then outgrows the limit is not.
     headers['cache-status'] = withCacheStatus(upstreamCacheStatus, `${p.member}; stored`);
     if (p.flight) p.flight.captured = true;
-    return capture(this, p, seconds, vary, stored);
+    const target = {
+      entries: this.entries,
+      maxEntryBytes: this.#settings.maxEntryBytes,
+      now: () => this.#clock.now(),
+      captured: (answer: StoredAnswer | undefined) => this.#captured(p, answer),
+    };
+    const stale = staleWindows(this.#stale, headers['cache-control']);
+    return capture(target, {
+      key: p.key,
+      headers: stored,
+      requestHeaders: p.headers,
+      seconds,
+      stale,
+      vary,
+    });
+  }
+
+  /** The API could not answer (or a cooldown or no token): a stale entry may instead. */
+  failed(exchange: ExchangeView, error: SidecarError): ForwardOutcome | undefined {
+    const p = this.#plans.get(exchange);
+    if (p === undefined || p.kind === 'unsafe' || p.stale === undefined) return undefined;
+    if (!ERROR_CODES.has(error.code)) return undefined;
+    return this.#ifError(exchange, p.stale, { forwarded: FORWARDED_ERRORS.has(error.code) });
+  }
+
+  /** A fill's capture is over: store what arrived whole, here and (holding the lease) in the fleet. */
+  #captured(p: Extract<Plan, { kind: 'fill' }>, answer: StoredAnswer | undefined): void {
+    if (answer !== undefined && this.generation === p.generation) {
+      this.entries.put(p.key, p.path, answer);
+      const lease = p.flight?.lease;
+      if (lease !== undefined && this.#shared?.share(p.key, p.path, answer, lease.generation)) {
+        p.flight!.shared = true;
+      }
+    }
+    p.flight?.settle();
+  }
+
+  /**
+   * The leader of a local miss asks the fleet: its fresh entry answers; else this process takes
+   * the fill lease (or waits while another member fills). Undefined: go upstream with `plan`.
+   */
+  async #fromFleet(
+    exchange: ExchangeView,
+    plan: Extract<Plan, { kind: 'fill' }>,
+    flight: Flight,
+  ): Promise<ForwardOutcome | undefined> {
+    const { key, path, headers } = plan;
+    const found = await this.#shared!.lookup(
+      key,
+      path,
+      headers,
+      (answer) => this.#clock.now() < answer.staleWhileRevalidateUntil,
+      () => exchange.clientGone(),
+    );
+    if (found === undefined) return undefined; // the store failed: this process alone
+    flight.lease = found.lease;
+    const now = this.#clock.now();
+    const { answer } = found;
+    if (answer !== undefined) {
+      // The fleet's entry serves this process too (a stale one for its stale windows).
+      if (this.generation === plan.generation) this.entries.put(key, path, answer);
+      if (answer.expiresAt > now) {
+        flight.settle();
+        this.#metrics.cacheRequests.inc({ result: 'hit' });
+        return serveAnswer(answer, exchange, hitMember(answer, now), now);
+      }
+      if (plan.stale === undefined || answer.storedAt > plan.stale.storedAt) plan.stale = answer;
+    }
+    const stale = plan.stale;
+    if (stale !== undefined && now < stale.staleWhileRevalidateUntil) {
+      // The lease makes this process the fleet's one refresher; held elsewhere, another is.
+      const lease = flight.lease;
+      flight.lease = undefined;
+      flight.settle();
+      return this.#whileRevalidate(exchange, stale, key, !found.held, lease);
+    }
+    if (exchange.clientGone()) return CLIENT_GONE;
+    return undefined;
+  }
+
+  /** Answer with a stale entry within stale-while-revalidate; start its one refresh if asked. */
+  #whileRevalidate(
+    exchange: ExchangeView,
+    stale: StoredAnswer,
+    key: string,
+    refresh: boolean,
+    lease: Flight['lease'],
+  ): ForwardOutcome {
+    const forward = this.#forward;
+    if (refresh && forward !== undefined && !this.#refreshing.has(key)) {
+      if (this.#refreshing.size < MAX_REFRESHES) {
+        const background = refreshExchange(exchange.target, exchange.req.rawHeaders, randomUUID());
+        this.#refreshes.set(background, lease);
+        this.#refreshing.add(key);
+        lease = undefined;
+        void forward(background)
+          .catch(() => undefined)
+          .finally(() => this.#refreshing.delete(key));
+      }
+    }
+    if (lease !== undefined) this.#shared?.release(key);
+    this.#metrics.cacheRequests.inc({ result: 'stale' });
+    const now = this.#clock.now();
+    const use: StaleUse = { detail: 'stale-while-revalidate', forwarded: false };
+    return serveAnswer(stale, exchange, hitMember(stale, now, use), now);
+  }
+
+  /** A refresh goes upstream and fills the entry, holding the fleet's lease if it was given one. */
+  #refreshPlan(
+    exchange: ExchangeView,
+    key: string,
+    path: string,
+    rule: CacheRule,
+  ): ForwardOutcome | undefined {
+    const lease = this.#refreshes.get(exchange);
+    if (this.#flights.has(key)) {
+      // A fill of the key is on its way already: it is the refresh.
+      if (lease !== undefined) this.#shared?.release(key);
+      return CLIENT_GONE;
+    }
+    const flight = this.#flights.lead(exchange, key);
+    flight.lease = lease;
+    return this.#plan(exchange, {
+      kind: 'fill',
+      member: `${CACHE_NAME}; fwd=stale`,
+      key,
+      path,
+      rule,
+      headers: exchange.req.headers,
+      flight,
+      generation: this.generation,
+      stale: undefined,
+    });
+  }
+
+  /** Answer with a stale entry instead of an error, if its stale-if-error window allows. */
+  #ifError(
+    exchange: ExchangeView,
+    stale: StoredAnswer,
+    how: Omit<StaleUse, 'detail'>,
+  ): ForwardOutcome | undefined {
+    const now = this.#clock.now();
+    if (now >= stale.staleIfErrorUntil || exchange.clientGone()) return undefined;
+    this.#metrics.cacheRequests.inc({ result: 'stale' });
+    return serveAnswer(
+      stale,
+      exchange,
+      hitMember(stale, now, { detail: 'stale-if-error', ...how }),
+      now,
+    );
   }
 
   /** With tracing on: the lookup (and any wait for a coalesced fill) as a span. */
@@ -348,7 +485,7 @@ class Cache implements ResponseCache {
       const member = `${CACHE_NAME}; fwd=method`;
       return INVALIDATING_METHODS.has(method)
         ? { kind: 'unsafe', member, path }
-        : { kind: 'pass', member };
+        : { kind: 'pass', member, stale: undefined };
     }
     // A GET with a body or a method override is not the resource's plain representation: such
     // a request neither reads nor writes the cache (a body could poison the entry for everyone).
@@ -356,68 +493,12 @@ class Cache implements ResponseCache {
       !hasNoBody(req) || METHOD_OVERRIDE_FIELDS.some((name) => req.headers[name] !== undefined);
     if (directive !== 'no-store' && !tunnelled) return undefined;
     this.#metrics.cacheRequests.inc({ result: 'bypass' });
-    return { kind: 'pass', member: `${CACHE_NAME}; fwd=bypass` };
+    return { kind: 'pass', member: `${CACHE_NAME}; fwd=bypass`, stale: undefined };
   }
 
   #ruleFor(path: string): CacheRule | undefined {
     for (const rule of this.#rules) if (path.startsWith(rule.prefix)) return rule;
     return undefined;
-  }
-
-  /**
-   * This request leads the fill of `key`. However the exchange ends before a capture starts (an
-   * error before any header, the client leaving), waiters wake; a requester that left hands the
-   * fill over to one of them. Once capturing, the capture's end settles it, after the store.
-   */
-  #lead(exchange: ExchangeView, key: string): Flight {
-    const lead = this.#startFlight(key);
-    exchange.res.once('close', () => {
-      if (!lead.captured) lead.settle(!exchange.res.headersSent && exchange.clientGone());
-    });
-    return lead;
-  }
-
-  #startFlight(key: string): Flight {
-    const flights = this.#flights;
-    let resolve!: () => void;
-    // However the fill goes, no waiter waits longer than its answer may take.
-    const deadline = setTimeout(() => flight.settle(), this.#maxWaitMs);
-    deadline.unref();
-    const flight: Flight = {
-      waiters: 0,
-      settled: false,
-      abandoned: false,
-      captured: false,
-      done: new Promise<void>((r) => (resolve = r)),
-      settle(abandoned = false) {
-        if (flight.settled) return;
-        flight.settled = true;
-        flight.abandoned = abandoned;
-        clearTimeout(deadline);
-        if (flights.get(key) === flight) flights.delete(key);
-        resolve();
-      },
-    };
-    flights.set(key, flight);
-    return flight;
-  }
-
-  #serve(answer: StoredAnswer, exchange: ExchangeView): ForwardOutcome {
-    const { res } = exchange;
-    if (exchange.clientGone()) return CLIENT_GONE;
-    const age = Math.max(0, Math.floor((this.#clock.now() - answer.storedAt) / 1000));
-    const headers: OutgoingHttpHeaders = {
-      ...answer.headers,
-      age: String(age),
-      'cache-status': withCacheStatus(answer.headers['cache-status'], `${CACHE_NAME}; hit`),
-      'x-request-id': exchange.requestId,
-    };
-    const keepAlive = keepAliveOf(res);
-    if (keepAlive !== undefined) headers['keep-alive'] = keepAlive;
-    res.writeHead(200, headers);
-    if (exchange.method === 'HEAD') res.end();
-    else res.end(answer.body);
-    return { status: 200, upstreamStatus: undefined, replayed: false, result: 'complete' };
   }
 
   /** The plan's Cache-Status also on answers the sidecar makes itself (errors before headers). */

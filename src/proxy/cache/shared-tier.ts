@@ -1,0 +1,150 @@
+/**
+ * The cache's shared tier as the request path uses it (docs/response-cache.md "Shared tier"): a
+ * local miss reads the store, takes the fleet's fill lease for the key or, while another member
+ * holds it, waits for that member's entry. The store's failure is a miss, never a failed request.
+ */
+import type { OutgoingHttpHeaders } from 'node:http';
+import type { SharedAnswer, SharedCacheEntries } from '../../fleet/ports.js';
+import type { SidecarMetrics } from '../../telemetry/metrics.js';
+import { answerSize, type RequestHeaders, type StoredAnswer } from './entries.js';
+
+/** The first wait for another member's fill; each next one is half as long again, up to the last. */
+const FIRST_POLL_MS = 50;
+const LAST_POLL_MS = 500;
+
+export interface SharedLookup {
+  /** The store's entry for this request (fresh or stale), if any. */
+  answer: StoredAnswer | undefined;
+  /** This process holds the fleet's fill lease: it asks the API and writes the entry. */
+  lease: { generation: string } | undefined;
+  /** Another member is filling the key and this request did not wait for it. */
+  held: boolean;
+}
+
+export interface SharedTierOptions {
+  entries: SharedCacheEntries;
+  /** `cache.maxSharedEntryBytes`: larger bodies stay local. */
+  maxEntryBytes: number;
+  /** The fill lease's TTL: the longest a request waits for another member's fill. */
+  maxWaitMs: number;
+  now: () => number;
+  metrics: Pick<SidecarMetrics, 'cacheShared'>;
+}
+
+function toShared(answer: StoredAnswer): SharedAnswer {
+  return {
+    headers: answer.headers as Record<string, string | string[]>,
+    body: answer.body,
+    freshMs: answer.expiresAt - answer.storedAt,
+    staleIfErrorMs: answer.staleIfErrorUntil - answer.expiresAt,
+    staleWhileRevalidateMs: answer.staleWhileRevalidateUntil - answer.expiresAt,
+    vary: answer.vary.slice(),
+    varyValues: answer.varyValues.map((value) => value ?? null),
+  };
+}
+
+/** The store's entry as the local tier keeps it, if it suits this request's `Vary` fields. */
+function toStored(
+  key: string,
+  shared: SharedAnswer,
+  ageMs: number,
+  headers: RequestHeaders,
+  now: number,
+): StoredAnswer | undefined {
+  const { vary, varyValues } = shared;
+  if (!Array.isArray(vary) || !Array.isArray(varyValues) || vary.length !== varyValues.length)
+    return undefined;
+  for (let i = 0; i < vary.length; i++) {
+    const value = headers[vary[i]!];
+    const text = value === undefined ? null : Array.isArray(value) ? value.join(', ') : value;
+    if (text !== varyValues[i]) return undefined;
+  }
+  const windows = [shared.freshMs, shared.staleIfErrorMs, shared.staleWhileRevalidateMs];
+  if (!windows.every((ms) => Number.isSafeInteger(ms) && ms >= 0)) return undefined;
+  const storedAt = now - ageMs;
+  const expiresAt = storedAt + shared.freshMs;
+  const answerHeaders = shared.headers as OutgoingHttpHeaders;
+  const values = varyValues.map((value) => value ?? undefined);
+  return {
+    headers: answerHeaders,
+    body: shared.body,
+    storedAt,
+    expiresAt,
+    staleIfErrorUntil: expiresAt + shared.staleIfErrorMs,
+    staleWhileRevalidateUntil: expiresAt + shared.staleWhileRevalidateMs,
+    vary,
+    varyValues: values,
+    size: answerSize(key, answerHeaders, shared.body.length, vary, values),
+  };
+}
+
+export class SharedTier {
+  constructor(private readonly options: SharedTierOptions) {}
+
+  /**
+   * The store's entry for `key`, taking the fill lease unless it is fresh. While another member
+   * holds the lease, wait for its entry (up to the lease's TTL, or until `gone()`), unless a
+   * stale entry may answer at once (`staleOk`). Undefined: the store failed (a miss).
+   */
+  async lookup(
+    key: string,
+    path: string,
+    headers: RequestHeaders,
+    staleOk: (answer: StoredAnswer) => boolean,
+    gone: () => boolean,
+  ): Promise<SharedLookup | undefined> {
+    const { entries, now } = this.options;
+    const metrics = this.options.metrics.cacheShared;
+    const deadline = now() + this.options.maxWaitMs;
+    let delay = FIRST_POLL_MS;
+    for (let waited = false; ; waited = true) {
+      let read;
+      try {
+        read = await entries.read(key, path, true);
+      } catch {
+        metrics.inc({ result: 'error' });
+        return undefined;
+      }
+      const at = now();
+      const answer = read.answer && toStored(key, read.answer, read.ageMs, headers, at);
+      if (answer !== undefined && answer.expiresAt > at) {
+        metrics.inc({ result: waited ? 'coalesced' : 'hit' });
+        return { answer, lease: undefined, held: false };
+      }
+      if (read.lease !== 'held') {
+        metrics.inc({ result: 'miss' });
+        const lease = read.lease === 'taken' ? { generation: read.generation } : undefined;
+        return { answer, lease, held: false };
+      }
+      if ((answer !== undefined && staleOk(answer)) || gone() || at + delay > deadline) {
+        metrics.inc({ result: 'miss' });
+        return { answer, lease: undefined, held: true };
+      }
+      await new Promise((resolve) => setTimeout(resolve, delay).unref());
+      delay = Math.min(LAST_POLL_MS, Math.round(delay * 1.5));
+    }
+  }
+
+  /**
+   * Write a filled answer to the store (the write gives the lease back). False when it stays
+   * local (too large): the caller gives the lease back.
+   */
+  share(key: string, path: string, answer: StoredAnswer, generation: string): boolean {
+    if (answer.body.length > this.options.maxEntryBytes) return false;
+    this.options.entries.write(key, path, toShared(answer), generation).then(
+      () => this.options.metrics.cacheShared.inc({ result: 'stored' }),
+      () => this.options.metrics.cacheShared.inc({ result: 'error' }),
+    );
+    return true;
+  }
+
+  release(key: string): void {
+    this.options.entries.release(key).catch(() => undefined);
+  }
+
+  invalidate(path: string): void {
+    this.options.entries
+      .invalidate(path)
+      .catch(() => this.options.metrics.cacheShared.inc({ result: 'error' }));
+  }
+}
