@@ -161,6 +161,11 @@ function status(call: Call): boolean {
   return true;
 }
 
+function faultOf(state: StandinState, path: string) {
+  for (const [prefix, fault] of state.apiFaults) if (path.startsWith(prefix)) return fault;
+  return undefined;
+}
+
 export async function handleApiRequest(req: Req, res: Res, state: StandinState): Promise<void> {
   const url = req.url ?? '/';
   const path = url.split('?')[0]!;
@@ -208,6 +213,10 @@ export async function handleApiRequest(req: Req, res: Res, state: StandinState):
     call.json(401, envelope('unauthorized', detail), {
       'www-authenticate': 'Bearer error="invalid_token"',
     });
+  } else if (faultOf(state, path) !== undefined) {
+    const fault = faultOf(state, path)!;
+    const headers = fault.retryAfter === undefined ? {} : { 'retry-after': fault.retryAfter };
+    call.json(fault.status, envelope('maintenance', 'Maintenance Mode'), headers);
   } else {
     const name = path.startsWith('/beta/') ? 'beta' : (segments[2] ?? '');
     const route = Object.hasOwn(ROUTES, name) ? ROUTES[name] : undefined;

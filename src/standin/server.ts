@@ -37,6 +37,7 @@ export async function startStandin(options: StandinOptions = {}): Promise<Standi
     omitRefreshTokenNext: 0,
     faultQueue: [],
     randomFault: undefined,
+    apiFaults: new Map(),
     clock,
     timers: new Timers(clock),
     logger: options.logger,
@@ -134,6 +135,10 @@ function controls(state: StandinState): Omit<Standin, 'url' | 'port' | 'caCert' 
       state.faultQueue.length = 0;
       state.randomFault = undefined;
     },
+    failApiRequests: (prefix: string, status: number, retryAfter?: string) => {
+      state.apiFaults.set(prefix, { status, retryAfter });
+    },
+    clearApiFaults: () => state.apiFaults.clear(),
     revokeAccessTokens: () => state.tokens.revokeAccessTokens(),
     revokeRefreshTokens: () => state.tokens.revokeRefreshTokens(),
   };

@@ -16,6 +16,8 @@ export interface StandinState {
   omitRefreshTokenNext: number;
   readonly faultQueue: { fault: TokenFault; remaining: number }[];
   randomFault: { fault: TokenFault; ratio: number } | undefined;
+  /** API paths answered with an error status (by prefix) until cleared. */
+  readonly apiFaults: Map<string, { status: number; retryAfter: string | undefined }>;
   readonly clock: Clock;
   readonly timers: Timers;
   readonly logger: Logger | undefined;

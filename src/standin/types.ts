@@ -115,6 +115,12 @@ export interface Standin {
   /** Each token request suffers `fault` with probability `ratio` (soak tests); 0 turns it off. */
   failTokenRequestsRandomly(fault: TokenFault, ratio: number): void;
   clearTokenFaults(): void;
+  /**
+   * Every API request whose path starts with `prefix` is answered with `status` (a maintenance
+   * window: 503), with `Retry-After` when given, until cleared.
+   */
+  failApiRequests(prefix: string, status: number, retryAfter?: string): void;
+  clearApiFaults(): void;
   /** Every issued access token is rejected by the API from now on (401). */
   revokeAccessTokens(): void;
   /** Every issued refresh token is rejected by the token endpoint from now on (400 invalid_grant). */

@@ -1,0 +1,107 @@
+/**
+ * The fleet asks once (docs/response-cache.md "Shared tier"): three sidecar processes (the bundle)
+ * with `CACHE_SHARED` on one real redis-server, in front of the HTTPS stand-in.
+ */
+import { request } from 'undici';
+import { describe, expect, it } from 'vitest';
+import { useStandinFleet } from './helpers/standin-fleet.js';
+import { waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
+
+const fleet = useStandinFleet({ redis: true });
+
+function sharedEnv(): Record<string, string> {
+  return {
+    STORE_URL: fleet.redis.url,
+    CACHE_SHARED: 'true',
+    CACHE_RULES: '/v1.0/echo/=60,/v1.0/slow/=60',
+    LOG_LEVEL: 'info',
+  };
+}
+
+async function get(sidecar: SidecarProcess, path: string) {
+  const res = await request(`${sidecar.proxyUrl}${path}`);
+  const body = await res.body.text();
+  return { status: res.statusCode, headers: res.headers, body };
+}
+
+/** API requests the stand-in received for `path` (target as sent). */
+function asked(path: string): number {
+  return fleet.standin.apiRequests.filter((r) => r.url === path).length;
+}
+
+async function threeMembers(): Promise<SidecarProcess[]> {
+  return Promise.all([fleet.start(sharedEnv()), fleet.start(sharedEnv()), fleet.start(sharedEnv())]);
+}
+
+describe('the shared cache tier (3 processes, real redis-server)', () => {
+  it('one question asked of each member costs the API one request', async () => {
+    const members = await threeMembers();
+    const path = '/v1.0/echo/one-question?desk=metals';
+    const answers = [];
+    for (const member of members) answers.push(await get(member, path));
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+    expect(asked(path)).toBe(1);
+    expect(answers[0]!.headers['cache-status']).toMatch(/fwd=uri-miss; stored/);
+    expect(answers[1]!.headers['cache-status']).toMatch(/; hit$/);
+    expect(answers[2]!.body).toBe(answers[0]!.body);
+    // Each member now holds it locally as well.
+    expect((await get(members[1]!, path)).headers['cache-status']).toMatch(/; hit$/);
+  });
+
+  it('the same new question from all three at once (10 each, 1 s upstream) costs one request', async () => {
+    const members = await threeMembers();
+    const path = '/v1.0/slow/1000?burst=1';
+    const all = members.flatMap((member) => Array.from({ length: 10 }, () => get(member, path)));
+    const answers = await Promise.all(all);
+    expect(answers.every((a) => a.status === 200)).toBe(true);
+    expect(asked(path)).toBeLessThanOrEqual(2);
+    expect(asked(path)).toBeGreaterThanOrEqual(1);
+  });
+
+  it('keeps no body, path or query in clear in the store', async () => {
+    const [member] = await threeMembers();
+    const path = '/v1.0/echo/clear-text-probe?account=zebra-7731';
+    expect((await get(member!, path)).status).toBe(200);
+    await waitFor(
+      async () => [...(await fleet.redis.dump()).keys()].some((k) => k.includes(':cache:')),
+      10_000,
+      'a cache entry in the store',
+    );
+    const dump = [...(await fleet.redis.dump()).entries()].flat().join('\n');
+    for (const clear of ['clear-text-probe', 'zebra-7731', '/v1.0/echo', 'demo-secret', 'demo-client']) {
+      expect(dump).not.toContain(clear);
+    }
+  });
+
+  it('answers every request with Redis stopped, and shares again within 10 s of its restart', async () => {
+    const [one, two] = await threeMembers();
+    const known = '/v1.0/echo/before-the-outage';
+    expect((await get(one!, known)).status).toBe(200);
+    await fleet.redis.stop();
+    try {
+      // The local tier still answers what it holds; the API answers the rest.
+      expect((await get(one!, known)).headers['cache-status']).toMatch(/; hit$/);
+      for (const member of [one!, two!]) {
+        const during = await get(member, '/v1.0/echo/during-the-outage');
+        expect(during.status).toBe(200);
+      }
+      expect((await get(two!, known)).status).toBe(200);
+    } finally {
+      await fleet.redis.start();
+    }
+    const restarted = Date.now();
+    let round = 0;
+    await waitFor(
+      async () => {
+        round += 1;
+        const path = `/v1.0/echo/after-the-outage?round=${round}`;
+        await get(one!, path);
+        await get(two!, path);
+        return asked(path) === 1;
+      },
+      10_000,
+      'a question asked of two members reaching the API once',
+    );
+    expect(Date.now() - restarted).toBeLessThan(10_000);
+  });
+});
