@@ -80,16 +80,22 @@ interface Answer {
  */
 function harness(cache: ResponseCache, answers: Answer[]) {
   const calls: string[] = [];
+  /** The cache's own background requests (stale-while-revalidate refreshes). */
+  const refreshes: string[] = [];
   let n = 0;
+  cache.attach?.((exchange) => {
+    refreshes.push(exchange.target);
+    return run(exchange, exchange.res as unknown as FakeResponse);
+  });
   async function forward(
     url: string,
     headers: Record<string, string>,
     method: string,
     res: FakeResponse,
   ): Promise<ForwardOutcome> {
-    const req = { url, method, headers } as unknown as ClientRequest;
+    const req = { url, method, headers, rawHeaders: Object.entries(headers).flat() };
     const exchange: ExchangeView = {
-      req,
+      req: req as unknown as ClientRequest,
       res: res as unknown as ClientResponse,
       requestId: `r${++n}`,
       method,
@@ -97,6 +103,10 @@ function harness(cache: ResponseCache, answers: Answer[]) {
       clientGone: () => res.destroyed,
       trace: undefined,
     };
+    return run(exchange, res);
+  }
+  async function run(exchange: ExchangeView, res: FakeResponse): Promise<ForwardOutcome> {
+    const url = exchange.target;
     const served = await cache.beforeUpstream!(exchange);
     if (served) return served;
     calls.push(url);
@@ -113,7 +123,12 @@ function harness(cache: ResponseCache, answers: Answer[]) {
     const upstream: IncomingHttpHeaders = { ...answer.headers };
     const answered = cache.upstreamAnswered!(exchange, status, { headers: upstream });
     if (answered && 'served' in answered) {
-      return { status: answered.served, upstreamStatus: status, replayed: false, result: 'complete' };
+      return {
+        status: answered.served,
+        upstreamStatus: status,
+        replayed: false,
+        result: 'complete',
+      };
     }
     const tap = answered;
     res.writeHead(status, { ...upstream, 'x-request-id': exchange.requestId });
@@ -130,7 +145,7 @@ function harness(cache: ResponseCache, answers: Answer[]) {
     tap?.end(true);
     return { status, upstreamStatus: status, replayed: false, result: 'complete' };
   }
-  return { calls, forward };
+  return { calls, refreshes, forward };
 }
 
 const SETTINGS: CacheSettings = {
@@ -150,7 +165,7 @@ function cacheWith(answers: Answer[], settings: Partial<CacheSettings> = {}, max
     metrics,
     maxWaiters,
   });
-  const { calls, forward } = harness(cache, answers);
+  const { calls, refreshes, forward } = harness(cache, answers);
   const get = async (url: string, headers: Record<string, string> = {}, method = 'GET') => {
     const res = new FakeResponse();
     const outcome = await forward(url, headers, method, res);
@@ -158,7 +173,7 @@ function cacheWith(answers: Answer[], settings: Partial<CacheSettings> = {}, max
   };
   /** A request whose response the test holds, to close it mid-way. */
   const start = (url: string, res: FakeResponse) => forward(url, {}, 'GET', res);
-  return { cache, calls, get, start };
+  return { cache, calls, refreshes, get, start };
 }
 
 async function count(result: string): Promise<number> {
@@ -428,5 +443,153 @@ describe('coalescing', () => {
     g.open();
     await Promise.all(all);
     expect(calls).toHaveLength(2);
+  });
+});
+
+describe('stale answers (RFC 5861)', () => {
+  const STALE = { staleIfErrorSeconds: 60, staleWhileRevalidateSeconds: 0 };
+  const FIVE_SECONDS = { headers: { 'cache-control': 'max-age=5' }, chunks: ['good'] };
+
+  it('stale-if-error: a 5xx from the API is answered with the stale entry, marked', async () => {
+    const { calls, get } = cacheWith(
+      [FIVE_SECONDS, { status: 503, chunks: ['maintenance'] }, { status: 500 }, { status: 504 }],
+      STALE,
+    );
+    await get('/v1.0/contracts/');
+    vi.advanceTimersByTime(7_000);
+    const stale = await get('/v1.0/contracts/');
+    expect(stale.outcome).toMatchObject({ status: 200, upstreamStatus: 503 });
+    expect(stale.res.status).toBe(200);
+    expect(stale.res.body).toBe('good');
+    expect(stale.res.headers.age).toBe('7');
+    expect(stale.res.headers['cache-status']).toBe(
+      'oauth-sidecar; hit; ttl=-2; fwd=stale; fwd-status=503; detail=stale-if-error',
+    );
+    expect((await get('/v1.0/contracts/')).res.body).toBe('good');
+    expect((await get('/v1.0/contracts/')).res.headers['cache-status']).toMatch(/fwd-status=504/);
+    expect(calls).toHaveLength(4);
+    expect(await count('stale')).toBe(3);
+  });
+
+  it('stale-if-error: unreachable, timeout, cooldown and no token are answered with it too', async () => {
+    const errors = [
+      new SidecarError('upstream_unreachable', 'down'),
+      new SidecarError('upstream_timeout', 'slow'),
+      new SidecarError('upstream_unavailable', 'cooldown', { retryAfterSeconds: 30 }),
+      new SidecarError('upstream_rate_limited', 'cooldown', { retryAfterSeconds: 30 }),
+      new SidecarError('token_unavailable', 'no token'),
+    ];
+    const { get } = cacheWith([FIVE_SECONDS, ...errors.map((fail) => ({ fail }))], STALE);
+    await get('/v1.0/contracts/');
+    vi.advanceTimersByTime(6_000);
+    const marks = [];
+    for (const _ of errors) {
+      const stale = await get('/v1.0/contracts/');
+      expect(stale.outcome.status).toBe(200);
+      expect(stale.res.body).toBe('good');
+      marks.push(stale.res.headers['cache-status']);
+    }
+    expect(marks).toEqual([
+      'oauth-sidecar; hit; ttl=-1; fwd=stale; detail=stale-if-error',
+      'oauth-sidecar; hit; ttl=-1; fwd=stale; detail=stale-if-error',
+      'oauth-sidecar; hit; ttl=-1; detail=stale-if-error',
+      'oauth-sidecar; hit; ttl=-1; detail=stale-if-error',
+      'oauth-sidecar; hit; ttl=-1; detail=stale-if-error',
+    ]);
+  });
+
+  it('passes the error past the window, for other errors, and to a client asking for no-cache', async () => {
+    const { get } = cacheWith(
+      [
+        FIVE_SECONDS,
+        { fail: new SidecarError('rate_limited', 'queue full', { retryAfterSeconds: 1 }) },
+        { status: 404 },
+        { status: 503 },
+        { status: 503 },
+      ],
+      STALE,
+    );
+    await get('/v1.0/contracts/');
+    vi.advanceTimersByTime(6_000);
+    await expect(get('/v1.0/contracts/')).rejects.toMatchObject({ code: 'rate_limited' });
+    expect((await get('/v1.0/contracts/')).res.status).toBe(404);
+    expect((await get('/v1.0/contracts/', { 'cache-control': 'no-cache' })).res.status).toBe(503);
+    vi.advanceTimersByTime(60_000); // 65 s after it was stored: 60 s past its freshness
+    const past = await get('/v1.0/contracts/');
+    expect(past.res.status).toBe(503);
+    expect(await count('stale')).toBe(0);
+  });
+
+  it("narrows the window to the answer's own stale-if-error; must-revalidate and s-maxage allow none", async () => {
+    const { get } = cacheWith(
+      [
+        { headers: { 'cache-control': 'max-age=5, stale-if-error=10' }, chunks: ['a'] },
+        { status: 503 },
+        { status: 503 },
+      ],
+      STALE,
+    );
+    await get('/v1.0/contracts/a');
+    vi.advanceTimersByTime(14_000);
+    expect((await get('/v1.0/contracts/a')).res.body).toBe('a');
+    vi.advanceTimersByTime(2_000);
+    expect((await get('/v1.0/contracts/a')).res.status).toBe(503);
+    for (const cacheControl of [
+      'max-age=5, must-revalidate',
+      's-maxage=5',
+      'max-age=5, proxy-revalidate',
+    ]) {
+      const strict = cacheWith(
+        [{ headers: { 'cache-control': cacheControl }, chunks: ['b'] }, { status: 503 }],
+        STALE,
+      );
+      await strict.get('/v1.0/contracts/b');
+      vi.advanceTimersByTime(6_000);
+      expect((await strict.get('/v1.0/contracts/b')).res.status).toBe(503);
+    }
+    // ...unless the answer grants the window itself (RFC 5861: the origin's explicit leave).
+    const granted = cacheWith(
+      [
+        { headers: { 'cache-control': 's-maxage=5, stale-if-error=30' }, chunks: ['c'] },
+        { status: 502 },
+      ],
+      STALE,
+    );
+    await granted.get('/v1.0/contracts/c');
+    vi.advanceTimersByTime(6_000);
+    expect((await granted.get('/v1.0/contracts/c')).res.body).toBe('c');
+  });
+
+  it('stale-while-revalidate: answers at once, sends exactly one refresh, then serves its answer', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const { calls, refreshes, get } = cacheWith(
+      [FIVE_SECONDS, { gate, headers: { 'cache-control': 'max-age=5' }, chunks: ['newer'] }],
+      { staleIfErrorSeconds: 0, staleWhileRevalidateSeconds: 30 },
+    );
+    await get('/v1.0/contracts/');
+    vi.advanceTimersByTime(8_000);
+    // The refresh is held upstream (gate): every answer meanwhile is the stale entry, at once.
+    const answers = await Promise.all(Array.from({ length: 5 }, () => get('/v1.0/contracts/')));
+    for (const answer of answers) {
+      expect(answer.res.body).toBe('good');
+      expect(answer.res.headers['cache-status']).toBe(
+        'oauth-sidecar; hit; ttl=-3; detail=stale-while-revalidate',
+      );
+    }
+    expect(refreshes).toEqual(['/v1.0/contracts/']);
+    expect(calls).toHaveLength(2);
+    expect(await count('stale')).toBe(5);
+    release();
+    await vi.waitFor(async () => {
+      expect((await get('/v1.0/contracts/')).res.body).toBe('newer');
+    });
+    expect(calls).toHaveLength(2);
+    // Past the window the entry is a plain miss again.
+    vi.advanceTimersByTime(40_000);
+    expect((await get('/v1.0/contracts/')).res.headers['cache-status']).toMatch(
+      /fwd=stale; stored/,
+    );
+    expect(refreshes).toHaveLength(1);
   });
 });

@@ -1,0 +1,158 @@
+/**
+ * Stale answers (RFC 5861, docs/response-cache.md "Stale answers") through the real request path:
+ * sidecar processes (the bundle) in front of the HTTPS stand-in, which is put into maintenance
+ * (503 for a path), loses its token endpoint, or answers slowly.
+ */
+import { request } from 'undici';
+import { describe, expect, it } from 'vitest';
+import { useStandinFleet } from './helpers/standin-fleet.js';
+import { waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
+
+const fleet = useStandinFleet();
+
+async function get(sidecar: SidecarProcess, path: string) {
+  const started = performance.now();
+  const res = await request(`${sidecar.proxyUrl}${path}`);
+  const body = await res.body.text();
+  const ms = performance.now() - started;
+  return { status: res.statusCode, headers: res.headers, body, ms };
+}
+
+function asked(path: string): number {
+  return fleet.standin.apiRequests.filter((r) => r.url === path).length;
+}
+
+async function metric(sidecar: SidecarProcess, line: string): Promise<number> {
+  const text = await (await request(`${sidecar.adminUrl}/metrics`)).body.text();
+  const found = text.split('\n').find((l) => l.startsWith(line));
+  return found === undefined ? 0 : Number(found.split(' ').pop());
+}
+
+/** Ask until the answer is a stale one (the entry's second of freshness is over). */
+async function untilStale(sidecar: SidecarProcess, path: string) {
+  let last: Awaited<ReturnType<typeof get>> | undefined;
+  await waitFor(
+    async () => {
+      last = await get(sidecar, path);
+      return /ttl=-/.test(String(last.headers['cache-status']));
+    },
+    10_000,
+    `a stale answer for ${path}`,
+  );
+  return last!;
+}
+
+describe('stale answers through the sidecar', () => {
+  it('a 503 maintenance answer is replaced by the stale entry, marked, counted; a cooldown too', async () => {
+    const sidecar = await fleet.start({ CACHE_RULES: '/v1.0/echo/=1', LOG_LEVEL: 'info' });
+    const path = '/v1.0/echo/maintenance?desk=grains';
+    const fresh = await get(sidecar, path);
+    expect(fresh.status).toBe(200);
+    fleet.standin.failApiRequests('/v1.0/echo/maintenance', 503);
+    try {
+      const stale = await untilStale(sidecar, path);
+      expect(stale.status).toBe(200);
+      expect(stale.body).toBe(fresh.body);
+      expect(Number(stale.headers.age)).toBeGreaterThanOrEqual(1);
+      expect(stale.headers['cache-status']).toMatch(
+        /^oauth-sidecar; hit; ttl=-\d+; fwd=stale; fwd-status=503; detail=stale-if-error$/,
+      );
+      expect(await metric(sidecar, 'oauth_sidecar_cache_requests_total{result="stale"}')).toBe(1);
+      // A 503 with Retry-After starts the cooldown all the same; during it the stale entry
+      // answers without asking the API.
+      fleet.standin.failApiRequests('/v1.0/echo/maintenance', 503, '60');
+      await get(sidecar, path);
+      const before = asked(path);
+      const during = await get(sidecar, path);
+      expect(during.status).toBe(200);
+      expect(during.headers['cache-status']).toMatch(/; ttl=-\d+; detail=stale-if-error$/);
+      expect(asked(path)).toBe(before);
+      const other = await get(sidecar, '/v1.0/echo/never-cached');
+      expect(other.status).toBe(503); // nothing stale to answer with: the cooldown's own 503
+    } finally {
+      fleet.standin.clearApiFaults();
+    }
+  });
+
+  it('with the token endpoint down and the token expired: a stale 200 instead of 503 token_unavailable', async () => {
+    fleet.standin.setTokenLifetime(3);
+    const sidecar = await fleet.start({
+      CACHE_RULES: '/v1.0/echo/=1',
+      TOKEN_WAIT_MS: '100',
+      LOG_LEVEL: 'info',
+    });
+    const path = '/v1.0/echo/token-outage';
+    try {
+      const fresh = await get(sidecar, path);
+      expect(fresh.status).toBe(200);
+      fleet.standin.failTokenRequests({ kind: 'status', status: 503 }, Infinity);
+      await waitFor(
+        async () => (await request(`${sidecar.adminUrl}/readyz`)).statusCode === 503,
+        15_000,
+        'the token expired',
+      );
+      const stale = await get(sidecar, path);
+      expect(stale.status).toBe(200);
+      expect(stale.body).toBe(fresh.body);
+      expect(stale.headers['cache-status']).toMatch(/; ttl=-\d+; detail=stale-if-error$/);
+      const uncached = await get(sidecar, '/v1.0/echo/not-in-the-cache');
+      expect(uncached.status).toBe(503);
+      expect(uncached.body).toContain('token_unavailable');
+    } finally {
+      fleet.standin.clearTokenFaults();
+      fleet.standin.setTokenLifetime(1799);
+    }
+  });
+
+  it('past the stale-if-error window the error passes', async () => {
+    const sidecar = await fleet.start({
+      CACHE_RULES: '/v1.0/echo/=1',
+      CACHE_STALE_IF_ERROR_SECONDS: '1',
+      LOG_LEVEL: 'info',
+    });
+    const path = '/v1.0/echo/window';
+    expect((await get(sidecar, path)).status).toBe(200);
+    fleet.standin.failApiRequests(path, 503);
+    try {
+      const statuses: number[] = [];
+      await waitFor(
+        async () => {
+          const answer = await get(sidecar, path);
+          statuses.push(answer.status);
+          return answer.status === 503;
+        },
+        10_000,
+        'the 503 passed on',
+      );
+      // Fresh hits and stale answers first (200), then the error itself, never the reverse.
+      expect(statuses.slice(0, -1).every((s) => s === 200)).toBe(true);
+    } finally {
+      fleet.standin.clearApiFaults();
+    }
+  });
+
+  it('stale-while-revalidate answers at hit speed and sends exactly one refresh', async () => {
+    const sidecar = await fleet.start({
+      CACHE_RULES: '/v1.0/slow/=1',
+      CACHE_STALE_WHILE_REVALIDATE_SECONDS: '60',
+      LOG_LEVEL: 'info',
+    });
+    const path = '/v1.0/slow/1000?swr=1';
+    expect((await get(sidecar, path)).status).toBe(200); // 1 s upstream
+    const hit = await get(sidecar, path);
+    expect(hit.headers['cache-status']).toMatch(/; hit$/);
+    await untilStale(sidecar, path);
+    // The refresh takes 1 s upstream; meanwhile 20 answers come from the stale entry at once.
+    const answers = await Promise.all(Array.from({ length: 20 }, () => get(sidecar, path)));
+    for (const answer of answers) {
+      expect(answer.status).toBe(200);
+      expect(answer.ms).toBeLessThan(500);
+    }
+    await waitFor(
+      async () => /; hit$/.test(String((await get(sidecar, path)).headers['cache-status'])),
+      10_000,
+      'the refreshed entry',
+    );
+    expect(asked(path)).toBe(2); // the first fill and the one refresh
+  });
+});
