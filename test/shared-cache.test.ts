@@ -30,7 +30,11 @@ function asked(path: string): number {
 }
 
 async function threeMembers(): Promise<SidecarProcess[]> {
-  return Promise.all([fleet.start(sharedEnv()), fleet.start(sharedEnv()), fleet.start(sharedEnv())]);
+  return Promise.all([
+    fleet.start(sharedEnv()),
+    fleet.start(sharedEnv()),
+    fleet.start(sharedEnv()),
+  ]);
 }
 
 describe('the shared cache tier (3 processes, real redis-server)', () => {
@@ -68,7 +72,13 @@ describe('the shared cache tier (3 processes, real redis-server)', () => {
       'a cache entry in the store',
     );
     const dump = [...(await fleet.redis.dump()).entries()].flat().join('\n');
-    for (const clear of ['clear-text-probe', 'zebra-7731', '/v1.0/echo', 'demo-secret', 'demo-client']) {
+    for (const clear of [
+      'clear-text-probe',
+      'zebra-7731',
+      '/v1.0/echo',
+      'demo-secret',
+      'demo-client',
+    ]) {
       expect(dump).not.toContain(clear);
     }
   });

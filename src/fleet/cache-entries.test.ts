@@ -89,7 +89,13 @@ describe('the shared cache tier in the store (real redis-server)', () => {
     const { key, path } = question();
     await one.write(key, path, answer('{"secret-body":"s3cr3t-payload"}'), '0');
     const dump = [...(await redis.dump()).entries()].flat().join('\n');
-    for (const clear of [path, 'month=2026-12', 's3cr3t-payload', 'secret-one', 'accept-language']) {
+    for (const clear of [
+      path,
+      'month=2026-12',
+      's3cr3t-payload',
+      'secret-one',
+      'accept-language',
+    ]) {
       expect(dump).not.toContain(clear);
     }
     // Names differ under another secret; and the value itself, put where it would look, does not open.

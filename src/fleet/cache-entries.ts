@@ -138,7 +138,7 @@ class StoreCacheEntries implements StoreCache {
       [names.entry, names.generation, names.lease],
       [this.#owner, String(this.#options.leaseTtlMs), takeLease ? '1' : '0'],
     );
-    const [value, ttl, generation, lease] = Array.isArray(reply) ? reply : [];
+    const [value, ttl, generation, lease] = Array.isArray(reply) ? (reply as unknown[]) : [];
     const read: SharedRead = {
       answer: undefined,
       ageMs: 0,

@@ -351,14 +351,9 @@ export class Forwarder {
       if (replay) return { replay: true, bodiless: true, taps: NO_TAPS };
     }
     // STAGE HOOK 2: the answer head, before the client sees it (a stage may add fields, or
-    // answer the client itself).
-    let taps = NO_TAPS;
-    if (!this.#noStages) {
-      const answered = this.#tapsFor(exchange, status, { headers: upstream });
-      if (!Array.isArray(answered))
-        return { replay: false, taps: NO_TAPS, ...answered, bodiless: true };
-      taps = answered;
-    }
+    // answer the client itself: the upstream's body is then dropped).
+    const taps = this.#noStages ? NO_TAPS : this.#tapsFor(exchange, status, { headers: upstream });
+    if (!Array.isArray(taps)) return { replay: false, taps: NO_TAPS, ...taps, bodiless: true };
     const headers = clientResponseHeaders(upstream, exchange.requestId, status);
     const keepAlive = keepAliveOf(call.res);
     if (keepAlive !== undefined) headers['keep-alive'] = keepAlive;

@@ -4,9 +4,15 @@
  * (quota guard, token, upstream, 401 replay, metrics) as the entry's first request was, whose
  * answer only the cache's capture reads.
  */
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Writable } from 'node:stream';
 import { Exchange } from '../exchange.js';
+import type { ExchangeView, Forward } from '../stages.js';
+import type { Flight } from './flights.js';
+
+/** Background refreshes in progress at once; beyond it a stale entry answers without one. */
+export const MAX_REFRESHES = 64;
 
 /**
  * Request fields a refresh does not repeat: it goes upstream whatever the first one asked, under
@@ -80,4 +86,46 @@ export function refreshExchange(
     res as unknown as ServerResponse,
     requestId,
   );
+}
+
+/** The refreshes in progress: at most one per key, {@link MAX_REFRESHES} in all. */
+export class Refreshes {
+  /** The refresh exchanges, with the fleet's fill lease each holds (if any). */
+  readonly #exchanges = new WeakMap<ExchangeView, Flight['lease']>();
+  readonly #keys = new Set<string>();
+  #forward: Forward | undefined;
+
+  attach(forward: Forward): void {
+    this.#forward = forward;
+  }
+
+  get size(): number {
+    return this.#keys.size;
+  }
+
+  isRefresh(exchange: ExchangeView): boolean {
+    return this.#exchanges.has(exchange);
+  }
+
+  leaseOf(exchange: ExchangeView): Flight['lease'] {
+    return this.#exchanges.get(exchange);
+  }
+
+  /**
+   * Refresh `key` with the request that found it stale, unless one is on its way (or too many
+   * are). True: the refresh took `lease` over.
+   */
+  start(key: string, exchange: ExchangeView, lease: Flight['lease']): boolean {
+    const forward = this.#forward;
+    if (forward === undefined || this.#keys.has(key) || this.#keys.size >= MAX_REFRESHES) {
+      return false;
+    }
+    const background = refreshExchange(exchange.target, exchange.req.rawHeaders, randomUUID());
+    this.#exchanges.set(background, lease);
+    this.#keys.add(key);
+    void forward(background)
+      .catch(() => undefined)
+      .finally(() => this.#keys.delete(key));
+    return true;
+  }
 }

@@ -12,7 +12,6 @@
  * (shared-tier.ts). Stale entries answer instead of errors and while they are refreshed
  * (RFC 5861), always marked as such (serve.ts).
  */
-import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../clock.js';
 import type { CacheRule, Config } from '../../config/types.js';
 import type { SidecarError } from '../../errors.js';
@@ -20,7 +19,6 @@ import type { SharedCacheEntries } from '../../fleet/ports.js';
 import type { SidecarMetrics } from '../../telemetry/metrics.js';
 import { clientResponseHeaders } from '../headers.js';
 import { CLIENT_GONE, type ClientResponse, type ForwardOutcome } from '../outcome.js';
-import { hasNoBody } from '../request-body.js';
 import type {
   BodyTap,
   ExchangeView,
@@ -31,7 +29,6 @@ import type {
 } from '../stages.js';
 import { capture } from './capture.js';
 import {
-  METHOD_OVERRIDE_FIELDS,
   normalizedPath,
   requestDirective,
   staleWindows,
@@ -39,15 +36,19 @@ import {
   varyFields,
   type StaleWindows,
 } from './directives.js';
-import {
-  createCacheEntries,
-  type CacheEntries,
-  type RequestHeaders,
-  type StoredAnswer,
-} from './entries.js';
+import { createCacheEntries, type CacheEntries, type StoredAnswer } from './entries.js';
 import { Flights, waitFor, type Flight } from './flights.js';
-import { refreshExchange } from './refresh.js';
-import { CACHE_NAME, hitMember, serveAnswer, withCacheStatus, type StaleUse } from './serve.js';
+import { bypassPlan, type FillPlan, type Plan } from './plans.js';
+import { Refreshes } from './refresh.js';
+import {
+  CACHE_NAME,
+  STALE_IF_ERROR_CODES,
+  STALE_IF_ERROR_STATUSES,
+  hitMember,
+  serveAnswer,
+  withCacheStatus,
+  type StaleUse,
+} from './serve.js';
 import { SharedTier } from './shared-tier.js';
 
 export type CacheSettings = Config['cache'];
@@ -55,8 +56,6 @@ export type CacheMetrics = Pick<SidecarMetrics, 'cacheRequests' | 'cacheBytes' |
 
 /** Requests waiting for one upstream answer at most; further ones go upstream on their own. */
 export const DEFAULT_MAX_WAITERS = 256;
-/** Background refreshes in progress at once; beyond it a stale entry answers without one. */
-export const MAX_REFRESHES = 64;
 /** The default upstream.timeoutMs + upstream.bodyTimeoutMs. */
 const DEFAULT_MAX_WAIT_MS = 60_000;
 
@@ -92,43 +91,12 @@ export interface ResponseCache extends ForwardStage {
   stats(): CacheStats;
 }
 
-const INVALIDATING_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 /** Fields the sidecar sets per answer; never stored. */
 const PER_ANSWER_FIELDS = ['x-request-id', 'age', 'cache-status', 'ratelimit', 'ratelimit-policy'];
-/** Upstream answers a stale entry answers instead of (RFC 5861 §4). */
-const ERROR_STATUSES = new Set([500, 502, 503, 504]);
-/** The sidecar's own errors a stale entry answers instead of; the first two went upstream. */
-const FORWARDED_ERRORS = new Set(['upstream_unreachable', 'upstream_timeout']);
-const ERROR_CODES = new Set([
-  ...FORWARDED_ERRORS,
-  'upstream_unavailable',
-  'upstream_rate_limited',
-  'token_unavailable',
-]);
-
 function headerText(value: string | string[] | undefined): string {
   if (value === undefined) return '';
   return Array.isArray(value) ? value.join(', ') : value;
 }
-
-/** What `beforeUpstream` decided for an exchange that goes upstream, for `upstreamAnswered`. */
-type Plan =
-  /** Only `Cache-Status` is added: nothing is stored. */
-  | { kind: 'pass'; member: string; stale: StoredAnswer | undefined }
-  /** POST, PUT, PATCH, DELETE: a 2xx answer invalidates the path (RFC 9111 §4.4). */
-  | { kind: 'unsafe'; member: string; path: string }
-  /** A GET whose 200 answer may be stored; `stale` answers if the API cannot. */
-  | {
-      kind: 'fill';
-      member: string;
-      key: string;
-      path: string;
-      rule: CacheRule;
-      headers: RequestHeaders;
-      flight: Flight | undefined;
-      generation: number;
-      stale: StoredAnswer | undefined;
-    };
 
 export function createResponseCache(options: ResponseCacheOptions): ResponseCache {
   return new Cache(options);
@@ -148,11 +116,7 @@ class Cache implements ResponseCache {
   readonly #flights: Flights;
   readonly #plans = new WeakMap<ExchangeView, Plan>();
   readonly #shared: SharedTier | undefined;
-  /** The cache's own refresh exchanges, with the fleet lease each holds. */
-  readonly #refreshes = new WeakMap<ExchangeView, Flight['lease']>();
-  /** Keys being refreshed in the background. */
-  readonly #refreshing = new Set<string>();
-  #forward: Forward | undefined;
+  readonly #refreshes = new Refreshes();
 
   constructor(options: ResponseCacheOptions) {
     const { settings, metrics } = options;
@@ -185,7 +149,7 @@ class Cache implements ResponseCache {
   }
 
   attach(forward: Forward): void {
-    this.#forward = forward;
+    this.#refreshes.attach(forward);
   }
 
   stats(): CacheStats {
@@ -194,7 +158,7 @@ class Cache implements ResponseCache {
       rules: this.#rules.length,
       shared: this.#shared !== undefined,
       waiting: this.#flights.waiting(),
-      refreshing: this.#refreshing.size,
+      refreshing: this.#refreshes.size,
     };
   }
 
@@ -205,11 +169,14 @@ class Cache implements ResponseCache {
     const rule = this.#ruleFor(path);
     if (!rule) return undefined;
     const directive = requestDirective(req.headers['cache-control'], req.headers.pragma);
-    const bypass = this.#bypass(exchange, path, directive);
-    if (bypass !== undefined) return this.#plan(exchange, bypass);
+    const bypass = bypassPlan(exchange, path, directive);
+    if (bypass !== undefined) {
+      this.#metrics.cacheRequests.inc({ result: 'bypass' });
+      return this.#plan(exchange, bypass);
+    }
     const uri = query === -1 ? path : `${path}${target.slice(query)}`;
     const key = `${uri}\n${headerText(req.headers.accept)}\n${headerText(req.headers['accept-encoding'])}`;
-    if (this.#refreshes.has(exchange)) return this.#refreshPlan(exchange, key, path, rule);
+    if (this.#refreshes.isRefresh(exchange)) return this.#refreshPlan(exchange, key, path, rule);
     const lookupStart = exchange.trace === undefined ? 0 : this.#clock.now();
     let fwd = 'request';
     let waited = false;
@@ -249,7 +216,7 @@ class Cache implements ResponseCache {
     const member = `${CACHE_NAME}; fwd=${fwd}`;
     if (method === 'HEAD') return this.#plan(exchange, { kind: 'pass', member, stale });
     const flight = waited || this.#flights.has(key) ? undefined : this.#flights.lead(exchange, key);
-    const plan: Extract<Plan, { kind: 'fill' }> = {
+    const plan: FillPlan = {
       kind: 'fill',
       member,
       key,
@@ -274,7 +241,7 @@ class Cache implements ResponseCache {
   ): BodyTap | Served | undefined {
     const p = this.#plans.get(exchange);
     if (!p) return undefined;
-    if (p.kind !== 'unsafe' && p.stale !== undefined && ERROR_STATUSES.has(status)) {
+    if (p.kind !== 'unsafe' && p.stale !== undefined && STALE_IF_ERROR_STATUSES.has(status)) {
       // The API failed; the last good answer goes instead, marked (its body is dropped).
       const served = this.#ifError(exchange, p.stale, { forwarded: true, status });
       if (served !== undefined) {
@@ -339,12 +306,13 @@ class Cache implements ResponseCache {
   failed(exchange: ExchangeView, error: SidecarError): ForwardOutcome | undefined {
     const p = this.#plans.get(exchange);
     if (p === undefined || p.kind === 'unsafe' || p.stale === undefined) return undefined;
-    if (!ERROR_CODES.has(error.code)) return undefined;
-    return this.#ifError(exchange, p.stale, { forwarded: FORWARDED_ERRORS.has(error.code) });
+    const forwarded = STALE_IF_ERROR_CODES.get(error.code);
+    if (forwarded === undefined) return undefined;
+    return this.#ifError(exchange, p.stale, { forwarded });
   }
 
   /** A fill's capture is over: store what arrived whole, here and (holding the lease) in the fleet. */
-  #captured(p: Extract<Plan, { kind: 'fill' }>, answer: StoredAnswer | undefined): void {
+  #captured(p: FillPlan, answer: StoredAnswer | undefined): void {
     if (answer !== undefined && this.generation === p.generation) {
       this.entries.put(p.key, p.path, answer);
       const lease = p.flight?.lease;
@@ -361,7 +329,7 @@ class Cache implements ResponseCache {
    */
   async #fromFleet(
     exchange: ExchangeView,
-    plan: Extract<Plan, { kind: 'fill' }>,
+    plan: FillPlan,
     flight: Flight,
   ): Promise<ForwardOutcome | undefined> {
     const { key, path, headers } = plan;
@@ -406,18 +374,7 @@ class Cache implements ResponseCache {
     refresh: boolean,
     lease: Flight['lease'],
   ): ForwardOutcome {
-    const forward = this.#forward;
-    if (refresh && forward !== undefined && !this.#refreshing.has(key)) {
-      if (this.#refreshing.size < MAX_REFRESHES) {
-        const background = refreshExchange(exchange.target, exchange.req.rawHeaders, randomUUID());
-        this.#refreshes.set(background, lease);
-        this.#refreshing.add(key);
-        lease = undefined;
-        void forward(background)
-          .catch(() => undefined)
-          .finally(() => this.#refreshing.delete(key));
-      }
-    }
+    if (refresh && this.#refreshes.start(key, exchange, lease)) lease = undefined;
     if (lease !== undefined) this.#shared?.release(key);
     this.#metrics.cacheRequests.inc({ result: 'stale' });
     const now = this.#clock.now();
@@ -432,7 +389,7 @@ class Cache implements ResponseCache {
     path: string,
     rule: CacheRule,
   ): ForwardOutcome | undefined {
-    const lease = this.#refreshes.get(exchange);
+    const lease = this.#refreshes.leaseOf(exchange);
     if (this.#flights.has(key)) {
       // A fill of the key is on its way already: it is the refresh.
       if (lease !== undefined) this.#shared?.release(key);
@@ -475,25 +432,6 @@ class Cache implements ResponseCache {
     exchange.trace?.wait('cache.lookup', start, this.#clock.now(), {
       'oauth_sidecar.cache.result': result,
     });
-  }
-
-  /** Requests that never read or write the cache: other methods, no-store, a GET with a body. */
-  #bypass(exchange: ExchangeView, path: string, directive: string): Plan | undefined {
-    const { req, method } = exchange;
-    if (method !== 'GET' && method !== 'HEAD') {
-      this.#metrics.cacheRequests.inc({ result: 'bypass' });
-      const member = `${CACHE_NAME}; fwd=method`;
-      return INVALIDATING_METHODS.has(method)
-        ? { kind: 'unsafe', member, path }
-        : { kind: 'pass', member, stale: undefined };
-    }
-    // A GET with a body or a method override is not the resource's plain representation: such
-    // a request neither reads nor writes the cache (a body could poison the entry for everyone).
-    const tunnelled =
-      !hasNoBody(req) || METHOD_OVERRIDE_FIELDS.some((name) => req.headers[name] !== undefined);
-    if (directive !== 'no-store' && !tunnelled) return undefined;
-    this.#metrics.cacheRequests.inc({ result: 'bypass' });
-    return { kind: 'pass', member: `${CACHE_NAME}; fwd=bypass`, stale: undefined };
   }
 
   #ruleFor(path: string): CacheRule | undefined {
