@@ -418,7 +418,9 @@ function adminState({ keeper, store }: StartedKeeper, stack: ProxyStack) {
     tokenStatus: () => ({ ...keeper.status() }),
     ...(store !== undefined && { storeStatus: () => ({ ...store.coordinator.status() }) }),
     cacheStatus: () =>
-      cache ? { enabled: true, ...cache.stats() } : { enabled: false, entries: 0, bytes: 0 },
+      cache
+        ? { enabled: true, ...cache.stats() }
+        : { enabled: false, shared: false, entries: 0, bytes: 0 },
     quotaStatus: () => quota.status(),
   };
 }

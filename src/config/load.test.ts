@@ -337,7 +337,6 @@ describe('loadConfig: defaults and precedence', () => {
     ).toEqual([
       expect.stringContaining('CACHE_STALE_IF_ERROR_SECONDS (cache.staleIfErrorSeconds)'),
       'CACHE_SHARED (cache.shared): needs a store (STORE_URL (store.url)) to share entries through',
-      'CACHE_SHARED (cache.shared): has no effect without CACHE_RULES (cache.rules)',
     ]);
   });
 

@@ -277,15 +277,10 @@ function checkCacheRules(get: Get, invalid: ReadonlySet<FieldKey>, problems: str
       }
     }
   }
-  if (get('cache.shared')) {
-    if (get('store.url') === undefined) {
-      problems.push(
-        `${label('cache.shared')}: needs a store (${label('store.url')}) to share entries through`,
-      );
-    }
-    if (get('cache.rules').length === 0) {
-      problems.push(`${label('cache.shared')}: has no effect without ${label('cache.rules')}`);
-    }
+  if (get('cache.shared') && get('store.url') === undefined) {
+    problems.push(
+      `${label('cache.shared')}: needs a store (${label('store.url')}) to share entries through`,
+    );
   }
   if (
     !invalid.has('cache.maxBytes') &&
