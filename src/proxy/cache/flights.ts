@@ -19,6 +19,8 @@ export interface Flight {
   lease: { generation: string } | undefined;
   /** The answer went to the store (which gave the lease back with it). */
   shared: boolean;
+  /** The fill failed and a stale entry answered instead (its waiters answer so too). */
+  staleUse: { forwarded: boolean; status?: number } | undefined;
   done: Promise<void>;
   /** Wake the waiters (they look the key up again) and stop accepting new ones. */
   settle(abandoned?: boolean): void;
@@ -86,6 +88,7 @@ export class Flights {
       captured: false,
       lease: undefined,
       shared: false,
+      staleUse: undefined,
       done: new Promise<void>((r) => (resolve = r)),
       settle(abandoned = false) {
         if (flight.settled) return;

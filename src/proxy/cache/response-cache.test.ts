@@ -471,6 +471,24 @@ describe('stale answers (RFC 5861)', () => {
     expect(await count('stale')).toBe(3);
   });
 
+  it('stale-if-error: requests waiting on a fill that failed answer stale too, without a request each', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const { calls, get } = cacheWith([FIVE_SECONDS, { gate, status: 503 }], STALE);
+    await get('/v1.0/contracts/');
+    vi.advanceTimersByTime(6_000);
+    const pending = Array.from({ length: 5 }, () => get('/v1.0/contracts/'));
+    release();
+    const answers = await Promise.all(pending);
+    expect(answers.map((a) => a.res.body)).toEqual(['good', 'good', 'good', 'good', 'good']);
+    for (const answer of answers) {
+      expect(answer.res.headers['cache-status']).toMatch(
+        /fwd=stale; fwd-status=503; detail=stale-if-error$/,
+      );
+    }
+    expect(calls).toHaveLength(2);
+  });
+
   it('stale-if-error: unreachable, timeout, cooldown and no token are answered with it too', async () => {
     const errors = [
       new SidecarError('upstream_unreachable', 'down'),

@@ -210,6 +210,11 @@ class Cache implements ResponseCache {
       if (!flight || flight.waiters >= this.#maxWaiters) break;
       if ((await waitFor(flight, exchange)) === 'gone') return CLIENT_GONE;
       waited = !(flight.abandoned && ++handoffs < 2);
+      // The fill failed and its leader answered stale: so do its waiters (no request each).
+      if (flight.staleUse !== undefined && stale !== undefined) {
+        const served = this.#ifError(exchange, stale, flight.staleUse, undefined);
+        if (served !== undefined) return served;
+      }
     }
     this.#metrics.cacheRequests.inc({ result: 'miss' });
     this.#traceLookup(exchange, lookupStart, 'miss');
@@ -243,7 +248,8 @@ class Cache implements ResponseCache {
     if (!p) return undefined;
     if (p.kind !== 'unsafe' && p.stale !== undefined && STALE_IF_ERROR_STATUSES.has(status)) {
       // The API failed; the last good answer goes instead, marked (its body is dropped).
-      const served = this.#ifError(exchange, p.stale, { forwarded: true, status });
+      const flight = p.kind === 'fill' ? p.flight : undefined;
+      const served = this.#ifError(exchange, p.stale, { forwarded: true, status }, flight);
       if (served !== undefined) {
         if (p.kind === 'fill') p.flight?.settle();
         return { served: served.status };
@@ -308,7 +314,12 @@ class Cache implements ResponseCache {
     if (p === undefined || p.kind === 'unsafe' || p.stale === undefined) return undefined;
     const forwarded = STALE_IF_ERROR_CODES.get(error.code);
     if (forwarded === undefined) return undefined;
-    return this.#ifError(exchange, p.stale, { forwarded });
+    return this.#ifError(
+      exchange,
+      p.stale,
+      { forwarded },
+      p.kind === 'fill' ? p.flight : undefined,
+    );
   }
 
   /** A fill's capture is over: store what arrived whole, here and (holding the lease) in the fleet. */
@@ -340,10 +351,10 @@ class Cache implements ResponseCache {
       (answer) => this.#clock.now() < answer.staleWhileRevalidateUntil,
       () => exchange.clientGone(),
     );
-    if (found === undefined) return undefined; // the store failed: this process alone
-    flight.lease = found.lease;
+    // The store failed (undefined): this process decides alone, as without the shared tier.
+    flight.lease = found?.lease;
     const now = this.#clock.now();
-    const { answer } = found;
+    const answer = found?.answer;
     if (answer !== undefined) {
       // The fleet's entry serves this process too (a stale one for its stale windows).
       if (this.generation === plan.generation) this.entries.put(key, path, answer);
@@ -360,7 +371,7 @@ class Cache implements ResponseCache {
       const lease = flight.lease;
       flight.lease = undefined;
       flight.settle();
-      return this.#whileRevalidate(exchange, stale, key, !found.held, lease);
+      return this.#whileRevalidate(exchange, stale, key, found?.held !== true, lease);
     }
     if (exchange.clientGone()) return CLIENT_GONE;
     return undefined;
@@ -414,10 +425,12 @@ class Cache implements ResponseCache {
   #ifError(
     exchange: ExchangeView,
     stale: StoredAnswer,
-    how: Omit<StaleUse, 'detail'>,
+    how: Flight['staleUse'] & object,
+    flight: Flight | undefined,
   ): ForwardOutcome | undefined {
     const now = this.#clock.now();
     if (now >= stale.staleIfErrorUntil || exchange.clientGone()) return undefined;
+    if (flight !== undefined) flight.staleUse = how;
     this.#metrics.cacheRequests.inc({ result: 'stale' });
     return serveAnswer(
       stale,
