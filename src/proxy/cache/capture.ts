@@ -2,9 +2,11 @@
  * A storable answer captured while it streams to its client; the copy is dropped once it
  * outgrows `cache.maxEntryBytes` or the room left in the cache.
  */
-import type { OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { clientResponseHeaders } from '../headers.js';
 import type { BodyTap } from '../stages.js';
-import type { StaleWindows } from './directives.js';
+import { staleWindows, storableSeconds, varyFields, type StaleWindows } from './directives.js';
+import type { FillPlan } from './plans.js';
 import {
   answerSize,
   varyValuesOf,
@@ -29,6 +31,42 @@ export interface CaptureTarget {
   now(): number;
   /** The capture is over: `answer` arrived whole (undefined: cut short, or it outgrew the limit). */
   captured(answer: StoredAnswer | undefined): void;
+}
+
+/** Fields the sidecar sets per answer; never stored. */
+const PER_ANSWER_FIELDS = ['x-request-id', 'age', 'cache-status', 'ratelimit', 'ratelimit-policy'];
+
+/**
+ * What of the upstream's answer head a fill keeps, or undefined when it is not stored: not a
+ * 200, a cookie (one caller's, RFC 9111 §7.3), no lifetime, `Vary: *`, or declared too large.
+ */
+export function captureSpec(
+  plan: FillPlan,
+  status: number,
+  headers: IncomingHttpHeaders,
+  limits: {
+    maxEntryBytes: number;
+    stale: StaleWindows;
+    now: number;
+    /** The upstream's own `Cache-Status`, kept with the answer (the sidecar's is per answer). */
+    upstreamCacheStatus: string | string[] | undefined;
+  },
+): CaptureSpec | undefined {
+  if (status !== 200 || headers['set-cookie'] !== undefined) return undefined;
+  const cacheControl = headers['cache-control'];
+  const freshness = { cacheControl, expires: headers.expires, date: headers.date };
+  const seconds = storableSeconds(plan.rule.ttlSeconds, freshness, limits.now);
+  const vary = seconds > 0 ? varyFields(headers.vary) : undefined;
+  if (vary === undefined || Number(headers['content-length'] ?? 0) > limits.maxEntryBytes) {
+    return undefined;
+  }
+  const stored = clientResponseHeaders(headers, '');
+  for (const name of PER_ANSWER_FIELDS) delete stored[name];
+  if (limits.upstreamCacheStatus !== undefined) {
+    stored['cache-status'] = limits.upstreamCacheStatus;
+  }
+  const stale = staleWindows(limits.stale, cacheControl);
+  return { key: plan.key, headers: stored, requestHeaders: plan.headers, seconds, stale, vary };
 }
 
 export function capture(target: CaptureTarget, spec: CaptureSpec): BodyTap {

@@ -17,7 +17,6 @@ import type { CacheRule, Config } from '../../config/types.js';
 import type { SidecarError } from '../../errors.js';
 import type { SharedCacheEntries } from '../../fleet/ports.js';
 import type { SidecarMetrics } from '../../telemetry/metrics.js';
-import { clientResponseHeaders } from '../headers.js';
 import { CLIENT_GONE, type ClientResponse, type ForwardOutcome } from '../outcome.js';
 import type {
   BodyTap,
@@ -27,15 +26,8 @@ import type {
   Served,
   UpstreamHead,
 } from '../stages.js';
-import { capture } from './capture.js';
-import {
-  normalizedPath,
-  requestDirective,
-  staleWindows,
-  storableSeconds,
-  varyFields,
-  type StaleWindows,
-} from './directives.js';
+import { capture, captureSpec } from './capture.js';
+import { normalizedPath, requestDirective, type StaleWindows } from './directives.js';
 import { createCacheEntries, type CacheEntries, type StoredAnswer } from './entries.js';
 import { Flights, waitFor, type Flight } from './flights.js';
 import { bypassPlan, type FillPlan, type Plan } from './plans.js';
@@ -91,8 +83,6 @@ export interface ResponseCache extends ForwardStage {
   stats(): CacheStats;
 }
 
-/** Fields the sidecar sets per answer; never stored. */
-const PER_ANSWER_FIELDS = ['x-request-id', 'age', 'cache-status', 'ratelimit', 'ratelimit-policy'];
 function headerText(value: string | string[] | undefined): string {
   if (value === undefined) return '';
   return Array.isArray(value) ? value.join(', ') : value;
@@ -265,29 +255,16 @@ class Cache implements ResponseCache {
       this.#shared?.invalidate(p.path);
     }
     if (p.kind !== 'fill') return undefined;
-    const now = this.#clock.now();
-    // An answer that sets a cookie is one caller's (RFC 9111 §7.3): never handed to the next.
-    const seconds =
-      status === 200 && headers['set-cookie'] === undefined
-        ? storableSeconds(
-            p.rule.ttlSeconds,
-            {
-              cacheControl: headers['cache-control'],
-              expires: headers.expires,
-              date: headers.date,
-            },
-            now,
-          )
-        : 0;
-    const vary = seconds > 0 ? varyFields(headers.vary) : undefined;
-    const declared = Number(headers['content-length'] ?? 0);
-    if (!vary || declared > this.#settings.maxEntryBytes) {
+    const spec = captureSpec(p, status, headers, {
+      maxEntryBytes: this.#settings.maxEntryBytes,
+      stale: this.#stale,
+      now: this.#clock.now(),
+      upstreamCacheStatus,
+    });
+    if (spec === undefined) {
       p.flight?.settle();
       return undefined;
     }
-    const stored = clientResponseHeaders(headers, '');
-    for (const name of PER_ANSWER_FIELDS) delete stored[name];
-    if (upstreamCacheStatus !== undefined) stored['cache-status'] = upstreamCacheStatus;
     // "stored" is said when the answer is being captured; one that then outgrows the limit is not.
     headers['cache-status'] = withCacheStatus(upstreamCacheStatus, `${p.member}; stored`);
     if (p.flight) p.flight.captured = true;
@@ -297,15 +274,7 @@ class Cache implements ResponseCache {
       now: () => this.#clock.now(),
       captured: (answer: StoredAnswer | undefined) => this.#captured(p, answer),
     };
-    const stale = staleWindows(this.#stale, headers['cache-control']);
-    return capture(target, {
-      key: p.key,
-      headers: stored,
-      requestHeaders: p.headers,
-      seconds,
-      stale,
-      vary,
-    });
+    return capture(target, spec);
   }
 
   /** The API could not answer (or a cooldown or no token): a stale entry may instead. */
