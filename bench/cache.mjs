@@ -1,15 +1,18 @@
 // The response cache benchmark (issue 12): a 2 KB answer served from the sidecar's cache, the
 // same request forwarded (the miss path: `Cache-Control: no-store` bypasses the cache, so every
-// request goes upstream), and nginx serving the same body from disk. Alternating order over
-// several rounds; medians of per-round ratios. Checks that cache hits sent nothing upstream.
+// request goes upstream), a local miss answered from the shared tier in a real redis-server (a
+// second sidecar with `CACHE_SHARED` and a one-entry local tier, cycling 1,000 keys the store
+// holds), and nginx serving the same body from disk. Alternating order over several rounds;
+// medians of per-round ratios. Checks that cache hits and store hits sent nothing upstream.
 //
 //   npm run build && node bench/cache.mjs [--rounds 3] [--duration 5] [--connections 50]
 //     [--node /path/to/node] [--no-pin] [--keep]
 //
-// Pinning as in bench/run.mjs (taskset, 2+ cores): the servers compared (sidecar, nginx serving
-// the file) on CPU 1; wrk, the upstream nginx and this process (token endpoint) on CPU 0.
+// Pinning as in bench/run.mjs (taskset, 2+ cores): the servers compared (sidecars, nginx serving
+// the file) on CPU 1; wrk, the upstream nginx, redis-server and this process (token endpoint) on
+// CPU 0.
 //
-// Needs nginx and wrk. Writes bench/results/cache-latest.json and cache-latest.md; exits 1 when
+// Needs nginx, wrk and redis-server. Writes bench/results/cache-latest.json and cache-latest.md; exits 1 when
 // a hit reached the upstream.
 import { Buffer } from 'node:buffer';
 import { execFile, execFileSync } from 'node:child_process';
@@ -20,8 +23,10 @@ import process from 'node:process';
 import { promisify, parseArgs } from 'node:util';
 import { request } from 'undici';
 import {
+  CLK_TCK,
   ROOT,
   caAgent,
+  cpuTicks,
   fmt,
   freePort,
   makePki,
@@ -34,6 +39,7 @@ import {
   scrape,
   sidecarEnv,
   startChild,
+  startRedisServer,
   waitForStatus,
 } from './lib.mjs';
 
@@ -53,6 +59,8 @@ const ROUNDS = Number(args.rounds);
 const DURATION = Number(args.duration);
 const CONNECTIONS = Number(args.connections);
 const PATH = '/v1.0/contracts/';
+/** Distinct keys the shared-tier row cycles through (all in the store, one at a time locally). */
+const SHARED_KEYS = 1000;
 
 const work = makeWorkDir('oauth-sidecar-bench-cache-');
 const cleanups = [];
@@ -86,9 +94,10 @@ function startNginx(name, template, values, cpu) {
   return proc;
 }
 
-async function wrk(url, headers = []) {
+async function wrk(url, headers = [], script = undefined) {
   const argv = ['-t1', `-c${CONNECTIONS}`, `-d${DURATION}s`, '--latency', '--timeout', '10s'];
   for (const h of headers) argv.push('-H', h);
+  if (script !== undefined) argv.push('-s', script);
   const [command, full] = onCpu(0, 'wrk', [...argv, url]);
   const { stdout } = await run(command, full, { timeout: (DURATION + 30) * 1000 });
   const unit = (value, u) => Number(value) * { us: 0.001, ms: 1, s: 1000, m: 60000 }[u];
@@ -135,23 +144,41 @@ async function main() {
     pki: { caCert: pki.caCert, serverCert: pki.serverCert, serverKey: pki.serverKey },
   });
   cleanups.push(() => standin.close());
-  const [port, adminPort] = [await freePort(), await freePort()];
-  const [sidecarCommand, sidecarArgv] = onCpu(1, args.node, [join(ROOT, 'dist', 'main.js')]);
-  const proc = startChild(sidecarCommand, sidecarArgv, {
-    env: sidecarEnv({
-      upstream,
-      tokenUrl: `${standin.url}/oauth/token/`,
-      caFile: pki.caFile,
-      proxyPort: port,
-      adminPort,
-      extra: { CACHE_RULES: `${PATH}=3600` },
-    }),
-    logFile: join(work, 'sidecar.log'),
+  const redis = await startRedisServer(cleanups, (command, argv) => onCpu(0, command, argv));
+  const startSidecar = async (name, extra) => {
+    const [port, adminPort] = [await freePort(), await freePort()];
+    const [sidecarCommand, sidecarArgv] = onCpu(1, args.node, [join(ROOT, 'dist', 'main.js')]);
+    const proc = startChild(sidecarCommand, sidecarArgv, {
+      env: sidecarEnv({
+        upstream,
+        tokenUrl: `${standin.url}/oauth/token/`,
+        caFile: pki.caFile,
+        proxyPort: port,
+        adminPort,
+        extra: { CACHE_RULES: `${PATH}=3600`, ...extra },
+      }),
+      logFile: join(work, `${name}.log`),
+    });
+    cleanups.push(() => proc.stop());
+    const admin = `http://127.0.0.1:${adminPort}`;
+    await waitForStatus(`${admin}/readyz`, { isAlive: () => !proc.exited });
+    return { admin, url: `http://127.0.0.1:${port}${PATH}`, pid: proc.pid };
+  };
+  const local = await startSidecar('sidecar', {});
+  const { admin, url: sidecarUrl } = local;
+  const shared = await startSidecar('sidecar-shared', {
+    STORE_URL: redis.url,
+    CACHE_SHARED: 'true',
+    CACHE_MAX_ENTRIES: '1',
   });
-  cleanups.push(() => proc.stop());
-  const admin = `http://127.0.0.1:${adminPort}`;
-  await waitForStatus(`${admin}/readyz`, { isAlive: () => !proc.exited });
-  const sidecarUrl = `http://127.0.0.1:${port}${PATH}`;
+  // Every key once through the shared sidecar: the store holds them all, its local tier one.
+  for (let k = 1; k <= SHARED_KEYS; k++) await (await request(`${shared.url}?k=${k}`)).body.text();
+  const cycling = join(work, 'cycle-keys.lua');
+  writeFileSync(
+    cycling,
+    `local i = 0\nrequest = function()\n  i = i % ${SHARED_KEYS} + 1\n` +
+      `  return wrk.format(nil, "${PATH}?k=" .. i)\nend\n`,
+  );
 
   // Same body everywhere; the second sidecar answer must be a hit.
   const bodies = [];
@@ -159,24 +186,53 @@ async function main() {
     const res = await request(url);
     bodies.push({ text: await res.body.text(), status: res.headers['cache-status'] });
   }
-  if (bodies[1].status !== 'oauth-sidecar; hit' || new Set(bodies.map((b) => b.text)).size !== 1) {
+  const fromStore = await request(`${shared.url}?k=1`);
+  bodies.push({ text: await fromStore.body.text(), status: fromStore.headers['cache-status'] });
+  if (
+    bodies[1].status !== 'oauth-sidecar; hit' ||
+    bodies[3].status !== 'oauth-sidecar; hit' ||
+    new Set(bodies.map((b) => b.text)).size !== 1
+  ) {
     throw new Error(`warm-up: ${JSON.stringify(bodies.map((b) => b.status))}, bodies differ?`);
   }
 
   const targets = [
-    { name: 'hit', label: 'oauth-sidecar, cache hit', url: sidecarUrl, headers: [] },
+    {
+      name: 'hit',
+      label: 'oauth-sidecar, cache hit',
+      url: sidecarUrl,
+      headers: [],
+      pid: local.pid,
+    },
     {
       name: 'miss',
       label: 'oauth-sidecar, forwarded (`Cache-Control: no-store`: the miss path)',
       url: sidecarUrl,
       headers: ['Cache-Control: no-store'],
+      pid: local.pid,
+    },
+    {
+      name: 'shared',
+      label: `oauth-sidecar, local miss answered from the store (shared tier, ${SHARED_KEYS} keys)`,
+      url: shared.url,
+      headers: [],
+      script: cycling,
+      admin: shared.admin,
+      pid: shared.pid,
     },
     { name: 'nginx', label: 'nginx serving the same file (HTTP)', url: nginxUrl, headers: [] },
   ];
-  for (const t of targets) await wrk(t.url, t.headers); // warm-up (JIT, keep-alive pools)
+  for (const t of targets) await wrk(t.url, t.headers, t.script); // warm-up (JIT, pools)
 
-  const upstreamCount = async () =>
-    metricSum(await scrape(admin), 'oauth_sidecar_upstream_requests_total');
+  const upstreamCount = async (adminUrl = admin) =>
+    metricSum(await scrape(adminUrl), 'oauth_sidecar_upstream_requests_total');
+  const storeHits = async () =>
+    metricSum(await scrape(shared.admin), 'oauth_sidecar_cache_shared_requests_total', {
+      result: 'hit',
+    });
+  let upstreamDuringStoreHits = 0;
+  let storeHitsMeasured = 0;
+  let sharedRequests = 0;
   const rounds = [];
   let upstreamDuringHits = 0;
   for (let r = 0; r < ROUNDS; r++) {
@@ -185,8 +241,20 @@ async function main() {
     const round = {};
     for (const t of order) {
       const before = t.name === 'hit' ? await upstreamCount() : 0;
-      round[t.name] = await wrk(t.url, t.headers);
+      const sharedBefore =
+        t.name === 'shared' ? [await upstreamCount(t.admin), await storeHits()] : [];
+      const ticks = t.pid === undefined ? 0 : cpuTicks(t.pid);
+      round[t.name] = await wrk(t.url, t.headers, t.script);
+      if (t.pid !== undefined) {
+        const cpuMs = ((cpuTicks(t.pid) - ticks) * 1000) / CLK_TCK;
+        round[t.name].cpuUsPerRequest = (cpuMs * 1000) / round[t.name].requests;
+      }
       if (t.name === 'hit') upstreamDuringHits += (await upstreamCount()) - before;
+      if (t.name === 'shared') {
+        upstreamDuringStoreHits += (await upstreamCount(t.admin)) - sharedBefore[0];
+        storeHitsMeasured += (await storeHits()) - sharedBefore[1];
+        sharedRequests += round[t.name].requests;
+      }
     }
     rounds.push(round);
     say(
@@ -205,11 +273,17 @@ async function main() {
         rps: pick(t.name, 'rps'),
         p50: pick(t.name, 'p50'),
         p99: pick(t.name, 'p99'),
+        cpuUs: t.pid === undefined ? undefined : pick(t.name, 'cpuUsPerRequest'),
         non2xx: rounds.reduce((s, r) => s + r[t.name].non2xx, 0),
       },
     ]),
   );
-  const ratios = { hitOverMiss: ratio('hit', 'miss'), hitOverNginx: ratio('hit', 'nginx') };
+  const ratios = {
+    hitOverMiss: ratio('hit', 'miss'),
+    hitOverNginx: ratio('hit', 'nginx'),
+    sharedOverHit: ratio('shared', 'hit'),
+    sharedOverMiss: ratio('shared', 'miss'),
+  };
   const meta = {
     date: new Date().toISOString(),
     cpu: cpus()[0]?.model ?? 'unknown',
@@ -222,7 +296,7 @@ async function main() {
     rounds: ROUNDS,
     command: `node bench/cache.mjs ${process.argv.slice(2).join(' ')}`.trim(),
     pinned: PIN
-      ? 'taskset: sidecar and nginx (static) on CPU 1; wrk, upstream nginx, token endpoint on CPU 0'
+      ? 'taskset: sidecars and nginx (static) on CPU 1; wrk, upstream nginx, redis-server, token endpoint on CPU 0'
       : 'not pinned',
   };
   const lines = [
@@ -233,19 +307,24 @@ async function main() {
     `Load: \`${meta.wrk}\` for one 2 KB answer (\`${PATH}\`, \`CACHE_RULES=${PATH}=3600\`); ` +
       `${meta.rounds} rounds in alternating order, medians over rounds. Pinning: ${meta.pinned}.`,
     '',
-    '| target | 2 KB req/s | p50 | p99 | non-2xx |',
-    '|---|---:|---:|---:|---:|',
+    '| target | 2 KB req/s | p50 | p99 | CPU µs / request | non-2xx |',
+    '|---|---:|---:|---:|---:|---:|',
     ...targets.map((t) => {
       const s = summary[t.name];
-      return `| ${s.label} | ${fmt.int(s.rps)} | ${fmt.ms(s.p50)} | ${fmt.ms(s.p99)} | ${s.non2xx} |`;
+      const cpu = s.cpuUs === undefined ? '–' : fmt.int(s.cpuUs);
+      return `| ${s.label} | ${fmt.int(s.rps)} | ${fmt.ms(s.p50)} | ${fmt.ms(s.p99)} | ${cpu} | ${s.non2xx} |`;
     }),
     '',
     '| ratio (median of per-round ratios) | value |',
     '|---|---:|',
     `| cache hit / miss path (req/s) | ${fmt.x(ratios.hitOverMiss)} |`,
     `| cache hit / nginx static (req/s) | ${fmt.x(ratios.hitOverNginx)} |`,
+    `| shared tier (store hit) / local hit (req/s) | ${fmt.x(ratios.sharedOverHit)} |`,
+    `| shared tier (store hit) / miss path (req/s) | ${fmt.x(ratios.sharedOverMiss)} |`,
     '',
-    `Upstream requests while hits were measured: ${upstreamDuringHits} (must be 0).`,
+    `Upstream requests while hits were measured: ${upstreamDuringHits} (must be 0); while the ` +
+      `shared tier was measured: ${upstreamDuringStoreHits} (must be 0), with ${storeHitsMeasured} ` +
+      `store hits for ${sharedRequests} requests (the rest: local hits on the one local entry).`,
     '',
     `Reproduce: \`npm run build && ${meta.command}\``,
     '',
@@ -253,12 +332,23 @@ async function main() {
   const md = lines.join('\n');
   const dir = join(ROOT, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
-  const results = { meta, summary, ratios, upstreamDuringHits, rounds };
+  const results = {
+    meta,
+    summary,
+    ratios,
+    upstreamDuringHits,
+    upstreamDuringStoreHits,
+    storeHitsMeasured,
+    rounds,
+  };
   writeFileSync(join(dir, 'cache-latest.json'), `${JSON.stringify(results, null, 2)}\n`);
   writeFileSync(join(dir, 'cache-latest.md'), md);
   say();
   say(md);
-  const failed = upstreamDuringHits !== 0 || Object.values(summary).some((s) => s.non2xx !== 0);
+  const failed =
+    upstreamDuringHits !== 0 ||
+    upstreamDuringStoreHits !== 0 ||
+    Object.values(summary).some((s) => s.non2xx !== 0);
   return failed ? 1 : 0;
 }
 

@@ -1,9 +1,9 @@
 // Helpers shared by bench/run.mjs and bench/soak.mjs: free ports, a throwaway PKI, nginx, child
 // processes, /proc readings and Prometheus text parsing. Plain ESM so it runs without a build step;
 // the sidecar itself is always the built one (dist/).
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
@@ -290,6 +290,70 @@ export function pinning(noPin) {
     /** This script on CPU 0. */
     pinSelf() {
       if (pinned) execFileSync('taskset', ['-pc', '0', String(process.pid)], { stdio: 'ignore' });
+    },
+  };
+}
+
+/**
+ * A real redis-server on a free loopback port, no persistence (the Debian package's binary);
+ * stopped by `cleanups`. `wrap` pins it (`pinning().onCpu`).
+ */
+export async function startRedisServer(cleanups, wrap = (command, argv) => [command, argv]) {
+  const bin = process.env.REDIS_SERVER_BIN ?? 'redis-server';
+  if (spawnSync(bin, ['--version']).status !== 0) {
+    throw new Error(`${bin} not found: apt-get install -y redis-server (the fleet phase needs it)`);
+  }
+  const port = await freePort();
+  let child;
+  const launch = () => {
+    const [command, argv] = wrap(bin, [
+      ...['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    ]);
+    child = spawn(command, argv, { stdio: 'ignore' });
+  };
+  const kill = async () => {
+    child.kill('SIGTERM');
+    await new Promise((resolve) =>
+      child.exitCode === null && child.signalCode === null
+        ? child.once('exit', resolve)
+        : resolve(),
+    );
+  };
+  launch();
+  cleanups.push(kill);
+  const redisCommand = (line) =>
+    new Promise((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1');
+      let data = '';
+      socket.on('error', reject);
+      socket.on('data', (d) => {
+        data += d;
+        if (/\r\n$/.test(data) && (!data.startsWith('$') || data.split('\r\n').length > 2)) {
+          socket.end();
+          resolve(data);
+        }
+      });
+      socket.write(`${line}\r\n`);
+    });
+  const ready = async () => {
+    for (let i = 0; ; i++) {
+      try {
+        if ((await redisCommand('PING')).includes('PONG')) break;
+      } catch {
+        if (i > 200) throw new Error('redis-server did not start');
+      }
+      await sleep(25);
+    }
+  };
+  await ready();
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    command: redisCommand,
+    /** Stop and start again on the same port: empty, as a store without persistence comes back. */
+    async restart() {
+      await kill();
+      launch();
+      await ready();
     },
   };
 }

@@ -22,9 +22,7 @@
 // open fds (/proc/<pid>/fd) are read then, and again the same way after phase d.
 // Exits 1 on any violated expectation.
 import { Buffer } from 'node:buffer';
-import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { connect } from 'node:net';
 import { createServer } from 'node:https';
 import { join } from 'node:path';
 import process from 'node:process';
@@ -47,6 +45,7 @@ import {
   scrape,
   sidecarEnv,
   startChild,
+  startRedisServer,
   waitForStatus,
 } from './lib.mjs';
 
@@ -317,66 +316,8 @@ async function startTokenFront(pki, target) {
   return { front, url: `https://127.0.0.1:${server.address().port}` };
 }
 
-/** A real redis-server on a free loopback port, no persistence (the Debian package's binary). */
-async function startRedis() {
-  const bin = process.env.REDIS_SERVER_BIN ?? 'redis-server';
-  if (spawnSync(bin, ['--version']).status !== 0) {
-    throw new Error(`${bin} not found: apt-get install -y redis-server (the fleet phase needs it)`);
-  }
-  const port = await freePort();
-  let child;
-  const launch = () => {
-    child = spawn(
-      bin,
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-      { stdio: 'ignore' },
-    );
-  };
-  const kill = async () => {
-    child.kill('SIGTERM');
-    await new Promise((resolve) =>
-      child.exitCode === null && child.signalCode === null
-        ? child.once('exit', resolve)
-        : resolve(),
-    );
-  };
-  launch();
-  cleanups.push(kill);
-  const redisCommand = (line) =>
-    new Promise((resolve, reject) => {
-      const socket = connect(port, '127.0.0.1');
-      let data = '';
-      socket.on('error', reject);
-      socket.on('data', (d) => {
-        data += d;
-        if (/\r\n$/.test(data) && (!data.startsWith('$') || data.split('\r\n').length > 2)) {
-          socket.end();
-          resolve(data);
-        }
-      });
-      socket.write(`${line}\r\n`);
-    });
-  const ready = async () => {
-    for (let i = 0; ; i++) {
-      try {
-        if ((await redisCommand('PING')).includes('PONG')) break;
-      } catch {
-        if (i > 200) throw new Error('redis-server did not start');
-      }
-      await sleep(25);
-    }
-  };
-  await ready();
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    command: redisCommand,
-    /** Stop and start again on the same port: empty, as a store without persistence comes back. */
-    async restart() {
-      await kill();
-      launch();
-      await ready();
-    },
-  };
+function startRedis() {
+  return startRedisServer(cleanups);
 }
 
 /** The environment of a soak sidecar: the stand-in upstream behind the flaky token front. */
