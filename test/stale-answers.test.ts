@@ -155,4 +155,23 @@ describe('stale answers through the sidecar', () => {
     );
     expect(asked(path)).toBe(2); // the first fill and the one refresh
   });
+
+  it('a stale answer costs no rate-limit slot: with the one slot of the hour spent, it still answers', async () => {
+    const sidecar = await fleet.start({
+      CACHE_RULES: '/v1.0/echo/=1',
+      CACHE_STALE_WHILE_REVALIDATE_SECONDS: '60',
+      UPSTREAM_RATE_LIMIT: '1/h',
+      UPSTREAM_QUEUE_MS: '0',
+      LOG_LEVEL: 'info',
+    });
+    const path = '/v1.0/echo/one-slot';
+    expect((await get(sidecar, path)).status).toBe(200); // the hour's one slot
+    const stale = await untilStale(sidecar, path);
+    expect(stale.status).toBe(200);
+    const more = await Promise.all(Array.from({ length: 5 }, () => get(sidecar, path)));
+    expect(more.map((a) => a.status)).toEqual([200, 200, 200, 200, 200]);
+    // The refresh found no slot (refused, not sent); a request outside the cache is refused too.
+    expect(asked(path)).toBe(1);
+    expect((await get(sidecar, '/v1.0/echo/uncached')).status).toBe(429);
+  });
 });
