@@ -5,7 +5,7 @@
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { useStandinFleet } from './helpers/standin-fleet.js';
-import { waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
+import { metricValue, waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
 
 const fleet = useStandinFleet({ redis: true });
 
@@ -50,6 +50,14 @@ describe('the shared cache tier (3 processes, real redis-server)', () => {
     expect(answers[2]!.body).toBe(answers[0]!.body);
     // Each member now holds it locally as well.
     expect((await get(members[1]!, path)).headers['cache-status']).toMatch(/; hit$/);
+    // The second member's first answer came from the store: a hit, not a miss as well.
+    const sample = (result: string) => `oauth_sidecar_cache_requests_total{result="${result}"}`;
+    expect(await metricValue(members[1]!, sample('hit'))).toBe(2);
+    expect(await metricValue(members[1]!, sample('miss'))).toBe(0);
+    // Found in the store at once, or (the first member's write still on its way) after a wait.
+    const shared = (result: string) =>
+      metricValue(members[1]!, `oauth_sidecar_cache_shared_requests_total{result="${result}"}`);
+    expect((await shared('hit')) + (await shared('coalesced'))).toBe(1);
   });
 
   it('the same new question from all three at once (10 each, 1 s upstream) costs one request', async () => {

@@ -6,7 +6,7 @@
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { useStandinFleet } from './helpers/standin-fleet.js';
-import { waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
+import { metricValue, waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
 
 const fleet = useStandinFleet();
 
@@ -20,12 +20,6 @@ async function get(sidecar: SidecarProcess, path: string) {
 
 function asked(path: string): number {
   return fleet.standin.apiRequests.filter((r) => r.url === path).length;
-}
-
-async function metric(sidecar: SidecarProcess, line: string): Promise<number> {
-  const text = await (await request(`${sidecar.adminUrl}/metrics`)).body.text();
-  const found = text.split('\n').find((l) => l.startsWith(line));
-  return found === undefined ? 0 : Number(found.split(' ').pop());
 }
 
 /** Ask until the answer is a stale one (the entry's second of freshness is over). */
@@ -57,7 +51,9 @@ describe('stale answers through the sidecar', () => {
       expect(stale.headers['cache-status']).toMatch(
         /^oauth-sidecar; hit; ttl=-\d+; fwd=stale; fwd-status=503; detail=stale-if-error$/,
       );
-      expect(await metric(sidecar, 'oauth_sidecar_cache_requests_total{result="stale"}')).toBe(1);
+      expect(await metricValue(sidecar, 'oauth_sidecar_cache_requests_total{result="stale"}')).toBe(
+        1,
+      );
       // A 503 with Retry-After starts the cooldown all the same; during it the stale entry
       // answers without asking the API.
       fleet.standin.failApiRequests('/v1.0/echo/maintenance', 503, '60');

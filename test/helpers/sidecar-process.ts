@@ -173,3 +173,13 @@ export function waitReady(sidecar: Pick<SidecarProcess, 'adminUrl'>, timeoutMs =
     'readyz',
   );
 }
+
+/** The value of one sample line of a sidecar's /metrics (`name{labels}` as printed), 0 if absent. */
+export async function metricValue(
+  sidecar: Pick<SidecarProcess, 'adminUrl'>,
+  sample: string,
+): Promise<number> {
+  const text = await (await request(`${sidecar.adminUrl}/metrics`)).body.text();
+  const line = text.split('\n').find((l) => l.startsWith(`${sample} `));
+  return line === undefined ? 0 : Number(line.slice(sample.length + 1));
+}

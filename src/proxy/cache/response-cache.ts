@@ -206,10 +206,9 @@ class Cache implements ResponseCache {
         if (served !== undefined) return served;
       }
     }
-    this.#metrics.cacheRequests.inc({ result: 'miss' });
-    this.#traceLookup(exchange, lookupStart, 'miss');
     const member = `${CACHE_NAME}; fwd=${fwd}`;
-    if (method === 'HEAD') return this.#plan(exchange, { kind: 'pass', member, stale });
+    if (method === 'HEAD')
+      return this.#miss(exchange, lookupStart, { kind: 'pass', member, stale });
     const flight = waited || this.#flights.has(key) ? undefined : this.#flights.lead(exchange, key);
     const plan: FillPlan = {
       kind: 'fill',
@@ -224,8 +223,18 @@ class Cache implements ResponseCache {
     };
     if (flight !== undefined && this.#shared !== undefined && directive === 'none') {
       const served = await this.#fromFleet(exchange, plan, flight);
-      if (served !== undefined) return served;
+      if (served !== undefined) {
+        this.#traceLookup(exchange, lookupStart, 'shared');
+        return served;
+      }
     }
+    return this.#miss(exchange, lookupStart, plan);
+  }
+
+  /** The request goes upstream under `plan` (counted, and traced with the lookup's time). */
+  #miss(exchange: ExchangeView, lookupStart: number, plan: Plan): undefined {
+    this.#metrics.cacheRequests.inc({ result: 'miss' });
+    this.#traceLookup(exchange, lookupStart, 'miss');
     return this.#plan(exchange, plan);
   }
 
