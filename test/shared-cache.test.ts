@@ -122,4 +122,35 @@ describe('the shared cache tier (3 processes, real redis-server)', () => {
     );
     expect(Date.now() - restarted).toBeLessThan(10_000);
   });
+
+  it('stale-while-revalidate: the fleet sends one refresh, and every member then has the new entry', async () => {
+    const env = {
+      ...sharedEnv(),
+      CACHE_RULES: '/v1.0/slow/=1',
+      CACHE_STALE_WHILE_REVALIDATE_SECONDS: '60',
+    };
+    const members = await Promise.all([fleet.start(env), fleet.start(env), fleet.start(env)]);
+    const path = '/v1.0/slow/300?fleet-swr=1';
+    for (const member of members) expect((await get(member, path)).status).toBe(200);
+    expect(asked(path)).toBe(1);
+    // Once stale everywhere, five requests to each member at once: stale answers, one refresh.
+    await waitFor(
+      async () => /ttl=-/.test(String((await get(members[0]!, path)).headers['cache-status'])),
+      10_000,
+      'a stale answer',
+    );
+    const all = await Promise.all(
+      members.flatMap((member) => Array.from({ length: 5 }, () => get(member, path))),
+    );
+    expect(all.every((a) => a.status === 200)).toBe(true);
+    await waitFor(
+      async () => {
+        const answers = await Promise.all(members.map((member) => get(member, path)));
+        return answers.every((a) => /; hit$/.test(String(a.headers['cache-status'])));
+      },
+      10_000,
+      'the refreshed entry on every member',
+    );
+    expect(asked(path)).toBe(2);
+  });
 });
