@@ -13,6 +13,7 @@ import { createMetrics, type SidecarMetrics } from '../../telemetry/metrics.js';
 import type { ClientResponse, ForwardOutcome } from '../outcome.js';
 import type { ClientRequest } from '../request-body.js';
 import type { ExchangeView } from '../stages.js';
+import { MAX_REFRESHES } from './refresh.js';
 import { createResponseCache, type CacheSettings, type ResponseCache } from './response-cache.js';
 
 /** These tests are about fresh entries; stale answers have their own (stale-answers tests). */
@@ -609,5 +610,25 @@ describe('stale answers (RFC 5861)', () => {
       /fwd=stale; stored/,
     );
     expect(refreshes).toHaveLength(1);
+  });
+
+  it(`stale-while-revalidate: at most ${MAX_REFRESHES} refreshes at once; beyond, stale answers without one`, async () => {
+    const never = new Promise<void>(() => undefined);
+    const keys = MAX_REFRESHES + 1;
+    const fills = Array.from({ length: keys }, () => FIVE_SECONDS);
+    const held = Array.from({ length: keys }, () => ({ gate: never }));
+    const { refreshes, get } = cacheWith([...fills, ...held], {
+      staleIfErrorSeconds: 0,
+      staleWhileRevalidateSeconds: 30,
+    });
+    for (let i = 0; i < keys; i++) await get(`/v1.0/contracts/${i}`);
+    vi.advanceTimersByTime(6_000);
+    for (let i = 0; i < keys; i++) {
+      const stale = await get(`/v1.0/contracts/${i}`);
+      expect(stale.res.headers['cache-status']).toMatch(/detail=stale-while-revalidate$/);
+    }
+    expect(refreshes).toHaveLength(MAX_REFRESHES);
+    expect((await get(`/v1.0/contracts/${keys - 1}`)).res.body).toBe('good');
+    expect(refreshes).toHaveLength(MAX_REFRESHES);
   });
 });

@@ -1,0 +1,155 @@
+/**
+ * The shared tier's waiting rules against a hand-made store port, on fake timers: how long a
+ * request waits for another member's fill, what ends the wait, and what a failing store means.
+ */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { SharedAnswer, SharedCacheEntries, SharedRead } from '../../fleet/ports.js';
+import { LeanRegistry } from '../../telemetry/lean-metrics.js';
+import { createMetrics, type SidecarMetrics } from '../../telemetry/metrics.js';
+import { SharedTier } from './shared-tier.js';
+
+const ANSWER: SharedAnswer = {
+  headers: { 'content-length': '2' },
+  body: Buffer.from('ok'),
+  freshMs: 60_000,
+  staleIfErrorMs: 0,
+  staleWhileRevalidateMs: 0,
+  vary: [],
+  varyValues: [],
+};
+
+function store(reads: (n: number) => SharedRead | Error): SharedCacheEntries & { reads: number } {
+  const port = {
+    reads: 0,
+    read() {
+      const result = reads(++port.reads);
+      return result instanceof Error ? Promise.reject(result) : Promise.resolve(result);
+    },
+    write: () => Promise.resolve(),
+    release: () => Promise.resolve(),
+    invalidate: () => Promise.resolve(),
+    health: () => ({ up: true, connecting: false }),
+  };
+  return port;
+}
+
+const held: SharedRead = { answer: undefined, ageMs: 0, generation: '0', lease: 'held' };
+let metrics: SidecarMetrics;
+
+function tier(entries: SharedCacheEntries) {
+  return new SharedTier({
+    entries,
+    maxEntryBytes: 1024,
+    maxWaitMs: 5_000,
+    now: () => Date.now(),
+    metrics,
+  });
+}
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: new Date('2026-01-01T00:00:00Z') });
+  metrics = createMetrics({ registry: new LeanRegistry(), defaultMetrics: false });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('shared tier lookups', () => {
+  it('waits while another member fills, and takes the entry when it lands', async () => {
+    const entries = store((n) => (n < 4 ? held : { ...held, lease: 'none', answer: ANSWER }));
+    const found = tier(entries).lookup(
+      'k',
+      '/p',
+      {},
+      () => false,
+      () => false,
+    );
+    await vi.advanceTimersByTimeAsync(1_000);
+    const result = await found;
+    expect(result?.answer?.body.toString()).toBe('ok');
+    expect(result?.lease).toBeUndefined();
+    expect(entries.reads).toBe(4);
+  });
+
+  it('takes the lease once the holder gave it up without an entry', async () => {
+    const entries = store((n) => (n < 3 ? held : { ...held, lease: 'taken', generation: '7' }));
+    const found = tier(entries).lookup(
+      'k',
+      '/p',
+      {},
+      () => false,
+      () => false,
+    );
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(await found).toMatchObject({ lease: { generation: '7' }, held: false });
+  });
+
+  it('waits at most the lease TTL, reading the store at most every 500 ms', async () => {
+    const entries = store(() => held);
+    const found = tier(entries).lookup(
+      'k',
+      '/p',
+      {},
+      () => false,
+      () => false,
+    );
+    await vi.advanceTimersByTimeAsync(10_000);
+    const result = await found;
+    expect(result).toMatchObject({ answer: undefined, lease: undefined, held: true });
+    expect(Date.now() - new Date('2026-01-01T00:00:00Z').getTime()).toBeLessThanOrEqual(10_000);
+    // 50, 75, 112, ... up to 500 ms apart within 5 s: about 15 reads, never one per millisecond.
+    expect(entries.reads).toBeGreaterThan(5);
+    expect(entries.reads).toBeLessThan(25);
+  });
+
+  it('stops waiting when the client leaves', async () => {
+    let gone = false;
+    const entries = store(() => held);
+    const found = tier(entries).lookup(
+      'k',
+      '/p',
+      {},
+      () => false,
+      () => gone,
+    );
+    await vi.advanceTimersByTimeAsync(200);
+    gone = true;
+    await vi.advanceTimersByTimeAsync(600);
+    expect(await found).toMatchObject({ held: true });
+    expect(entries.reads).toBeLessThan(6);
+  });
+
+  it('a failing store is a miss (undefined), counted as an error', async () => {
+    const result = await tier(store(() => new Error('down'))).lookup(
+      'k',
+      '/p',
+      {},
+      () => false,
+      () => false,
+    );
+    expect(result).toBeUndefined();
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('oauth_sidecar_cache_shared_requests_total{result="error"} 1');
+  });
+
+  it("an entry for another Vary selection, or with nonsense lifetimes, is not this request's", async () => {
+    const varied = { ...ANSWER, vary: ['accept-language'], varyValues: ['de'] };
+    const other = await tier(store(() => ({ ...held, lease: 'taken', answer: varied }))).lookup(
+      'k',
+      '/p',
+      { 'accept-language': 'fr' },
+      () => false,
+      () => false,
+    );
+    expect(other?.answer).toBeUndefined();
+    const broken = { ...ANSWER, freshMs: -5 };
+    const nonsense = await tier(store(() => ({ ...held, lease: 'taken', answer: broken }))).lookup(
+      'k',
+      '/p',
+      {},
+      () => false,
+      () => false,
+    );
+    expect(nonsense?.answer).toBeUndefined();
+  });
+});
