@@ -135,7 +135,7 @@ describe('the shared cache tier (3 processes, real redis-server)', () => {
     expect(asked(path)).toBe(1);
     // Once stale everywhere, five requests to each member at once: stale answers, one refresh.
     await waitFor(
-      async () => /ttl=-/.test(String((await get(members[0]!, path)).headers['cache-status'])),
+      async () => /ttl=-/.test(String((await get(members[0], path)).headers['cache-status'])),
       10_000,
       'a stale answer',
     );
