@@ -322,20 +322,24 @@ class Cache implements ResponseCache {
     flight: Flight,
   ): Promise<ForwardOutcome | undefined> {
     const { key, path, headers } = plan;
-    const found = await this.#shared!.lookup(
-      key,
-      path,
+    const found = await this.#shared!.lookup(key, path, {
       headers,
-      (answer) => this.#clock.now() < answer.staleWhileRevalidateUntil,
-      () => exchange.clientGone(),
-    );
+      limits: {
+        freshMs: plan.rule.ttlSeconds * 1000,
+        staleIfErrorMs: this.#stale.ifError * 1000,
+        staleWhileRevalidateMs: this.#stale.whileRevalidate * 1000,
+      },
+      staleOk: (answer) => this.#clock.now() < answer.staleWhileRevalidateUntil,
+      gone: () => exchange.clientGone(),
+    });
     // The store failed (undefined): this process decides alone, as without the shared tier.
     flight.lease = found?.lease;
     const now = this.#clock.now();
     const answer = found?.answer;
     if (answer !== undefined) {
       // The fleet's entry serves this process too (a stale one for its stale windows).
-      if (this.generation === plan.generation) this.entries.put(key, path, answer);
+      const fits = answer.body.length <= this.#settings.maxEntryBytes;
+      if (fits && this.generation === plan.generation) this.entries.put(key, path, answer);
       if (answer.expiresAt > now) {
         flight.settle();
         this.#metrics.cacheRequests.inc({ result: 'hit' });

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { SharedAnswer, SharedCacheEntries, SharedRead } from '../../fleet/ports.js';
 import { LeanRegistry } from '../../telemetry/lean-metrics.js';
 import { createMetrics, type SidecarMetrics } from '../../telemetry/metrics.js';
-import { SharedTier } from './shared-tier.js';
+import { SharedTier, type Asking } from './shared-tier.js';
 
 const ANSWER: SharedAnswer = {
   headers: { 'content-length': '2' },
@@ -36,6 +36,16 @@ function store(reads: (n: number) => SharedRead | Error): SharedCacheEntries & {
 const held: SharedRead = { answer: undefined, ageMs: 0, generation: '0', lease: 'held' };
 let metrics: SidecarMetrics;
 
+/** A request of this process: a minute fresh, no stale windows, never stale-ok. */
+function ask(headers: Record<string, string>, gone: () => boolean): Asking {
+  return {
+    headers,
+    limits: { freshMs: 60_000, staleIfErrorMs: 0, staleWhileRevalidateMs: 0 },
+    staleOk: () => false,
+    gone,
+  };
+}
+
 function tier(entries: SharedCacheEntries) {
   return new SharedTier({
     entries,
@@ -60,9 +70,7 @@ describe('shared tier lookups', () => {
     const found = tier(entries).lookup(
       'k',
       '/p',
-      {},
-      () => false,
-      () => false,
+      ask({}, () => false),
     );
     await vi.advanceTimersByTimeAsync(1_000);
     const result = await found;
@@ -76,9 +84,7 @@ describe('shared tier lookups', () => {
     const found = tier(entries).lookup(
       'k',
       '/p',
-      {},
-      () => false,
-      () => false,
+      ask({}, () => false),
     );
     await vi.advanceTimersByTimeAsync(1_000);
     expect(await found).toMatchObject({ lease: { generation: '7' }, held: false });
@@ -89,9 +95,7 @@ describe('shared tier lookups', () => {
     const found = tier(entries).lookup(
       'k',
       '/p',
-      {},
-      () => false,
-      () => false,
+      ask({}, () => false),
     );
     await vi.advanceTimersByTimeAsync(10_000);
     const result = await found;
@@ -108,9 +112,7 @@ describe('shared tier lookups', () => {
     const found = tier(entries).lookup(
       'k',
       '/p',
-      {},
-      () => false,
-      () => gone,
+      ask({}, () => gone),
     );
     await vi.advanceTimersByTimeAsync(200);
     gone = true;
@@ -123,9 +125,7 @@ describe('shared tier lookups', () => {
     const result = await tier(store(() => new Error('down'))).lookup(
       'k',
       '/p',
-      {},
-      () => false,
-      () => false,
+      ask({}, () => false),
     );
     expect(result).toBeUndefined();
     const text = await metrics.registry.metrics();
@@ -137,19 +137,30 @@ describe('shared tier lookups', () => {
     const other = await tier(store(() => ({ ...held, lease: 'taken', answer: varied }))).lookup(
       'k',
       '/p',
-      { 'accept-language': 'fr' },
-      () => false,
-      () => false,
+      ask({ 'accept-language': 'fr' }, () => false),
     );
     expect(other?.answer).toBeUndefined();
     const broken = { ...ANSWER, freshMs: -5 };
     const nonsense = await tier(store(() => ({ ...held, lease: 'taken', answer: broken }))).lookup(
       'k',
       '/p',
-      {},
-      () => false,
-      () => false,
+      ask({}, () => false),
     );
     expect(nonsense?.answer).toBeUndefined();
+  });
+
+  it("cuts another member's longer lifetimes to this process's own rule and windows", async () => {
+    const long = { ...ANSWER, freshMs: 86_400_000, staleIfErrorMs: 86_400_000 };
+    const result = await tier(store(() => ({ ...held, lease: 'none', answer: long }))).lookup(
+      'k',
+      '/p',
+      {
+        ...ask({}, () => false),
+        limits: { freshMs: 60_000, staleIfErrorMs: 30_000, staleWhileRevalidateMs: 0 },
+      },
+    );
+    const answer = result!.answer!;
+    expect(answer.expiresAt - answer.storedAt).toBe(60_000);
+    expect(answer.staleIfErrorUntil - answer.expiresAt).toBe(30_000);
   });
 });

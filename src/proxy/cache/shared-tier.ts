@@ -21,6 +21,20 @@ export interface SharedLookup {
   held: boolean;
 }
 
+/** Who is asking: a request of this process, with this process's own rules. */
+export interface Asking {
+  headers: RequestHeaders;
+  /**
+   * The longest this process keeps an answer fresh (its rule's TTL) and its stale windows: an
+   * entry another member wrote under longer ones is cut to these.
+   */
+  limits: { freshMs: number; staleIfErrorMs: number; staleWhileRevalidateMs: number };
+  /** A stale entry that may answer at once (stale-while-revalidate): no need to wait for a fill. */
+  staleOk(answer: StoredAnswer): boolean;
+  /** The client left: stop waiting. */
+  gone(): boolean;
+}
+
 export interface SharedTierOptions {
   entries: SharedCacheEntries;
   /** `cache.maxSharedEntryBytes`: larger bodies stay local. */
@@ -48,9 +62,10 @@ function toStored(
   key: string,
   shared: SharedAnswer,
   ageMs: number,
-  headers: RequestHeaders,
+  asking: Asking,
   now: number,
 ): StoredAnswer | undefined {
+  const { headers, limits } = asking;
   const { vary, varyValues } = shared;
   if (!Array.isArray(vary) || !Array.isArray(varyValues) || vary.length !== varyValues.length)
     return undefined;
@@ -62,7 +77,7 @@ function toStored(
   const windows = [shared.freshMs, shared.staleIfErrorMs, shared.staleWhileRevalidateMs];
   if (!windows.every((ms) => Number.isSafeInteger(ms) && ms >= 0)) return undefined;
   const storedAt = now - ageMs;
-  const expiresAt = storedAt + shared.freshMs;
+  const expiresAt = storedAt + Math.min(shared.freshMs, limits.freshMs);
   const answerHeaders = shared.headers as OutgoingHttpHeaders;
   const values = varyValues.map((value) => value ?? undefined);
   return {
@@ -70,8 +85,9 @@ function toStored(
     body: shared.body,
     storedAt,
     expiresAt,
-    staleIfErrorUntil: expiresAt + shared.staleIfErrorMs,
-    staleWhileRevalidateUntil: expiresAt + shared.staleWhileRevalidateMs,
+    staleIfErrorUntil: expiresAt + Math.min(shared.staleIfErrorMs, limits.staleIfErrorMs),
+    staleWhileRevalidateUntil:
+      expiresAt + Math.min(shared.staleWhileRevalidateMs, limits.staleWhileRevalidateMs),
     vary,
     varyValues: values,
     size: answerSize(key, answerHeaders, shared.body.length, vary, values),
@@ -83,16 +99,10 @@ export class SharedTier {
 
   /**
    * The store's entry for `key`, taking the fill lease unless it is fresh. While another member
-   * holds the lease, wait for its entry (up to the lease's TTL, or until `gone()`), unless a
-   * stale entry may answer at once (`staleOk`). Undefined: the store failed (a miss).
+   * holds the lease, wait for its entry (up to the lease's TTL, or until the client is gone),
+   * unless a stale entry may answer at once. Undefined: the store failed (a miss).
    */
-  async lookup(
-    key: string,
-    path: string,
-    headers: RequestHeaders,
-    staleOk: (answer: StoredAnswer) => boolean,
-    gone: () => boolean,
-  ): Promise<SharedLookup | undefined> {
+  async lookup(key: string, path: string, asking: Asking): Promise<SharedLookup | undefined> {
     const { entries, now } = this.options;
     const metrics = this.options.metrics.cacheShared;
     const deadline = now() + this.options.maxWaitMs;
@@ -106,7 +116,7 @@ export class SharedTier {
         return undefined;
       }
       const at = now();
-      const answer = read.answer && toStored(key, read.answer, read.ageMs, headers, at);
+      const answer = read.answer && toStored(key, read.answer, read.ageMs, asking, at);
       if (answer !== undefined && answer.expiresAt > at) {
         metrics.inc({ result: waited ? 'coalesced' : 'hit' });
         return { answer, lease: undefined, held: false };
@@ -116,7 +126,8 @@ export class SharedTier {
         const lease = read.lease === 'taken' ? { generation: read.generation } : undefined;
         return { answer, lease, held: false };
       }
-      if ((answer !== undefined && staleOk(answer)) || gone() || at + delay > deadline) {
+      const staleOk = answer !== undefined && asking.staleOk(answer);
+      if (staleOk || asking.gone() || at + delay > deadline) {
         metrics.inc({ result: 'miss' });
         return { answer, lease: undefined, held: true };
       }
