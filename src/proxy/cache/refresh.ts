@@ -125,7 +125,12 @@ export class Refreshes {
     this.#keys.add(key);
     void forward(background)
       .catch(() => undefined)
-      .finally(() => this.#keys.delete(key));
+      .finally(() => {
+        this.#keys.delete(key);
+        // No error handler answers a refresh: closing its response ends its fill either way
+        // (else a refresh refused before any answer would leave a fill for others to wait on).
+        background.res.destroy();
+      });
     return true;
   }
 }

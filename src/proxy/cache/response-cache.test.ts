@@ -116,8 +116,11 @@ function harness(cache: ResponseCache, answers: Answer[]) {
     if (answer.fail) {
       const rescued = cache.failed!(exchange, answer.fail);
       if (rescued) return rescued;
-      res.writeHead(502);
-      res.end();
+      // The proxy handler answers a client's error; a refresh of the cache has no handler.
+      if (res instanceof FakeResponse) {
+        res.writeHead(502);
+        res.end();
+      }
       throw answer.fail;
     }
     const status = answer.status ?? 200;
@@ -630,5 +633,23 @@ describe('stale answers (RFC 5861)', () => {
     expect(refreshes).toHaveLength(MAX_REFRESHES);
     expect((await get(`/v1.0/contracts/${keys - 1}`)).res.body).toBe('good');
     expect(refreshes).toHaveLength(MAX_REFRESHES);
+  });
+
+  it('a refresh that fails before any answer leaves no fill behind for others to wait on', async () => {
+    const { calls, refreshes, get } = cacheWith(
+      [
+        FIVE_SECONDS,
+        { fail: new SidecarError('rate_limited', 'no slot', { retryAfterSeconds: 1 }) },
+        { chunks: ['fetched'] },
+      ],
+      { staleIfErrorSeconds: 0, staleWhileRevalidateSeconds: 30 },
+    );
+    await get('/v1.0/contracts/');
+    vi.advanceTimersByTime(6_000);
+    expect((await get('/v1.0/contracts/')).res.body).toBe('good'); // stale; its refresh fails
+    await vi.waitFor(() => expect(calls).toHaveLength(2));
+    expect(refreshes).toHaveLength(1);
+    vi.advanceTimersByTime(31_000); // past the window: a plain miss, not a wait on the refresh
+    expect((await get('/v1.0/contracts/')).res.body).toBe('fetched');
   });
 });
