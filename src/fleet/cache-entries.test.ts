@@ -165,4 +165,18 @@ describe('the shared cache tier in the store (real redis-server)', () => {
     await one.release(key);
     expect((await two.read(key, path, true)).lease).toBe('taken');
   });
+
+  it('a full store with noeviction refuses writes and lease-taking reads (the cache goes on without it)', async () => {
+    const one = member();
+    const { key, path } = question();
+    await redis.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+    await redis.command('CONFIG', 'SET', 'maxmemory', '1');
+    try {
+      await expect(one.write(key, path, answer('{"v":1}'), '0')).rejects.toThrow(/OOM/);
+      await expect(one.read(key, path, true)).rejects.toThrow(/OOM/);
+    } finally {
+      await redis.command('CONFIG', 'SET', 'maxmemory', '0');
+    }
+    expect((await one.read(key, path, true)).lease).toBe('taken');
+  });
 });
