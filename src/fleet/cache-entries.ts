@@ -177,7 +177,7 @@ class StoreCacheEntries implements StoreCache {
     const keys = await this.#keys.get();
     await this.#options.connection.runScript(
       RELEASE,
-      [this.#names(keys, key, '').lease],
+      [`${this.#options.keyPrefix}cache-lease:${hashedName(keys, key)}`],
       [this.#owner],
     );
   }
@@ -186,7 +186,7 @@ class StoreCacheEntries implements StoreCache {
     const keys = await this.#keys.get();
     await this.#options.connection.runScript(
       INVALIDATE,
-      [this.#names(keys, '', path).generation],
+      [this.#generationKey(keys, path)],
       [String(GENERATION_TTL_MS)],
     );
   }
@@ -197,8 +197,12 @@ class StoreCacheEntries implements StoreCache {
     return {
       entry: `${prefix}cache:${name}`,
       lease: `${prefix}cache-lease:${name}`,
-      generation: `${prefix}cache-gen:${hashedName(keys, path)}`,
+      generation: this.#generationKey(keys, path),
     };
+  }
+
+  #generationKey(keys: CacheKeys, path: string): string {
+    return `${this.#options.keyPrefix}cache-gen:${hashedName(keys, path)}`;
   }
 
   /**

@@ -39,6 +39,11 @@ export interface EntryKeys {
   fingerprint: Buffer;
 }
 
+/** A 256-bit key for `purpose` (its HKDF label), from the client secret and the token URL. */
+function deriveKey(clientSecret: string, tokenUrl: string, purpose: string): Buffer {
+  return Buffer.from(hkdfSync('sha256', clientSecret, SALT, `${purpose}\0${tokenUrl}`, 32));
+}
+
 /** Derive the entry's names and keys. Pure; cache the result per credentials. */
 export function deriveEntryKeys(identity: EntryIdentity): EntryKeys {
   const name = createHash('sha256')
@@ -48,9 +53,7 @@ export function deriveEntryKeys(identity: EntryIdentity): EntryKeys {
     .digest('hex')
     .slice(0, 32);
   const derive = (purpose: string): Buffer =>
-    Buffer.from(
-      hkdfSync('sha256', identity.clientSecret, SALT, `${purpose}\0${identity.tokenUrl}`, 32),
-    );
+    deriveKey(identity.clientSecret, identity.tokenUrl, purpose);
   return {
     entry: `${identity.keyPrefix}token:${name}`,
     lease: `${identity.keyPrefix}lease:${name}`,
@@ -70,9 +73,10 @@ export interface CacheKeys {
 }
 
 export function deriveCacheKeys(clientSecret: string, tokenUrl: string): CacheKeys {
-  const derive = (purpose: string): Buffer =>
-    Buffer.from(hkdfSync('sha256', clientSecret, SALT, `${purpose}\0${tokenUrl}`, 32));
-  return { names: derive('response-cache names'), seal: derive('response-cache aes-256-gcm') };
+  return {
+    names: deriveKey(clientSecret, tokenUrl, 'response-cache names'),
+    seal: deriveKey(clientSecret, tokenUrl, 'response-cache aes-256-gcm'),
+  };
 }
 
 /** A store-safe name for `text` (a path, a cache key): 32 hex characters of its HMAC. */

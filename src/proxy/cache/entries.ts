@@ -92,13 +92,18 @@ export function varyValuesOf(
 }
 
 /** The end of the last window in which an answer may still answer. */
-export function staleUntil(answer: StoredAnswer): number {
+function staleUntil(answer: StoredAnswer): number {
   return Math.max(answer.staleIfErrorUntil, answer.staleWhileRevalidateUntil);
 }
 
-function matches(answer: StoredAnswer, headers: RequestHeaders): boolean {
-  for (let i = 0; i < answer.vary.length; i++) {
-    if (headerText(headers[answer.vary[i]!]) !== answer.varyValues[i]) return false;
+/** Whether a request selects an answer stored with these `Vary` fields and values. */
+export function selects(
+  vary: readonly string[],
+  varyValues: readonly (string | undefined)[],
+  headers: RequestHeaders,
+): boolean {
+  for (let i = 0; i < vary.length; i++) {
+    if (headerText(headers[vary[i]!]) !== varyValues[i]) return false;
   }
   return true;
 }
@@ -167,7 +172,7 @@ class LruEntries implements CacheEntries {
   lookup(key: string, path: string, headers: RequestHeaders, now: number): Lookup {
     const slot = this.#lru.get(key);
     if (!slot) return this.#slotsPerUri.has(uriOf(key)) ? { kind: 'miss' } : { kind: 'uri-miss' };
-    const answer = slot.variants.find((v) => matches(v, headers));
+    const answer = slot.variants.find((v) => selects(v.vary, v.varyValues, headers));
     if (!answer) return { kind: 'vary-miss' };
     if (answer.expiresAt > now) return { kind: 'hit', answer };
     if (staleUntil(answer) > now) return { kind: 'stale', answer };

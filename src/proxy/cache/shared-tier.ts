@@ -6,7 +6,7 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { SharedAnswer, SharedCacheEntries } from '../../fleet/ports.js';
 import type { SidecarMetrics } from '../../telemetry/metrics.js';
-import { answerSize, type RequestHeaders, type StoredAnswer } from './entries.js';
+import { answerSize, selects, type RequestHeaders, type StoredAnswer } from './entries.js';
 
 /** The first wait for another member's fill; each next one is half as long again, up to the last. */
 const FIRST_POLL_MS = 50;
@@ -69,17 +69,14 @@ function toStored(
   const { vary, varyValues } = shared;
   if (!Array.isArray(vary) || !Array.isArray(varyValues) || vary.length !== varyValues.length)
     return undefined;
-  for (let i = 0; i < vary.length; i++) {
-    const value = headers[vary[i]!];
-    const text = value === undefined ? null : Array.isArray(value) ? value.join(', ') : value;
-    if (text !== varyValues[i]) return undefined;
-  }
+  // JSON has no undefined: an absent field travels as null.
+  const values = varyValues.map((value) => value ?? undefined);
+  if (!selects(vary, values, headers)) return undefined;
   const windows = [shared.freshMs, shared.staleIfErrorMs, shared.staleWhileRevalidateMs];
   if (!windows.every((ms) => Number.isSafeInteger(ms) && ms >= 0)) return undefined;
   const storedAt = now - ageMs;
   const expiresAt = storedAt + Math.min(shared.freshMs, limits.freshMs);
   const answerHeaders = shared.headers as OutgoingHttpHeaders;
-  const values = varyValues.map((value) => value ?? undefined);
   return {
     headers: answerHeaders,
     body: shared.body,
