@@ -4,7 +4,7 @@
 //
 //   npm run build && node bench/run.mjs [--rounds 4] [--duration 10] [--rate 1000]
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."] [--peer-flags "..."]
-//     [--alt-dist ../other-worktree/dist] [--alt-flags "..."] [--alt-node-options "..."]
+//     [--alt-dist ../other-worktree/dist] [--alt-flags "..."] [--alt-node-options "..."] [--alt-traced]
 //     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,sidecar-traced,floor,floor-shipped,http-proxy,hono]
 //     [--footprint-tracing]
 //     [--no-pin]
@@ -76,6 +76,8 @@ const { values: args } = parseArgs({
     'alt-flags': { type: 'string' },
     /** A/B of runtime settings: NODE_OPTIONS of `sidecar-alt` instead of the image's. */
     'alt-node-options': { type: 'string' },
+    /** `sidecar-alt` traces as `sidecar-traced` does (A/B of two builds' tracing). */
+    'alt-traced': { type: 'boolean', default: false },
     targets: {
       type: 'string',
       default:
@@ -469,6 +471,10 @@ async function main() {
     sidecarAdmin = s.admin;
     add('sidecar', 'oauth-sidecar (default log level: info)', s.base, () => [s.proc.pid]);
   }
+  if (wanted.has('sidecar-traced') || args['footprint-tracing'] || args['alt-traced']) {
+    otlpSink = await startOtlpSink();
+    cleanups.push(() => otlpSink.close());
+  }
   if (
     args['alt-dist'] !== undefined ||
     args['alt-flags'] !== undefined ||
@@ -480,15 +486,17 @@ async function main() {
       args['alt-node-options'] === undefined
         ? shippedRuntime
         : { ...shippedRuntime, NODE_OPTIONS: args['alt-node-options'] || undefined };
+    const traced = args['alt-traced'] ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlpSink.url } : {};
     const s = await startSidecar(
       'sidecar-alt',
-      { LOG_LEVEL: undefined, ...altRuntime },
+      { LOG_LEVEL: undefined, ...traced, ...altRuntime },
       { dist, flags: [...shippedFlags, ...SIDECAR_FLAGS, ...altFlags] },
     );
     const what = [
       args['alt-dist'] === undefined ? 'this build' : `the build in ${dist}`,
       altFlags.length > 0 ? `flags ${altFlags.join(' ')}` : '',
       args['alt-node-options'] === undefined ? '' : `NODE_OPTIONS=${args['alt-node-options']}`,
+      args['alt-traced'] ? 'tracing on, every request sampled' : '',
     ].filter(Boolean);
     add('sidecar-alt', `oauth-sidecar, the other variant (${what.join(', ')})`, s.base, () => [
       s.proc.pid,
@@ -508,10 +516,6 @@ async function main() {
     add('sidecar-limit', 'oauth-sidecar (UPSTREAM_RATE_LIMIT set, never reached)', s.base, () => [
       s.proc.pid,
     ]);
-  }
-  if (wanted.has('sidecar-traced') || args['footprint-tracing']) {
-    otlpSink = await startOtlpSink();
-    cleanups.push(() => otlpSink.close());
   }
   if (wanted.has('sidecar-traced')) {
     // Tracing's cost: every request sampled (no traceparent: a new sampled trace each), a server
@@ -735,6 +739,8 @@ function ratiosOf(summary, rounds) {
     cpuLimitOverSidecar: ratio('sidecar-limit', 'sidecar', 'cpuUsPerRequest'),
     tracedOverSidecar: ratio('sidecar-traced', 'sidecar', 'rps'),
     cpuTracedOverSidecar: ratio('sidecar-traced', 'sidecar', 'cpuUsPerRequest'),
+    cpuTracedOverAltTraced: ratio('sidecar-traced', 'sidecar-alt', 'cpuUsPerRequest'),
+    cpuAltTracedOverSidecar: ratio('sidecar-alt', 'sidecar', 'cpuUsPerRequest'),
     mb1SidecarOverNginx: ratio('sidecar', 'nginx', 'mbPerSecond', 'mb1'),
     rateP99SidecarMinusDirectMs:
       summary.sidecar && summary.direct
@@ -908,6 +914,12 @@ function markdown({ meta, summary, ratios, tokenCalls, checks, footprint }, targ
     `| sidecar with a rate limit / without (CPU per request) | ${fmt.x(ratios.cpuLimitOverSidecar)} |`,
     `| sidecar with tracing on / off (2 KB req/s) | ${fmt.x(ratios.tracedOverSidecar)} |`,
     `| sidecar with tracing on / off (CPU per request) | ${fmt.x(ratios.cpuTracedOverSidecar)} |`,
+    ...(args['alt-traced'] && summary['sidecar-alt']
+      ? [
+          `| tracing on: this build / the other build (CPU per request) | ${fmt.x(ratios.cpuTracedOverAltTraced)} |`,
+          `| the other build, tracing on / this build, off (CPU per request) | ${fmt.x(ratios.cpuAltTracedOverSidecar)} |`,
+        ]
+      : []),
     '',
     ...(footprint
       ? [

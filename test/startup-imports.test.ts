@@ -33,7 +33,7 @@ const NOT_AT_START = [
   '@opentelemetry/resources',
   '@opentelemetry/otlp-transformer',
   '@opentelemetry/core',
-  '@opentelemetry/exporter-trace-otlp-proto',
+  '@opentelemetry/otlp-exporter-base',
   '@opentelemetry/exporter-trace-otlp-http',
 ];
 const LOCAL_NOT_AT_START = [
@@ -41,6 +41,8 @@ const LOCAL_NOT_AT_START = [
   'src/standin/',
   'src/proxy/cache/',
   'src/telemetry/otel.ts',
+  'src/telemetry/span-batches.ts',
+  'src/telemetry/otlp-protobuf.ts',
 ];
 
 interface Metafile {

@@ -21,7 +21,6 @@ import {
   type ExportResult,
 } from '@opentelemetry/core';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
   AlwaysOffSampler,
@@ -38,6 +37,7 @@ import {
 } from '@opentelemetry/sdk-trace';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { TracingConfig } from '../config/types.js';
+import { EncodingProcessor, protobufExporter } from './span-batches.js';
 import type {
   AttemptSpan,
   GrantSpan,
@@ -70,21 +70,28 @@ function sampler(config: TracingConfig): Sampler {
   }
 }
 
+/** An exporter of `T` (spans, or encoded batches), as OpenTelemetry's exporters are. */
+interface Exporter<T> {
+  export(items: T, done: (result: ExportResult) => void): void;
+  shutdown(): Promise<void>;
+  forceFlush?(): Promise<void>;
+}
+
 /**
  * The exporter, wrapped: a failed export is logged once per minute (with how many failed since),
  * never per batch, and never with the headers (they may hold an API key).
  */
-class LoggedExporter implements SpanExporter {
+class LoggedExporter<T> {
   #failures = 0;
   #lastLog = Number.NEGATIVE_INFINITY;
 
   constructor(
-    private readonly inner: SpanExporter,
+    private readonly inner: Exporter<T>,
     private readonly logger: TracingDeps['logger'],
   ) {}
 
-  export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
-    this.inner.export(spans, (result) => {
+  export(items: T, done: (result: ExportResult) => void): void {
+    this.inner.export(items, (result) => {
       if (result.code !== ExportResultCode.SUCCESS) this.#failed(result.error);
       done(result);
     });
@@ -112,7 +119,7 @@ class LoggedExporter implements SpanExporter {
 }
 
 /**
- * The batch processor, counting what it drops: it holds at most `maxQueueSize` ended spans and
+ * The batch processor of the JSON path, counting what it drops: it holds at most `maxQueueSize` ended spans and
  * drops the rest, so the spans handed to it minus those handed to the exporter is its queue.
  */
 class CountingProcessor implements SpanProcessor {
@@ -163,15 +170,18 @@ class CountingProcessor implements SpanProcessor {
   }
 }
 
-function exporterFor(config: TracingConfig): SpanExporter {
-  const options = {
+/** Protobuf (the default): spans encoded as they end. JSON: OpenTelemetry's processor and exporter. */
+function processorFor(config: TracingConfig, deps: TracingDeps): SpanProcessor {
+  if (config.protocol !== 'http/json') {
+    const exporter = new LoggedExporter(protobufExporter(config), deps.logger);
+    return new EncodingProcessor(exporter, config, deps.dropped);
+  }
+  const json = new JsonExporter({
     url: config.url,
     headers: config.headers,
     timeoutMillis: config.exportTimeoutMs,
-  };
-  return config.protocol === 'http/json'
-    ? new JsonExporter(options)
-    : new ProtobufExporter(options);
+  });
+  return new CountingProcessor(new LoggedExporter(json, deps.logger), config, deps.dropped);
 }
 
 function traceparentOf(span: Span): string {
@@ -266,11 +276,7 @@ function serverAttributes(
 }
 
 export function createTracing(config: TracingConfig, deps: TracingDeps): Tracing {
-  const processor = new CountingProcessor(
-    new LoggedExporter(exporterFor(config), deps.logger),
-    config,
-    deps.dropped,
-  );
+  const processor = processorFor(config, deps);
   const provider = new TracerProvider({
     sampler: sampler(config),
     resource: resourceFromAttributes({

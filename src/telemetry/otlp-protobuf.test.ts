@@ -1,0 +1,90 @@
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  defaultTextMapGetter,
+  trace,
+} from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import { describe, expect, it } from 'vitest';
+import { SpanBatch, exportRequest } from './otlp-protobuf.js';
+
+/** Real SDK spans of every shape the sidecar makes, and a few it does not. */
+function endedSpans(): ReadableSpan[] {
+  const ended: ReadableSpan[] = [];
+  const provider = new TracerProvider({
+    resource: resourceFromAttributes({ 'service.name': 'oauth-sidecar', 'k8s.pod.name': 'pod-1' }),
+    spanProcessors: [
+      {
+        onStart: () => {},
+        onEnd: (span) => ended.push(span),
+        forceFlush: async () => {},
+        shutdown: async () => {},
+      },
+    ],
+  });
+  const tracer = provider.getTracer('oauth-sidecar', '1.2.3');
+  const parent = new W3CTraceContextPropagator().extract(
+    ROOT_CONTEXT,
+    {
+      traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+      tracestate: 'vendor=value,other=1',
+    },
+    defaultTextMapGetter,
+  );
+  const server = tracer.startSpan('GET /v1.0/contracts/', { kind: SpanKind.SERVER }, parent);
+  server.setAttributes({
+    'http.request.method': 'GET',
+    'url.path': '/v1.0/contracts/ünïcode',
+    'http.request.header.x-request-id': ['r-1'],
+    'http.response.status_code': 503,
+    ratio: 0.25,
+    negative: -7,
+    large: 2 ** 40 + 3,
+    flag: true,
+    long: 'x'.repeat(20_000),
+  });
+  server.setStatus({ code: SpanStatusCode.ERROR, message: 'upstream failed' });
+  const child = tracer.startSpan(
+    'GET',
+    { kind: SpanKind.CLIENT, attributes: { 'server.port': 443 } },
+    trace.setSpan(ROOT_CONTEXT, server),
+  );
+  child.end();
+  server.end();
+  tracer.startSpan('oauth.token', { kind: SpanKind.CLIENT, startTime: 1_700_000_000_123 }).end();
+  tracer
+    .startSpan('quota.wait', { startTime: [4_294_967_295, 999_999_999] })
+    .end([4_294_967_296, 1]);
+  return ended;
+}
+
+describe('OTLP protobuf spans', () => {
+  it('are byte for byte what OpenTelemetry serialises for the same spans', () => {
+    const spans = endedSpans();
+    const batch = new SpanBatch();
+    for (const span of spans) batch.add(span);
+    expect(batch.count).toBe(spans.length);
+    const ours = Buffer.from(exportRequest(batch));
+    const theirs = Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!);
+    expect(ours.length).toBeGreaterThan(20_000);
+    expect(ours.equals(theirs)).toBe(true);
+  });
+
+  it('grow past the first buffer without losing a byte', () => {
+    const spans = endedSpans();
+    const batch = new SpanBatch();
+    const many: ReadableSpan[] = [];
+    for (let i = 0; i < 40; i++) many.push(...spans);
+    for (const span of many) batch.add(span);
+    const theirs = Buffer.from(ProtobufTraceSerializer.serializeRequest(many)!);
+    expect(Buffer.from(exportRequest(batch)).equals(theirs)).toBe(true);
+  });
+
+  it('an empty batch is an empty request', () => {
+    expect(exportRequest(new SpanBatch()).length).toBe(0);
+  });
+});

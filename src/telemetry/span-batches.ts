@@ -1,0 +1,136 @@
+/**
+ * The batch span processor of the protobuf path: OpenTelemetry's BatchSpanProcessor's rules
+ * (at most `maxQueueSize` spans waiting, batches of `maxExportBatchSize` or what waited
+ * `scheduleDelayMs`, one export at a time, each within `exportTimeoutMs`), but each span is
+ * encoded as it ends (otlp-protobuf.ts) and the batches are sent by OpenTelemetry's own OTLP/HTTP
+ * export delegate (retries, compression, timeouts). Why: docs/benchmarks.md "Tracing".
+ */
+import { TraceFlags } from '@opentelemetry/api';
+import type { ExportResult } from '@opentelemetry/core';
+import { OTLPExporterBase } from '@opentelemetry/otlp-exporter-base';
+import {
+  convertLegacyHttpOptions,
+  createOtlpHttpExportDelegate,
+} from '@opentelemetry/otlp-exporter-base/node-http';
+import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import type { ReadableSpan, SpanProcessor } from '@opentelemetry/sdk-trace';
+import type { TracingConfig } from '../config/types.js';
+import { SpanBatch, exportRequest } from './otlp-protobuf.js';
+
+/** What sends a batch: OpenTelemetry's exporter shape, over encoded batches. */
+export interface BatchExporter {
+  export(batch: SpanBatch, done: (result: ExportResult) => void): void;
+  forceFlush(): Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+/** OpenTelemetry's OTLP/HTTP protobuf transport, sending encoded batches. */
+export function protobufExporter(config: TracingConfig): BatchExporter {
+  const options = convertLegacyHttpOptions(
+    { url: config.url, headers: config.headers, timeoutMillis: config.exportTimeoutMs },
+    'TRACES',
+    'v1/traces',
+    { 'Content-Type': 'application/x-protobuf' },
+  );
+  const serializer = {
+    serializeRequest: exportRequest,
+    deserializeResponse: (data: Uint8Array) => ProtobufTraceSerializer.deserializeResponse(data),
+  };
+  const items = { name: 'span' as const, countItems: (batch: SpanBatch) => batch.count };
+  return new OTLPExporterBase<SpanBatch>(
+    createOtlpHttpExportDelegate(options, serializer, 'otlp_http_span_exporter', items, undefined),
+  );
+}
+
+type Limits = Pick<
+  TracingConfig,
+  'maxQueueSize' | 'maxExportBatchSize' | 'scheduleDelayMs' | 'exportTimeoutMs'
+>;
+
+export class EncodingProcessor implements SpanProcessor {
+  #open = new SpanBatch();
+  readonly #sealed: SpanBatch[] = [];
+  /** Spans ended and not yet handed to the exporter. */
+  #queued = 0;
+  #exporting = false;
+  #timer: NodeJS.Timeout | undefined;
+  #stopped = false;
+  /** Who waits for the queue to empty (forceFlush, shutdown). */
+  #idle: (() => void)[] = [];
+
+  constructor(
+    private readonly exporter: BatchExporter,
+    private readonly limits: Limits,
+    private readonly dropped: { inc(count?: number): void },
+  ) {}
+
+  onStart(): void {}
+
+  onEnd(span: ReadableSpan): void {
+    if (this.#stopped || (span.spanContext().traceFlags & TraceFlags.SAMPLED) === 0) return;
+    if (this.#queued >= this.limits.maxQueueSize) {
+      this.dropped.inc();
+      return;
+    }
+    this.#open.add(span);
+    this.#queued += 1;
+    if (this.#open.count >= this.limits.maxExportBatchSize) {
+      this.#seal();
+      this.#next();
+    } else if (this.#timer === undefined) {
+      this.#timer = setTimeout(() => {
+        this.#timer = undefined;
+        this.#seal();
+        this.#next();
+      }, this.limits.scheduleDelayMs);
+      this.#timer.unref();
+    }
+  }
+
+  /** Export everything ended so far; resolves when the exporter has answered for all of it. */
+  forceFlush(): Promise<void> {
+    this.#seal();
+    if (!this.#exporting && this.#sealed.length === 0) return Promise.resolve();
+    const flushed = new Promise<void>((resolve) => this.#idle.push(resolve));
+    this.#next();
+    return flushed;
+  }
+
+  async shutdown(): Promise<void> {
+    if (this.#stopped) return;
+    await this.forceFlush();
+    this.#stopped = true;
+    await this.exporter.shutdown();
+  }
+
+  #seal(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#open.count === 0) return;
+    this.#sealed.push(this.#open);
+    this.#open = new SpanBatch();
+  }
+
+  #next(): void {
+    if (this.#exporting) return;
+    const batch = this.#sealed.shift();
+    if (batch === undefined) {
+      for (const resolve of this.#idle.splice(0)) resolve();
+      return;
+    }
+    this.#exporting = true;
+    this.#queued -= batch.count;
+    let answered = false;
+    const done = (): void => {
+      if (answered) return;
+      answered = true;
+      clearTimeout(late);
+      this.#exporting = false;
+      this.#next();
+    };
+    // The transport has its own timeout; this one holds even if it never calls back.
+    const late = setTimeout(done, this.limits.exportTimeoutMs);
+    late.unref();
+    this.exporter.export(batch, done);
+  }
+}
