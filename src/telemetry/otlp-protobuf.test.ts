@@ -48,6 +48,10 @@ function endedSpans(): ReadableSpan[] {
     long: 'x'.repeat(20_000),
   });
   server.setStatus({ code: SpanStatusCode.ERROR, message: 'upstream failed' });
+  server.addEvent('retry', { attempt: 2, reason: 'reset' }, 1_700_000_000_500);
+  server.addEvent('bare');
+  server.addLink({ context: trace.getSpanContext(parent)!, attributes: { kind: 'caller' } });
+  server.addLink({ context: trace.getSpanContext(parent)! });
   const child = tracer.startSpan(
     'GET',
     { kind: SpanKind.CLIENT, attributes: { 'server.port': 443 } },

@@ -204,10 +204,45 @@ function attributes(w: Writer, attrs: Attributes, field: number): void {
   }
 }
 
-/**
- * The spans of one export, as `ScopeSpans.spans` fields. The sidecar's spans have no events and
- * no links (the tracing interface makes none); their counts are written as the SDK's.
- */
+/** Span.flags and Link.flags: the trace flags, and whether the parent (or linked) context is remote. */
+function flags(traceFlags: number, remote: boolean | undefined): number {
+  return (traceFlags & 0xff) | HAS_IS_REMOTE | (remote ? IS_REMOTE : 0);
+}
+
+function event(w: Writer, e: ReadableSpan['events'][number]): void {
+  w.tag(11, BYTES);
+  const at = w.open();
+  w.tag(1, FIXED64);
+  w.time(e.time);
+  w.tag(2, BYTES);
+  w.string(e.name);
+  if (e.attributes) attributes(w, e.attributes, 3);
+  w.tag(4, VARINT);
+  w.varint(e.droppedAttributesCount ?? 0);
+  w.close(at);
+}
+
+function link(w: Writer, l: ReadableSpan['links'][number]): void {
+  w.tag(13, BYTES);
+  const at = w.open();
+  w.tag(1, BYTES);
+  w.id(l.context.traceId);
+  w.tag(2, BYTES);
+  w.id(l.context.spanId);
+  const traceState = l.context.traceState?.serialize();
+  if (traceState) {
+    w.tag(3, BYTES);
+    w.string(traceState);
+  }
+  if (l.attributes) attributes(w, l.attributes, 4);
+  w.tag(5, VARINT);
+  w.varint(l.droppedAttributesCount ?? 0);
+  w.tag(6, FIXED32);
+  w.fixed32(flags(l.context.traceFlags, l.context.isRemote));
+  w.close(at);
+}
+
+/** The spans of one export, as `ScopeSpans.spans` fields, in the order of the SDK's serializer. */
 export class SpanBatch {
   readonly #w = new Writer();
   count = 0;
@@ -245,8 +280,10 @@ export class SpanBatch {
     attributes(w, span.attributes, 9);
     w.tag(10, VARINT);
     w.varint(span.droppedAttributesCount);
+    for (const e of span.events) event(w, e);
     w.tag(12, VARINT);
     w.varint(span.droppedEventsCount);
+    for (const l of span.links) link(w, l);
     w.tag(14, VARINT);
     w.varint(span.droppedLinksCount);
     w.tag(15, BYTES);
@@ -259,7 +296,7 @@ export class SpanBatch {
     w.varint(span.status.code);
     w.close(status);
     w.tag(16, FIXED32);
-    w.fixed32((context.traceFlags & 0xff) | HAS_IS_REMOTE | (parent?.isRemote ? IS_REMOTE : 0));
+    w.fixed32(flags(context.traceFlags, parent?.isRemote));
     w.close(at, 2);
     this.count += 1;
   }
