@@ -20,24 +20,26 @@ import {
   W3CTraceContextPropagator,
   type ExportResult,
 } from '@opentelemetry/core';
-import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
-  BatchSpanProcessor,
   ParentBasedSampler,
   TraceIdRatioBasedSampler,
   TracerProvider,
-  type ReadableSpan,
   type Sampler,
-  type Span as SdkSpan,
-  type SpanExporter,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { TracingConfig } from '../config/types.js';
-import { EncodingProcessor, protobufExporter } from './span-batches.js';
+import { SpanBatch } from './otlp-protobuf.js';
+import {
+  BatchProcessor,
+  SpanList,
+  jsonExporter,
+  protobufExporter,
+  type Exporter,
+} from './span-batches.js';
 import type {
   AttemptSpan,
   GrantSpan,
@@ -68,13 +70,6 @@ function sampler(config: TracingConfig): Sampler {
     default:
       return new ParentBasedSampler({ root: new AlwaysOnSampler() });
   }
-}
-
-/** An exporter of `T` (spans, or encoded batches), as OpenTelemetry's exporters are. */
-interface Exporter<T> {
-  export(items: T, done: (result: ExportResult) => void): void;
-  shutdown(): Promise<void>;
-  forceFlush?(): Promise<void>;
 }
 
 /**
@@ -118,70 +113,14 @@ class LoggedExporter<T> {
   }
 }
 
-/**
- * The batch processor of the JSON path, counting what it drops: it holds at most `maxQueueSize` ended spans and
- * drops the rest, so the spans handed to it minus those handed to the exporter is its queue.
- */
-class CountingProcessor implements SpanProcessor {
-  #queued = 0;
-  readonly inner: BatchSpanProcessor;
-
-  constructor(
-    exporter: SpanExporter,
-    private readonly config: TracingConfig,
-    private readonly dropped: TracingDeps['dropped'],
-  ) {
-    // What the processor hands to the exporter has left its queue.
-    const counted: SpanExporter = {
-      export: (spans, done) => {
-        this.#queued = Math.max(0, this.#queued - spans.length);
-        exporter.export(spans, done);
-      },
-      shutdown: () => exporter.shutdown(),
-      forceFlush: () => exporter.forceFlush?.() ?? Promise.resolve(),
-    };
-    this.inner = new BatchSpanProcessor({
-      exporter: counted,
-      maxQueueSize: config.maxQueueSize,
-      maxExportBatchSize: config.maxExportBatchSize,
-      scheduledDelayMillis: config.scheduleDelayMs,
-      exportTimeoutMillis: config.exportTimeoutMs,
-    });
-  }
-
-  onStart(span: SdkSpan, parent: Context): void {
-    this.inner.onStart(span, parent);
-  }
-
-  onEnd(span: ReadableSpan): void {
-    if ((span.spanContext().traceFlags & TraceFlags.SAMPLED) !== 0) {
-      if (this.#queued >= this.config.maxQueueSize) this.dropped.inc();
-      else this.#queued += 1;
-    }
-    this.inner.onEnd(span);
-  }
-
-  forceFlush(): Promise<void> {
-    return this.inner.forceFlush();
-  }
-
-  shutdown(): Promise<void> {
-    return this.inner.shutdown();
-  }
-}
-
-/** Protobuf (the default): spans encoded as they end. JSON: OpenTelemetry's processor and exporter. */
+/** Protobuf (the default): spans encoded as they end. JSON: the spans, for OpenTelemetry's serializer. */
 function processorFor(config: TracingConfig, deps: TracingDeps): SpanProcessor {
-  if (config.protocol !== 'http/json') {
-    const exporter = new LoggedExporter(protobufExporter(config), deps.logger);
-    return new EncodingProcessor(exporter, config, deps.dropped);
+  if (config.protocol === 'http/json') {
+    const json = new LoggedExporter(jsonExporter(config), deps.logger);
+    return new BatchProcessor(json, () => new SpanList(), config, deps.dropped);
   }
-  const json = new JsonExporter({
-    url: config.url,
-    headers: config.headers,
-    timeoutMillis: config.exportTimeoutMs,
-  });
-  return new CountingProcessor(new LoggedExporter(json, deps.logger), config, deps.dropped);
+  const protobuf = new LoggedExporter(protobufExporter(config), deps.logger);
+  return new BatchProcessor(protobuf, () => new SpanBatch(), config, deps.dropped);
 }
 
 function traceparentOf(span: Span): string {

@@ -1,8 +1,8 @@
 import type { ExportResult } from '@opentelemetry/core';
 import { TracerProvider } from '@opentelemetry/sdk-trace';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { SpanBatch } from './otlp-protobuf.js';
-import { EncodingProcessor, type BatchExporter } from './span-batches.js';
+import { SpanBatch } from './otlp-protobuf.js';
+import { BatchProcessor, SpanList, type Batch, type Exporter } from './span-batches.js';
 
 const LIMITS = {
   maxQueueSize: 8,
@@ -12,9 +12,9 @@ const LIMITS = {
 };
 
 /** An exporter that answers only when told to. */
-function heldExporter() {
-  const calls: { batch: SpanBatch; done: (result: ExportResult) => void }[] = [];
-  const exporter: BatchExporter & { shutdowns: number } = {
+function heldExporter<B extends Batch>() {
+  const calls: { batch: B; done: (result: ExportResult) => void }[] = [];
+  const exporter: Exporter<B> & { shutdowns: number } = {
     shutdowns: 0,
     export: (batch, done) => calls.push({ batch, done }),
     forceFlush: async () => {},
@@ -27,10 +27,10 @@ function heldExporter() {
   return { exporter, calls, answer };
 }
 
-function setup(limits = LIMITS) {
+function setup(newBatch: () => Batch = () => new SpanBatch(), limits = LIMITS) {
   const held = heldExporter();
   const dropped = { count: 0, inc: () => (dropped.count += 1) };
-  const processor = new EncodingProcessor(held.exporter, limits, dropped);
+  const processor = new BatchProcessor(held.exporter, newBatch, limits, dropped);
   const provider = new TracerProvider({ spanProcessors: [processor] });
   const tracer = provider.getTracer('test');
   const end = (n: number): void => {
@@ -39,7 +39,7 @@ function setup(limits = LIMITS) {
   return { ...held, dropped, processor, end };
 }
 
-describe('the encoding batch processor', () => {
+describe('the batch processor', () => {
   beforeEach(() => vi.useFakeTimers());
   afterEach(() => vi.useRealTimers());
 
@@ -64,12 +64,22 @@ describe('the encoding batch processor', () => {
     expect(calls.map((c) => c.batch.count)).toEqual([3, 3]);
   });
 
-  it('holds at most maxQueueSize spans waiting; the rest are dropped and counted', () => {
-    const { calls, dropped, end } = setup();
+  it.each([
+    ['encoded spans (protobuf)', () => new SpanBatch()],
+    ['span lists (JSON)', () => new SpanList()],
+  ])('holds at most maxQueueSize spans waiting, the rest dropped and counted: %s', (_, batch) => {
+    const { calls, dropped, end } = setup(batch);
     // One batch of 3 at the exporter (left the queue), then 8 waiting, then 4 dropped.
     end(15);
-    expect(calls).toHaveLength(1);
+    expect(calls.map((c) => c.batch.count)).toEqual([3]);
     expect(dropped.count).toBe(4);
+  });
+
+  it('a span list hands the exporter the ended spans themselves, in order', () => {
+    const { calls, end } = setup(() => new SpanList());
+    end(3);
+    const list = calls[0]!.batch as SpanList;
+    expect(list.spans.map((s) => s.name)).toEqual(['span 0', 'span 1', 'span 2']);
   });
 
   it('an exporter that never answers frees the slot after exportTimeoutMs', () => {
@@ -112,7 +122,9 @@ describe('the encoding batch processor', () => {
 
   it('an unsampled span is not queued', () => {
     const held = heldExporter();
-    const processor = new EncodingProcessor(held.exporter, LIMITS, { inc: () => {} });
+    const processor = new BatchProcessor(held.exporter, () => new SpanBatch(), LIMITS, {
+      inc: () => {},
+    });
     const provider = new TracerProvider({
       spanProcessors: [processor],
       sampler: {

@@ -1,12 +1,14 @@
 /**
- * The batch span processor of the protobuf path: OpenTelemetry's BatchSpanProcessor's rules
- * (at most `maxQueueSize` spans waiting, batches of `maxExportBatchSize` or what waited
- * `scheduleDelayMs`, one export at a time, each within `exportTimeoutMs`), but each span is
- * encoded as it ends (otlp-protobuf.ts) and the batches are sent by OpenTelemetry's own OTLP/HTTP
- * export delegate (retries, compression, timeouts). Why: docs/benchmarks.md "Tracing".
+ * The batch span processor: OpenTelemetry's BatchSpanProcessor's rules (at most `maxQueueSize`
+ * spans waiting, the rest dropped and counted; batches of `maxExportBatchSize` or what waited
+ * `scheduleDelayMs`; one export at a time, each within `exportTimeoutMs`), over batches of either
+ * kind: for protobuf each span is encoded as it ends (otlp-protobuf.ts), for JSON the spans are
+ * kept. Both are sent by OpenTelemetry's own OTLP/HTTP exporters (retries, compression,
+ * timeouts). Why not its processor: docs/benchmarks.md "Tracing".
  */
 import { TraceFlags } from '@opentelemetry/api';
 import type { ExportResult } from '@opentelemetry/core';
+import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPExporterBase } from '@opentelemetry/otlp-exporter-base';
 import {
   convertLegacyHttpOptions,
@@ -15,23 +17,55 @@ import {
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import type { ReadableSpan, SpanProcessor } from '@opentelemetry/sdk-trace';
 import type { TracingConfig } from '../config/types.js';
-import { SpanBatch, exportRequest } from './otlp-protobuf.js';
+import { exportRequest, type SpanBatch } from './otlp-protobuf.js';
 
-/** What sends a batch: OpenTelemetry's exporter shape, over encoded batches. */
-export interface BatchExporter {
-  export(batch: SpanBatch, done: (result: ExportResult) => void): void;
-  forceFlush(): Promise<void>;
+/** The spans of one export: encoded (`SpanBatch`) or as they are (`SpanList`). */
+export interface Batch {
+  readonly count: number;
+  add(span: ReadableSpan): void;
+}
+
+/** An exporter of `T`, as OpenTelemetry's exporters are. */
+export interface Exporter<T> {
+  export(items: T, done: (result: ExportResult) => void): void;
   shutdown(): Promise<void>;
+  forceFlush?(): Promise<void>;
+}
+
+/** The spans themselves, for OpenTelemetry's JSON serializer. */
+export class SpanList implements Batch {
+  readonly spans: ReadableSpan[] = [];
+
+  get count(): number {
+    return this.spans.length;
+  }
+
+  add(span: ReadableSpan): void {
+    this.spans.push(span);
+  }
+}
+
+const exporterOptions = (config: TracingConfig) => ({
+  url: config.url,
+  headers: config.headers,
+  timeoutMillis: config.exportTimeoutMs,
+});
+
+/** OpenTelemetry's OTLP/HTTP JSON exporter, over span lists. */
+export function jsonExporter(config: TracingConfig): Exporter<SpanList> {
+  const json = new JsonExporter(exporterOptions(config));
+  return {
+    export: (list, done) => json.export(list.spans, done),
+    shutdown: () => json.shutdown(),
+    forceFlush: () => json.forceFlush(),
+  };
 }
 
 /** OpenTelemetry's OTLP/HTTP protobuf transport, sending encoded batches. */
-export function protobufExporter(config: TracingConfig): BatchExporter {
-  const options = convertLegacyHttpOptions(
-    { url: config.url, headers: config.headers, timeoutMillis: config.exportTimeoutMs },
-    'TRACES',
-    'v1/traces',
-    { 'Content-Type': 'application/x-protobuf' },
-  );
+export function protobufExporter(config: TracingConfig): Exporter<SpanBatch> {
+  const options = convertLegacyHttpOptions(exporterOptions(config), 'TRACES', 'v1/traces', {
+    'Content-Type': 'application/x-protobuf',
+  });
   const serializer = {
     serializeRequest: exportRequest,
     deserializeResponse: (data: Uint8Array) => ProtobufTraceSerializer.deserializeResponse(data),
@@ -47,9 +81,9 @@ type Limits = Pick<
   'maxQueueSize' | 'maxExportBatchSize' | 'scheduleDelayMs' | 'exportTimeoutMs'
 >;
 
-export class EncodingProcessor implements SpanProcessor {
-  #open = new SpanBatch();
-  readonly #sealed: SpanBatch[] = [];
+export class BatchProcessor<B extends Batch> implements SpanProcessor {
+  #open: B;
+  readonly #sealed: B[] = [];
   /** Spans ended and not yet handed to the exporter. */
   #queued = 0;
   #exporting = false;
@@ -59,10 +93,13 @@ export class EncodingProcessor implements SpanProcessor {
   #idle: (() => void)[] = [];
 
   constructor(
-    private readonly exporter: BatchExporter,
+    private readonly exporter: Exporter<B>,
+    private readonly newBatch: () => B,
     private readonly limits: Limits,
     private readonly dropped: { inc(count?: number): void },
-  ) {}
+  ) {
+    this.#open = newBatch();
+  }
 
   onStart(): void {}
 
@@ -108,7 +145,7 @@ export class EncodingProcessor implements SpanProcessor {
     this.#timer = undefined;
     if (this.#open.count === 0) return;
     this.#sealed.push(this.#open);
-    this.#open = new SpanBatch();
+    this.#open = this.newBatch();
   }
 
   #next(): void {
