@@ -88,6 +88,33 @@ describe('OTLP protobuf spans', () => {
     expect(Buffer.from(exportRequest(batch)).equals(theirs)).toBe(true);
   });
 
+  it('a short string at the end of the buffer survives the buffer growing', () => {
+    // Spans of short strings, after a first span of every length 0..199: at some length a short
+    // string ends within the last bytes before the 64 KiB buffer grows, wherever that falls.
+    const provider = new TracerProvider({
+      spanProcessors: [
+        {
+          onStart: () => {},
+          onEnd: (span) => ended.push(span),
+          forceFlush: async () => {},
+          shutdown: async () => {},
+        },
+      ],
+    });
+    const ended: ReadableSpan[] = [];
+    const tracer = provider.getTracer('t');
+    for (let pad = 0; pad < 200; pad++) {
+      ended.length = 0;
+      tracer.startSpan('p', { attributes: { p: 'x'.repeat(pad) } }).end();
+      for (let i = 0; i < 1000; i++)
+        tracer.startSpan('a', { attributes: { b: 'c', d: 'e' } }).end();
+      const batch = new SpanBatch();
+      for (const span of ended) batch.add(span);
+      const theirs = Buffer.from(ProtobufTraceSerializer.serializeRequest(ended)!);
+      expect(Buffer.from(exportRequest(batch)).equals(theirs), `pad ${pad}`).toBe(true);
+    }
+  });
+
   it('an empty batch is an empty request', () => {
     expect(exportRequest(new SpanBatch()).length).toBe(0);
   });

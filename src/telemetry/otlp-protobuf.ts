@@ -85,8 +85,15 @@ class Writer {
       if (code > 127) return this.#utf8(text, start);
       buf[at++] = code;
     }
-    this.pos = start;
-    this.varint(length);
+    // The length's varint, in the bytes kept before the text (not varint(): its reserve could
+    // move the buffer and lose the text just written).
+    let v = length;
+    let p = start;
+    while (v > 127) {
+      buf[p++] = (v & 127) | 128;
+      v >>>= 7;
+    }
+    buf[p] = v;
     this.pos = at;
   }
 
