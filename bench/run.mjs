@@ -243,6 +243,15 @@ const cpuOf = (pids) => pids.reduce((sum, pid) => sum + cpuTicks(pid), 0);
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** `--traced-env` (K=V,K=V): more environment of the traced targets. */
+const tracedEnv = () =>
+  Object.fromEntries(
+    args['traced-env']
+      .split(',')
+      .filter(Boolean)
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+  );
+
 /** Where `sidecar-traced` exports: answers every OTLP/HTTP request 200 and counts the bytes. */
 let otlpSink;
 async function startOtlpSink() {
@@ -486,7 +495,9 @@ async function main() {
       args['alt-node-options'] === undefined
         ? shippedRuntime
         : { ...shippedRuntime, NODE_OPTIONS: args['alt-node-options'] || undefined };
-    const traced = args['alt-traced'] ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlpSink.url } : {};
+    const traced = args['alt-traced']
+      ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlpSink.url, ...tracedEnv() }
+      : {};
     const s = await startSidecar(
       'sidecar-alt',
       { LOG_LEVEL: undefined, ...traced, ...altRuntime },
@@ -524,12 +535,7 @@ async function main() {
       LOG_LEVEL: undefined,
       OTEL_EXPORTER_OTLP_ENDPOINT: otlpSink.url,
       ...shippedRuntime,
-      ...Object.fromEntries(
-        args['traced-env']
-          .split(',')
-          .filter(Boolean)
-          .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
-      ),
+      ...tracedEnv(),
     });
     add('sidecar-traced', 'oauth-sidecar (tracing on, every request sampled)', s.base, () => [
       s.proc.pid,

@@ -171,17 +171,24 @@ class Request implements RequestSpan {
 
   wait(name: WaitName, startMs: number, endMs: number, attributes?: Record<string, string>): void {
     if (!this.span.isRecording()) return;
-    this.tracer
-      .startSpan(name, { kind: SpanKind.INTERNAL, startTime: startMs, attributes }, this.#context)
-      .end(endMs);
+    const span = this.tracer.startSpan(
+      name,
+      { kind: SpanKind.INTERNAL, startTime: startMs },
+      this.#context,
+    );
+    if (attributes !== undefined) span.setAttributes(attributes);
+    span.end(endMs);
   }
 
   attempt(method: string, resend: boolean): AttemptSpan {
-    const attributes: Attributes = { ...this.upstream, 'http.request.method': method };
-    if (resend) attributes['http.request.resend_count'] = 1;
-    return new Attempt(
-      this.tracer.startSpan(method, { kind: SpanKind.CLIENT, attributes }, this.#context),
-    );
+    const span = this.tracer.startSpan(method, { kind: SpanKind.CLIENT }, this.#context);
+    // Set on the span, not passed to startSpan: the SDK checks attributes passed to it twice.
+    if (span.isRecording()) {
+      span.setAttributes(this.upstream);
+      span.setAttribute('http.request.method', method);
+      if (resend) span.setAttribute('http.request.resend_count', 1);
+    }
+    return new Attempt(span);
   }
 
   end(status: number, code?: string): void {
