@@ -76,6 +76,12 @@ const { values: args } = parseArgs({
     'alt-flags': { type: 'string' },
     /** A/B of runtime settings: NODE_OPTIONS of `sidecar-alt` instead of the image's. */
     'alt-node-options': { type: 'string' },
+    /**
+     * Start every sidecar target anew (and warm it up) before each round after the first: a
+     * process's own luck (code and heap placement) then varies across rounds instead of biasing
+     * every pair of an A/B the same way (docs/benchmarks.md "How far a ratio can be trusted").
+     */
+    fresh: { type: 'boolean', default: false },
     /** `sidecar-alt` traces as `sidecar-traced` does (A/B of two builds' tracing). */
     'alt-traced': { type: 'boolean', default: false },
     targets: {
@@ -425,7 +431,7 @@ async function main() {
     );
   }
   let standin;
-  let sidecarAdmin;
+  let sidecarAdmin = false;
   // The image's runtime settings, read once: the sidecar rows use them unless
   // --no-shipped-runtime; the floor-shipped row always does.
   const imageEnv = {
@@ -474,11 +480,25 @@ async function main() {
     });
     cleanups.push(() => standin.close());
   }
+  /** A sidecar target: `restart()` replaces its process with a new one (--fresh). */
+  const addSidecar = async (name, label, env, options) => {
+    let s = await startSidecar(name, env, options);
+    add(name, label, s.base, () => [s.proc.pid], {
+      admin: () => s.admin,
+      async restart() {
+        await s.proc.stop();
+        s = await startSidecar(name, env, options);
+        this.base = s.base;
+      },
+    });
+  };
   if (wanted.has('sidecar')) {
     // LOG_LEVEL unset: the shipped default (info), one request line per request.
-    const s = await startSidecar('sidecar', { LOG_LEVEL: undefined, ...shippedRuntime });
-    sidecarAdmin = s.admin;
-    add('sidecar', 'oauth-sidecar (default log level: info)', s.base, () => [s.proc.pid]);
+    await addSidecar('sidecar', 'oauth-sidecar (default log level: info)', {
+      LOG_LEVEL: undefined,
+      ...shippedRuntime,
+    });
+    sidecarAdmin = true;
   }
   if (wanted.has('sidecar-traced') || args['footprint-tracing'] || args['alt-traced']) {
     otlpSink = await startOtlpSink();
@@ -498,70 +518,50 @@ async function main() {
     const traced = args['alt-traced']
       ? { OTEL_EXPORTER_OTLP_ENDPOINT: otlpSink.url, ...tracedEnv() }
       : {};
-    const s = await startSidecar(
-      'sidecar-alt',
-      { LOG_LEVEL: undefined, ...traced, ...altRuntime },
-      { dist, flags: [...shippedFlags, ...SIDECAR_FLAGS, ...altFlags] },
-    );
     const what = [
       args['alt-dist'] === undefined ? 'this build' : `the build in ${dist}`,
       altFlags.length > 0 ? `flags ${altFlags.join(' ')}` : '',
       args['alt-node-options'] === undefined ? '' : `NODE_OPTIONS=${args['alt-node-options']}`,
       args['alt-traced'] ? 'tracing on, every request sampled' : '',
     ].filter(Boolean);
-    add('sidecar-alt', `oauth-sidecar, the other variant (${what.join(', ')})`, s.base, () => [
-      s.proc.pid,
-    ]);
+    await addSidecar(
+      'sidecar-alt',
+      `oauth-sidecar, the other variant (${what.join(', ')})`,
+      { LOG_LEVEL: undefined, ...traced, ...altRuntime },
+      { dist, flags: [...shippedFlags, ...SIDECAR_FLAGS, ...altFlags] },
+    );
   }
   if (wanted.has('sidecar-warn')) {
-    const s = await startSidecar('sidecar-warn', { LOG_LEVEL: 'warn', ...shippedRuntime });
-    add('sidecar-warn', 'oauth-sidecar (LOG_LEVEL=warn)', s.base, () => [s.proc.pid]);
+    await addSidecar('sidecar-warn', 'oauth-sidecar (LOG_LEVEL=warn)', {
+      LOG_LEVEL: 'warn',
+      ...shippedRuntime,
+    });
   }
   if (wanted.has('sidecar-limit')) {
     // The quota guard's cost with a limit set: far above any load here, so no request waits.
-    const s = await startSidecar('sidecar-limit', {
+    await addSidecar('sidecar-limit', 'oauth-sidecar (UPSTREAM_RATE_LIMIT set, never reached)', {
       LOG_LEVEL: undefined,
       UPSTREAM_RATE_LIMIT: '1000000/s',
       ...shippedRuntime,
     });
-    add('sidecar-limit', 'oauth-sidecar (UPSTREAM_RATE_LIMIT set, never reached)', s.base, () => [
-      s.proc.pid,
-    ]);
   }
   if (wanted.has('sidecar-traced')) {
     // Tracing's cost: every request sampled (no traceparent: a new sampled trace each), a server
     // and a client span per request, exported in batches to the sink.
-    const s = await startSidecar('sidecar-traced', {
+    await addSidecar('sidecar-traced', 'oauth-sidecar (tracing on, every request sampled)', {
       LOG_LEVEL: undefined,
       OTEL_EXPORTER_OTLP_ENDPOINT: otlpSink.url,
       ...shippedRuntime,
       ...tracedEnv(),
     });
-    add('sidecar-traced', 'oauth-sidecar (tracing on, every request sampled)', s.base, () => [
-      s.proc.pid,
-    ]);
   }
   await startPeers(wanted, add, { upstream, pki, imageFlags, imageEnv });
 
   await warmUp(targets, agent);
 
-  const tokenCallsBefore = sidecarAdmin
-    ? {
-        metric: metricSum(await scrape(sidecarAdmin), 'oauth_sidecar_token_requests_total'),
-        standin: standin.tokenRequests.length,
-      }
-    : undefined;
-
-  const rounds = await runRounds(targets);
-
-  const tokenCalls = sidecarAdmin
-    ? {
-        metric:
-          metricSum(await scrape(sidecarAdmin), 'oauth_sidecar_token_requests_total') -
-          tokenCallsBefore.metric,
-        standin: standin.tokenRequests.length - tokenCallsBefore.standin,
-      }
-    : undefined;
+  // Token calls during the measured windows only: a --fresh restart's own grant is not one.
+  const tokenCalls = sidecarAdmin ? { metric: 0, standin: 0 } : undefined;
+  const rounds = await runRounds(targets, agent, { standin, tokenCalls });
 
   // After the token count: the footprint's own sidecar gets its own token.
   const footprint =
@@ -646,10 +646,19 @@ async function warmUp(targets, agent) {
   }
 }
 
+/** The token requests a sidecar target's own metric counts. */
+const tokenMetric = async (t) =>
+  metricSum(await scrape(t.admin()), 'oauth_sidecar_token_requests_total');
+
 /** The measured rounds, each target in turn, the order rotated and reversed every other round. */
-async function runRounds(targets) {
+async function runRounds(targets, agent, { standin, tokenCalls }) {
   const rounds = [];
   for (let r = 0; r < ROUNDS; r++) {
+    if (args.fresh && r > 0) {
+      const restarted = targets.filter((t) => t.restart);
+      for (const t of restarted) await t.restart();
+      await warmUp(restarted, agent);
+    }
     // Alternate the order: rotate by the round, and reverse every other round.
     let order = targets.map((_, i) => targets[(i + r) % targets.length]);
     if (r % 2 === 1) order = order.reverse();
@@ -658,9 +667,14 @@ async function runRounds(targets) {
     say(`round ${r + 1}/${ROUNDS}: ${round.order.join(' → ')}`);
     for (const t of order) {
       const pids = t.pids();
+      const counted = tokenCalls && t.name === 'sidecar';
+      const metric0 = counted ? await tokenMetric(t) : 0;
+      const standin0 = standin?.tokenRequests.length ?? 0;
       const cpu0 = cpuOf(pids);
       const result = await wrk(`${t.base}${BODY_2KB}`, DURATION);
       const cpuMs = ((cpuOf(pids) - cpu0) * 1000) / CLK_TCK;
+      if (tokenCalls && t.admin) tokenCalls.standin += standin.tokenRequests.length - standin0;
+      if (counted) tokenCalls.metric += (await tokenMetric(t)) - metric0;
       result.cpuUsPerRequest = pids.length ? (cpuMs * 1000) / result.requests : NaN;
       round.results[t.name].kb2 = result;
     }
