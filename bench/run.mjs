@@ -5,6 +5,7 @@
 //   npm run build && node bench/run.mjs [--rounds 4] [--duration 10] [--rate 1000]
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."] [--peer-flags "..."]
 //     [--alt-dist ../other-worktree/dist] [--alt-flags "..."] [--alt-node-options "..."] [--alt-traced]
+//     [--traced-env K=V,...] [--fresh]
 //     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,sidecar-traced,floor,floor-shipped,http-proxy,hono]
 //     [--footprint-tracing]
 //     [--no-pin]
