@@ -628,7 +628,7 @@ async function startPeers(wanted, add, { upstream, pki, imageFlags, imageEnv }) 
 }
 
 /** Every target answers both bodies in full, and warms up (JIT, upstream keep-alive pools). */
-async function warmUp(targets, agent) {
+async function warmUp(targets, agent, seconds = 2) {
   const expected2kb = Buffer.byteLength(contractsJson());
   for (const t of targets) {
     for (const [path, size] of [
@@ -643,7 +643,7 @@ async function warmUp(targets, agent) {
         );
       }
     }
-    await wrk(`${t.base}${BODY_2KB}`, 2);
+    await wrk(`${t.base}${BODY_2KB}`, seconds);
   }
 }
 
@@ -658,7 +658,9 @@ async function runRounds(targets, agent, { standin, tokenCalls }) {
     if (args.fresh && r > 0) {
       const restarted = targets.filter((t) => t.restart);
       for (const t of restarted) await t.restart();
-      await warmUp(restarted, agent);
+      // As long as a round: a shorter warm-up leaves JIT compilation (the compiler threads count
+      // in the process's CPU) inside the measured window, and more of it for more code.
+      await warmUp(restarted, agent, DURATION);
     }
     // Alternate the order: rotate by the round, and reverse every other round.
     let order = targets.map((_, i) => targets[(i + r) % targets.length]);
