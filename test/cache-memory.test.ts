@@ -1,7 +1,7 @@
 /**
  * What the response cache costs a real sidecar process (the bundle, with the image's heap
  * settings) under a flood meant to grow it: distinct keys, and `Vary` variants carrying 12 KB
- * request values. Its resident memory may grow by at most `cache.maxBytes` + 10 % + 30 MiB
+ * request values. Its resident memory may grow by at most `cache.maxBytes` + 10 % + a slack
  * (DESIGN "Response cache": everything an entry holds is counted), and it stays alive.
  */
 import { readFileSync } from 'node:fs';
@@ -68,6 +68,7 @@ async function measure(
   maxBytes: number,
   count: number,
   options: (i: number) => Dispatcher.RequestOptions,
+  slack = 30 * MiB,
 ) {
   const sidecar = await startSidecarProcess({
     UPSTREAM_BASE_URL: originUrl,
@@ -94,7 +95,7 @@ async function measure(
     console.log(
       `cache flood: RSS +${Math.round(growth / MiB)} MiB, ${JSON.stringify(status.cache)}`,
     );
-    return { growth, status, bound: maxBytes * 1.1 + 30 * MiB };
+    return { growth, status, bound: maxBytes * 1.1 + slack };
   } finally {
     await pool.close();
     await sidecar.stop();
@@ -113,6 +114,9 @@ describe('response cache memory under a flood (bundle, image heap settings)', ()
 
   it('3,000 Vary variants of 12 KB each in a 4 MiB cache: the values count, RSS stays bounded', async () => {
     const pad = (i: number) => `${i}-${'p'.repeat(12 * 1024)}`;
+    // On Node 24 the flood's own 36 MB of header values leave 21–35 MiB in RSS (it does not fall
+    // back when idle), so RSS alone cannot tell counted values from uncounted ones (those read
+    // +40 MiB on Node 20): the cache's own count decides, RSS only bounds a gross leak.
     const { growth, status, bound } = await measure(
       { CACHE_MAX_BYTES: String(4 * MiB) },
       4 * MiB,
@@ -122,9 +126,11 @@ describe('response cache memory under a flood (bundle, image heap settings)', ()
         method: 'GET',
         headers: { 'x-pad': pad(i) },
       }),
+      45 * MiB,
     );
     expect(status.cache.bytes).toBeLessThanOrEqual(4 * MiB);
-    // Each held variant carries its 12 KB value: a 4 MiB cache holds a few hundred of them.
+    // Each held variant carries its 12 KB value: a 4 MiB cache holds a few hundred of them
+    // (uncounted, all 3,000 would be held).
     expect(status.cache.entries).toBeLessThan(400);
     expect(growth, `RSS grew ${Math.round(growth / MiB)} MiB`).toBeLessThanOrEqual(bound);
   }, 120_000);
