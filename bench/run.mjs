@@ -432,7 +432,6 @@ async function main() {
     );
   }
   let standin;
-  let sidecarAdmin = false;
   // The image's runtime settings, read once: the sidecar rows use them unless
   // --no-shipped-runtime; the floor-shipped row always does.
   const imageEnv = {
@@ -499,7 +498,6 @@ async function main() {
       LOG_LEVEL: undefined,
       ...shippedRuntime,
     });
-    sidecarAdmin = true;
   }
   if (wanted.has('sidecar-traced') || args['footprint-tracing'] || args['alt-traced']) {
     otlpSink = await startOtlpSink();
@@ -561,7 +559,7 @@ async function main() {
   await warmUp(targets, agent);
 
   // Token calls during the measured windows only: a --fresh restart's own grant is not one.
-  const tokenCalls = sidecarAdmin ? { metric: 0, standin: 0 } : undefined;
+  const tokenCalls = wanted.has('sidecar') ? { metric: 0, standin: 0 } : undefined;
   const rounds = await runRounds(targets, agent, { standin, tokenCalls });
 
   // After the token count: the footprint's own sidecar gets its own token.

@@ -177,7 +177,7 @@ class StoreCacheEntries implements StoreCache {
     const keys = await this.#keys.get();
     await this.#options.connection.runScript(
       RELEASE,
-      [`${this.#options.keyPrefix}cache-lease:${hashedName(keys, key)}`],
+      [this.#named('cache-lease', hashedName(keys, key))],
       [this.#owner],
     );
   }
@@ -186,23 +186,23 @@ class StoreCacheEntries implements StoreCache {
     const keys = await this.#keys.get();
     await this.#options.connection.runScript(
       INVALIDATE,
-      [this.#generationKey(keys, path)],
+      [this.#named('cache-gen', hashedName(keys, path))],
       [String(GENERATION_TTL_MS)],
     );
   }
 
   #names(keys: CacheKeys, key: string, path: string) {
-    const prefix = this.#options.keyPrefix;
     const name = hashedName(keys, key);
     return {
-      entry: `${prefix}cache:${name}`,
-      lease: `${prefix}cache-lease:${name}`,
-      generation: this.#generationKey(keys, path),
+      entry: this.#named('cache', name),
+      lease: this.#named('cache-lease', name),
+      generation: this.#named('cache-gen', hashedName(keys, path)),
     };
   }
 
-  #generationKey(keys: CacheKeys, path: string): string {
-    return `${this.#options.keyPrefix}cache-gen:${hashedName(keys, path)}`;
+  /** A store key: the prefix, its kind, and a hashed name (of a cache key or a path). */
+  #named(kind: 'cache' | 'cache-lease' | 'cache-gen', name: string): string {
+    return `${this.#options.keyPrefix}${kind}:${name}`;
   }
 
   /**
