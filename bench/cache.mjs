@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import process from 'node:process';
 import { promisify, parseArgs } from 'node:util';
 import { request } from 'undici';
+import { roundOrder } from './order.mjs';
 import {
   CLK_TCK,
   ROOT,
@@ -236,8 +237,7 @@ async function main() {
   const rounds = [];
   let upstreamDuringHits = 0;
   for (let r = 0; r < ROUNDS; r++) {
-    let order = targets.map((_, i) => targets[(i + r) % targets.length]);
-    if (r % 2 === 1) order = order.reverse();
+    const order = roundOrder(targets, r);
     const round = {};
     for (const t of order) {
       const before = t.name === 'hit' ? await upstreamCount() : 0;

@@ -33,6 +33,7 @@ import { clearInterval, setInterval } from 'node:timers';
 import { promisify } from 'node:util';
 import { parseArgs } from 'node:util';
 import { request } from 'undici';
+import { roundOrder } from './order.mjs';
 import {
   CLK_TCK,
   ROOT,
@@ -649,7 +650,7 @@ async function warmUp(targets, agent, seconds = 2) {
 const tokenMetric = async (t) =>
   metricSum(await scrape(t.admin()), 'oauth_sidecar_token_requests_total');
 
-/** The measured rounds, each target in turn, the order rotated and reversed every other round. */
+/** The measured rounds, each target in turn, each first and last equally often (roundOrder). */
 async function runRounds(targets, agent, { standin, tokenCalls }) {
   const rounds = [];
   for (let r = 0; r < ROUNDS; r++) {
@@ -660,9 +661,7 @@ async function runRounds(targets, agent, { standin, tokenCalls }) {
       // in the process's CPU) inside the measured window, and more of it for more code.
       await warmUp(restarted, agent, DURATION);
     }
-    // Alternate the order: rotate by the round, and reverse every other round.
-    let order = targets.map((_, i) => targets[(i + r) % targets.length]);
-    if (r % 2 === 1) order = order.reverse();
+    const order = roundOrder(targets, r);
     const round = { order: order.map((t) => t.name), results: {} };
     for (const t of order) round.results[t.name] = {};
     say(`round ${r + 1}/${ROUNDS}: ${round.order.join(' → ')}`);

@@ -1,0 +1,1 @@
+export declare function roundOrder<T>(targets: readonly T[], r: number): T[];

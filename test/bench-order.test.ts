@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { roundOrder } from '../bench/order.mjs';
+
+/** How often each target runs in each place of a round, over `rounds` rounds. */
+function places(targets: string[], rounds: number): Map<string, number[]> {
+  const counts = new Map(targets.map((t) => [t, targets.map(() => 0)]));
+  for (let r = 0; r < rounds; r++) {
+    roundOrder(targets, r).forEach((t, place) => (counts.get(t)![place]! += 1));
+  }
+  return counts;
+}
+
+describe('bench round order', () => {
+  it('gives two targets each place in every other round (a pair is not biased by its slot)', () => {
+    const firsts = Array.from({ length: 8 }, (_, r) => roundOrder(['a', 'b'], r)[0]);
+    expect(firsts).toEqual(['a', 'b', 'b', 'a', 'a', 'b', 'b', 'a']);
+    expect(places(['a', 'b'], 60)).toEqual(
+      new Map([
+        ['a', [30, 30]],
+        ['b', [30, 30]],
+      ]),
+    );
+  });
+
+  it('puts each of n targets in each place equally often over 2n rounds, every permutation of three', () => {
+    for (const targets of [['a'], ['a', 'b', 'c'], ['a', 'b', 'c', 'd', 'e']]) {
+      const n = targets.length;
+      for (const counts of places(targets, 2 * n).values())
+        expect(counts).toEqual(targets.map(() => 2));
+    }
+    const orders = new Set(
+      Array.from({ length: 6 }, (_, r) => roundOrder(['a', 'b', 'c'], r).join('')),
+    );
+    expect(orders.size).toBe(6);
+  });
+
+  it('leaves the targets list as it was', () => {
+    const targets = ['a', 'b', 'c'];
+    roundOrder(targets, 1);
+    expect(targets).toEqual(['a', 'b', 'c']);
+  });
+});
