@@ -30,6 +30,7 @@ import {
   cpuTicks,
   fmt,
   freePort,
+  freePorts,
   makePki,
   makeWorkDir,
   median,
@@ -147,7 +148,7 @@ async function main() {
   cleanups.push(() => standin.close());
   const redis = await startRedisServer(cleanups, (command, argv) => onCpu(0, command, argv));
   const startSidecar = async (name, extra) => {
-    const [port, adminPort] = [await freePort(), await freePort()];
+    const [port, adminPort] = await freePorts(2);
     const [sidecarCommand, sidecarArgv] = onCpu(1, args.node, [join(ROOT, 'dist', 'main.js')]);
     const proc = startChild(sidecarCommand, sidecarArgv, {
       env: sidecarEnv({

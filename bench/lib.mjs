@@ -21,14 +21,28 @@ export function say(line = '') {
 
 /** A port that was free a moment ago on 127.0.0.1 (for processes that must be told their port). */
 export async function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
+  return (await freePorts(1))[0];
+}
+
+/**
+ * `count` distinct free ports: every one is held until all are found (two freePort() calls in a
+ * row can be given the same port, and a sidecar then fails to bind its admin listener).
+ */
+export async function freePorts(count) {
+  const servers = [];
+  try {
+    for (let i = 0; i < count; i++) {
+      const server = createServer();
+      servers.push(server);
+      await new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(0, '127.0.0.1', resolve);
+      });
+    }
+    return servers.map((server) => server.address().port);
+  } finally {
+    await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+  }
 }
 
 /** A temp work dir readable by nginx's unprivileged workers. */

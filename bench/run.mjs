@@ -5,7 +5,7 @@
 //   npm run build && node bench/run.mjs [--rounds 4] [--duration 10] [--rate 1000]
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."] [--peer-flags "..."]
 //     [--alt-dist ../other-worktree/dist] [--alt-flags "..."] [--alt-node-options "..."] [--alt-traced]
-//     [--traced-env K=V,...] [--fresh]
+//     [--traced-env K=V,...] [--fresh [--warm-up SECONDS]]
 //     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,sidecar-traced,floor,floor-shipped,http-proxy,hono]
 //     [--footprint-tracing]
 //     [--no-pin]
@@ -41,6 +41,7 @@ import {
   cpuTicks,
   fmt,
   freePort,
+  freePorts,
   makePki,
   makeWorkDir,
   median,
@@ -84,6 +85,8 @@ const { values: args } = parseArgs({
      * every pair of an A/B the same way (docs/benchmarks.md "How far a ratio can be trusted").
      */
     fresh: { type: 'boolean', default: false },
+    /** Seconds of load that warm a restarted target up (--fresh); default: a round's duration. */
+    'warm-up': { type: 'string' },
     /** `sidecar-alt` traces as `sidecar-traced` does (A/B of two builds' tracing). */
     'alt-traced': { type: 'boolean', default: false },
     targets: {
@@ -448,7 +451,7 @@ async function main() {
     extra,
     { node = NODE, flags = [...shippedFlags, ...SIDECAR_FLAGS], dist = join(ROOT, 'dist') } = {},
   ) => {
-    const [port, adminPort] = [await freePort(), await freePort()];
+    const [port, adminPort] = await freePorts(2);
     const [command, argv] = onProxyCpu(node, [...flags, join(dist, 'main.js')]);
     const env = sidecarEnv({
       upstream,
@@ -654,18 +657,19 @@ const tokenMetric = async (t) =>
 async function runRounds(targets, agent, { standin, tokenCalls }) {
   const rounds = [];
   for (let r = 0; r < ROUNDS; r++) {
-    if (args.fresh && r > 0) {
-      const restarted = targets.filter((t) => t.restart);
-      for (const t of restarted) await t.restart();
-      // As long as a round: a shorter warm-up leaves JIT compilation (the compiler threads count
-      // in the process's CPU) inside the measured window, and more of it for more code.
-      await warmUp(restarted, agent, DURATION);
-    }
     const order = roundOrder(targets, r);
     const round = { order: order.map((t) => t.name), results: {} };
     for (const t of order) round.results[t.name] = {};
     say(`round ${r + 1}/${ROUNDS}: ${round.order.join(' → ')}`);
     for (const t of order) {
+      if (args.fresh && r > 0 && t.restart) {
+        // Each target anew just before its own window: warmed up and then left idle while
+        // another target warms, a process read 12 % dearer (A/A, docs/benchmarks.md). At least
+        // as long as a round: a shorter warm-up leaves JIT compilation (the compiler threads
+        // count in the process's CPU) inside the measured window, more of it for more code.
+        await t.restart();
+        await warmUp([t], agent, Number(args['warm-up'] ?? DURATION));
+      }
       const pids = t.pids();
       const counted = tokenCalls && t.name === 'sidecar';
       const metric0 = counted ? await tokenMetric(t) : 0;

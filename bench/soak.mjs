@@ -35,7 +35,7 @@ import {
   ROOT,
   caAgent,
   fmt,
-  freePort,
+  freePorts,
   makePki,
   makeWorkDir,
   metricSum,
@@ -346,7 +346,7 @@ async function fleetPhase(pki, frontUrl, runFleetPhase) {
   const redis = await startRedis();
   const members = [];
   for (let i = 0; i < PLAN.e.processes; i++) {
-    const [proxyPort, adminPort] = [await freePort(), await freePort()];
+    const [proxyPort, adminPort] = await freePorts(2);
     const child = startChild(args.node, [join(ROOT, 'dist', 'main.js')], {
       env: soakEnv(pki, frontUrl, proxyPort, adminPort, {
         TOKEN_STORE_URL: redis.url,
@@ -432,7 +432,7 @@ async function distrustPhase(pki, front, frontUrl) {
   const redis = await startRedis();
   const members = [];
   for (let i = 0; i < PLAN.f.processes; i++) {
-    const [proxyPort, adminPort] = [await freePort(), await freePort()];
+    const [proxyPort, adminPort] = await freePorts(2);
     const child = startChild(args.node, [join(ROOT, 'dist', 'main.js')], {
       env: soakEnv(pki, frontUrl, proxyPort, adminPort, {
         TOKEN_STORE_URL: redis.url,
@@ -541,7 +541,7 @@ async function main() {
   cleanups.push(() => standin.close());
   const { front, url: frontUrl } = await startTokenFront(pki, standin.url);
 
-  const [proxyPort, adminPort] = [await freePort(), await freePort()];
+  const [proxyPort, adminPort] = await freePorts(2);
   const logFile = join(work, 'sidecar.log');
   const flags = args['sidecar-flags'].split(/\s+/).filter(Boolean);
   const sidecar = startChild(

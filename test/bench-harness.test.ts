@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { createServer } from 'node:net';
+import { freePorts } from '../bench/lib.mjs';
 import { roundOrder } from '../bench/order.mjs';
 
 /** How often each target runs in each place of a round, over `rounds` rounds. */
@@ -38,5 +40,23 @@ describe('bench round order', () => {
     const targets = ['a', 'b', 'c'];
     roundOrder(targets, 1);
     expect(targets).toEqual(['a', 'b', 'c']);
+  });
+});
+
+describe('bench free ports', () => {
+  it('gives distinct ports that are free to bind (a sidecar needs two at once)', async () => {
+    const ports = await freePorts(20);
+    expect(new Set(ports).size).toBe(20);
+    const servers = ports.map(() => createServer());
+    await Promise.all(
+      servers.map(
+        (server, i) =>
+          new Promise<void>((resolve, reject) => {
+            server.once('error', reject);
+            server.listen(ports[i], '127.0.0.1', resolve);
+          }),
+      ),
+    );
+    await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
   });
 });
