@@ -80,9 +80,10 @@ const { values: args } = parseArgs({
     /** A/B of runtime settings: NODE_OPTIONS of `sidecar-alt` instead of the image's. */
     'alt-node-options': { type: 'string' },
     /**
-     * Start every sidecar target anew (and warm it up) before each round after the first: a
-     * process's own luck (code and heap placement) then varies across rounds instead of biasing
-     * every pair of an A/B the same way (docs/benchmarks.md "How far a ratio can be trusted").
+     * In each round after the first, start every sidecar target anew (and warm it up) just before
+     * its own window: a process's own luck (where the machine puts it) then varies across rounds
+     * instead of biasing every pair of an A/B the same way (docs/benchmarks.md "How far a ratio
+     * can be trusted").
      */
     fresh: { type: 'boolean', default: false },
     /** Seconds of load that warm a restarted target up (--fresh); default: a round's duration. */
@@ -123,6 +124,8 @@ const { values: args } = parseArgs({
 });
 const ROUNDS = Number(args.rounds);
 const DURATION = Number(args.duration);
+/** A --fresh restart's warm-up: at least a round (see runRounds). */
+const WARM_UP = Number(args['warm-up'] ?? args.duration);
 const RATE = Number(args.rate);
 const RATE_DURATION = Number(args['rate-duration']);
 const CONNECTIONS = Number(args.connections);
@@ -668,7 +671,7 @@ async function runRounds(targets, agent, { standin, tokenCalls }) {
         // as long as a round: a shorter warm-up leaves JIT compilation (the compiler threads
         // count in the process's CPU) inside the measured window, more of it for more code.
         await t.restart();
-        await warmUp([t], agent, Number(args['warm-up'] ?? DURATION));
+        await warmUp([t], agent, WARM_UP);
       }
       const pids = t.pids();
       const counted = tokenCalls && t.name === 'sidecar';
