@@ -1,19 +1,19 @@
 /**
- * Tracing with OpenTelemetry's lean packages (docs/reference.md "Traces"): the trace SDK, a batch
- * span processor and the OTLP/HTTP exporter (protobuf or JSON). Loaded only when tracing is on
+ * Tracing with OpenTelemetry's lean packages (docs/reference.md "Traces"): the trace SDK's
+ * samplers and ids, spans recorded as the SDK's `ReadableSpan` (recorded-span.ts), a batch span
+ * processor and the OTLP/HTTP exporter (protobuf or JSON). Loaded only when tracing is on
  * (tracing.ts). Contexts are passed explicitly: no context manager, no instrumentation.
  */
 import {
   ROOT_CONTEXT,
   SpanKind,
-  SpanStatusCode,
   TraceFlags,
   defaultTextMapGetter,
   trace,
   type Attributes,
   type Context,
-  type Span,
-  type Tracer,
+  type Link,
+  type SpanContext,
 } from '@opentelemetry/api';
 import {
   ExportResultCode,
@@ -25,14 +25,16 @@ import {
   AlwaysOffSampler,
   AlwaysOnSampler,
   ParentBasedSampler,
+  RandomIdGenerator,
+  SamplingDecision,
   TraceIdRatioBasedSampler,
-  TracerProvider,
   type Sampler,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { TracingConfig } from '../config/types.js';
 import { SpanBatch } from './otlp-protobuf.js';
+import { ERROR, RecordedSpan, type SpanSink } from './recorded-span.js';
 import {
   BatchProcessor,
   SpanList,
@@ -53,6 +55,11 @@ import type {
 export const EXPORT_FAILURE_LOG_MS = 60_000;
 
 const propagator = new W3CTraceContextPropagator();
+const ids = new RandomIdGenerator();
+const NO_LINKS: Link[] = [];
+const NO_ATTRIBUTES: Attributes = {};
+Object.freeze(NO_LINKS);
+Object.freeze(NO_ATTRIBUTES);
 
 function sampler(config: TracingConfig): Sampler {
   const ratio = new TraceIdRatioBasedSampler(config.samplerArg);
@@ -123,79 +130,104 @@ function processorFor(config: TracingConfig, deps: TracingDeps): SpanProcessor {
   return new BatchProcessor(protobuf, () => new SpanBatch(), config, deps.dropped);
 }
 
-function traceparentOf(span: Span): string {
-  const c = span.spanContext();
+function traceparentOf(c: SpanContext): string {
   return `00-${c.traceId}-${c.spanId}-${c.traceFlags & TraceFlags.SAMPLED ? '01' : '00'}`;
 }
 
 /** End `span` with the answer's status and, for a failure, its `error.type` (status ERROR). */
-function finish(span: Span, status: number | undefined, errorType: string | undefined): void {
-  if (status !== undefined) span.setAttribute('http.response.status_code', status);
+function finish(
+  span: RecordedSpan,
+  status: number | undefined,
+  errorType: string | undefined,
+): void {
+  if (status !== undefined) span.attributes['http.response.status_code'] = status;
   if (errorType !== undefined) {
-    span.setAttribute('error.type', errorType);
-    span.setStatus({ code: SpanStatusCode.ERROR });
+    span.attributes['error.type'] = errorType;
+    span.status = ERROR;
   }
   span.end();
 }
 
+/** A child of `parent`: the same trace and decision, a new span id. */
+function childOf(parent: SpanContext): SpanContext {
+  return {
+    traceId: parent.traceId,
+    spanId: ids.generateSpanId(),
+    traceFlags: parent.traceFlags,
+    traceState: parent.traceState,
+  };
+}
+
 class Attempt implements AttemptSpan {
   readonly traceparent: string;
-  #ended = false;
 
-  constructor(private readonly span: Span) {
-    this.traceparent = traceparentOf(span);
+  constructor(
+    context: SpanContext,
+    private readonly span: RecordedSpan | undefined,
+  ) {
+    this.traceparent = traceparentOf(context);
   }
 
   end(status: number | undefined, errorType?: string): void {
-    if (this.#ended) return;
-    this.#ended = true;
+    const span = this.span;
+    if (span === undefined || span.ended) return;
     const failed = status !== undefined && status >= 500 ? String(status) : undefined;
-    finish(this.span, status, errorType ?? failed);
+    finish(span, status, errorType ?? failed);
   }
 }
 
 class Request implements RequestSpan {
   readonly sampledTraceId: string | undefined;
-  readonly #context: Context;
-  #ended = false;
 
+  /** `span`: undefined when the sampler did not record this request. */
   constructor(
-    private readonly span: Span,
-    private readonly tracer: Tracer,
-    private readonly upstream: Attributes,
+    private readonly context: SpanContext,
+    private readonly span: RecordedSpan | undefined,
+    private readonly sink: SpanSink,
+    private readonly upstream: { address: string; port: number },
   ) {
-    this.#context = trace.setSpan(ROOT_CONTEXT, span);
-    const c = span.spanContext();
-    this.sampledTraceId = c.traceFlags & TraceFlags.SAMPLED ? c.traceId : undefined;
+    this.sampledTraceId = context.traceFlags & TraceFlags.SAMPLED ? context.traceId : undefined;
   }
 
   wait(name: WaitName, startMs: number, endMs: number, attributes?: Record<string, string>): void {
-    if (!this.span.isRecording()) return;
-    const span = this.tracer.startSpan(
+    if (this.span === undefined) return;
+    const context = childOf(this.context);
+    new RecordedSpan(
+      this.sink,
       name,
-      { kind: SpanKind.INTERNAL, startTime: startMs },
-      this.#context,
-    );
-    if (attributes !== undefined) span.setAttributes(attributes);
-    span.end(endMs);
+      SpanKind.INTERNAL,
+      context,
+      this.context,
+      attributes ?? {},
+      startMs,
+    ).end(endMs);
   }
 
   attempt(method: string, resend: boolean): AttemptSpan {
-    const span = this.tracer.startSpan(method, { kind: SpanKind.CLIENT }, this.#context);
-    // Set on the span, not passed to startSpan: the SDK checks attributes passed to it twice.
-    if (span.isRecording()) {
-      span.setAttributes(this.upstream);
-      span.setAttribute('http.request.method', method);
-      if (resend) span.setAttribute('http.request.resend_count', 1);
-    }
-    return new Attempt(span);
+    const context = childOf(this.context);
+    if (this.span === undefined) return new Attempt(context, undefined);
+    const attributes: Attributes = {
+      'server.address': this.upstream.address,
+      'server.port': this.upstream.port,
+      'http.request.method': method,
+    };
+    if (resend) attributes['http.request.resend_count'] = 1;
+    const span = new RecordedSpan(
+      this.sink,
+      method,
+      SpanKind.CLIENT,
+      context,
+      this.context,
+      attributes,
+    );
+    return new Attempt(context, span);
   }
 
   end(status: number, code?: string): void {
-    if (this.#ended) return;
-    this.#ended = true;
-    if (code !== undefined) this.span.setAttribute('oauth_sidecar.error_code', code);
-    finish(this.span, status, status >= 500 ? (code ?? String(status)) : undefined);
+    const span = this.span;
+    if (span === undefined || span.ended) return;
+    if (code !== undefined) span.attributes['oauth_sidecar.error_code'] = code;
+    finish(span, status, status >= 500 ? (code ?? String(status)) : undefined);
   }
 }
 
@@ -221,69 +253,129 @@ function serverAttributes(
   return attributes;
 }
 
+/**
+ * A new root or server span's context: the caller's trace if it sent a valid `traceparent`, else a
+ * new one; recorded if the sampler says so (`extra`: attributes the sampler adds). Children inherit the decision (`childOf`), which is
+ * what each of the six `OTEL_TRACES_SAMPLER` choices decides for a child of a local span.
+ */
+function decide(
+  sampler: Sampler,
+  parentContext: Context,
+  name: string,
+  kind: SpanKind,
+  attributes: Attributes,
+): {
+  context: SpanContext;
+  parent: SpanContext | undefined;
+  recorded: boolean;
+  extra?: Attributes;
+} {
+  const remote = trace.getSpanContext(parentContext);
+  const parent = remote !== undefined && trace.isSpanContextValid(remote) ? remote : undefined;
+  const traceId = parent?.traceId ?? ids.generateTraceId();
+  const result = sampler.shouldSample(parentContext, traceId, name, kind, attributes, NO_LINKS);
+  const context: SpanContext = {
+    traceId,
+    spanId: ids.generateSpanId(),
+    traceFlags:
+      result.decision === SamplingDecision.RECORD_AND_SAMPLED
+        ? TraceFlags.SAMPLED
+        : TraceFlags.NONE,
+    traceState: result.traceState ?? parent?.traceState,
+  };
+  const recorded = result.decision !== SamplingDecision.NOT_RECORD;
+  return { context, parent, recorded, extra: result.attributes };
+}
+
+/** Export what is queued and stop, or give up after `timeoutMs`. */
+async function shutdownWithin(processor: SpanProcessor, timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, timeoutMs);
+    timer.unref();
+  });
+  try {
+    await Promise.race([processor.shutdown(), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export function createTracing(config: TracingConfig, deps: TracingDeps): Tracing {
   const processor = processorFor(config, deps);
-  const provider = new TracerProvider({
-    sampler: sampler(config),
+  const chosen = sampler(config);
+  const sink: SpanSink = {
     resource: resourceFromAttributes({
       ...config.resourceAttributes,
       'service.name': config.serviceName,
       'service.version': deps.version,
     }),
-    spanProcessors: [processor],
-  });
-  const tracer = provider.getTracer('oauth-sidecar', deps.version);
+    instrumentationScope: { name: 'oauth-sidecar', version: deps.version },
+    onEnd: (span) => processor.onEnd(span),
+  };
   const tokenHost = new URL(deps.tokenUrl).hostname;
   const upstreamUrl = new URL(deps.upstream);
-  const upstream: Attributes = {
-    'server.address': upstreamUrl.hostname,
-    'server.port': Number(upstreamUrl.port || (upstreamUrl.protocol === 'https:' ? 443 : 80)),
+  const upstream = {
+    address: upstreamUrl.hostname,
+    port: Number(upstreamUrl.port || (upstreamUrl.protocol === 'https:' ? 443 : 80)),
   };
 
   return {
     request(headers, method, target) {
-      const parent = propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
+      const parentContext = propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
       const query = target.indexOf('?');
       const path = query < 0 ? target : target.slice(0, query);
       const route = routeOf(path, deps.pathPrefixes);
       const name = route === undefined ? method : `${method} ${route}`;
-      const span = tracer.startSpan(name, { kind: SpanKind.SERVER }, parent);
-      // The samplers decide on the parent and the trace id alone: an unsampled request builds none.
-      if (span.isRecording()) {
-        span.setAttributes(
-          serverAttributes(method, path, route, target, query, headers, config.recordQuery),
-        );
-      }
-      return new Request(span, tracer, upstream);
+      // As the SDK does for attributes set after the start: the sampler sees none.
+      const { context, parent, recorded, extra } = decide(
+        chosen,
+        parentContext,
+        name,
+        SpanKind.SERVER,
+        NO_ATTRIBUTES,
+      );
+      if (!recorded) return new Request(context, undefined, sink, upstream);
+      const attributes = serverAttributes(
+        method,
+        path,
+        route,
+        target,
+        query,
+        headers,
+        config.recordQuery,
+      );
+      if (extra !== undefined) Object.assign(attributes, extra);
+      const span = new RecordedSpan(sink, name, SpanKind.SERVER, context, parent, attributes);
+      return new Request(context, span, sink, upstream);
     },
     grant(grant): GrantSpan {
-      const span = tracer.startSpan('oauth.token', {
-        kind: SpanKind.CLIENT,
-        attributes: {
-          'oauth.grant_type': grant,
-          'server.address': tokenHost,
-          'http.request.method': 'POST',
-        },
-      });
+      const attributes: Attributes = {
+        'oauth.grant_type': grant,
+        'server.address': tokenHost,
+        'http.request.method': 'POST',
+      };
+      const name = 'oauth.token';
+      const { context, recorded, extra } = decide(
+        chosen,
+        ROOT_CONTEXT,
+        name,
+        SpanKind.CLIENT,
+        attributes,
+      );
+      if (extra !== undefined) Object.assign(attributes, extra);
+      const span = recorded
+        ? new RecordedSpan(sink, name, SpanKind.CLIENT, context, undefined, attributes)
+        : undefined;
       return {
         end(outcome) {
-          span.setAttribute('oauth.outcome', outcome);
-          if (outcome !== 'success') span.setStatus({ code: SpanStatusCode.ERROR });
+          if (span === undefined || span.ended) return;
+          span.attributes['oauth.outcome'] = outcome;
+          if (outcome !== 'success') span.status = ERROR;
           span.end();
         },
       };
     },
-    async shutdown(timeoutMs) {
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, timeoutMs);
-        timer.unref();
-      });
-      try {
-        await Promise.race([provider.shutdown(), late]);
-      } finally {
-        clearTimeout(timer);
-      }
-    },
+    shutdown: (timeoutMs) => shutdownWithin(processor, timeoutMs),
   };
 }

@@ -1,0 +1,92 @@
+/**
+ * A span as the sidecar records it: the fields of the SDK's `ReadableSpan`, which the batch
+ * processor, the protobuf encoder and OpenTelemetry's JSON serializer read, and nothing more.
+ * Every attribute is set by otel.ts from values it builds itself (strings and numbers), so the
+ * SDK's checks of arbitrary values and its limits have nothing to do here. Why not the SDK's own
+ * span: docs/benchmarks.md "Spans recorded by the sidecar".
+ */
+import {
+  SpanStatusCode,
+  type Attributes,
+  type HrTime,
+  type Link,
+  type SpanContext,
+  type SpanKind,
+  type SpanStatus,
+} from '@opentelemetry/api';
+import { hrTimeDuration, millisToHrTime, type InstrumentationScope } from '@opentelemetry/core';
+import type { Resource } from '@opentelemetry/resources';
+import type { ReadableSpan, TimedEvent } from '@opentelemetry/sdk-trace';
+
+const UNSET: SpanStatus = Object.freeze({ code: SpanStatusCode.UNSET });
+export const ERROR: SpanStatus = Object.freeze({ code: SpanStatusCode.ERROR });
+const NO_LINKS: Link[] = [];
+const NO_EVENTS: TimedEvent[] = [];
+Object.freeze(NO_LINKS);
+Object.freeze(NO_EVENTS);
+
+/** What every span of one tracer shares: its resource and scope, and where it goes when it ends. */
+export interface SpanSink {
+  readonly resource: Resource;
+  readonly instrumentationScope: InstrumentationScope;
+  onEnd(span: ReadableSpan): void;
+}
+
+export class RecordedSpan implements ReadableSpan {
+  status: SpanStatus = UNSET;
+  ended = false;
+  readonly links = NO_LINKS;
+  readonly events = NO_EVENTS;
+  readonly droppedAttributesCount = 0;
+  readonly droppedEventsCount = 0;
+  readonly droppedLinksCount = 0;
+  /** Epoch milliseconds. */
+  #end = 0;
+  /** `performance.now()` at the start: the end is the start plus the monotonic time since. */
+  readonly #clockStart: number;
+
+  /** `startMs`: epoch milliseconds (`Date.now()` when the span starts now, as the SDK's). */
+  constructor(
+    private readonly sink: SpanSink,
+    readonly name: string,
+    readonly kind: SpanKind,
+    private readonly context: SpanContext,
+    readonly parentSpanContext: SpanContext | undefined,
+    readonly attributes: Attributes,
+    private readonly startMs: number = Date.now(),
+  ) {
+    this.#clockStart = performance.now();
+  }
+
+  spanContext(): SpanContext {
+    return this.context;
+  }
+
+  get resource(): Resource {
+    return this.sink.resource;
+  }
+
+  get instrumentationScope(): InstrumentationScope {
+    return this.sink.instrumentationScope;
+  }
+
+  get startTime(): HrTime {
+    return millisToHrTime(this.startMs);
+  }
+
+  get endTime(): HrTime {
+    return millisToHrTime(this.#end);
+  }
+
+  get duration(): HrTime {
+    return hrTimeDuration(this.startTime, this.endTime);
+  }
+
+  /** End once (`endMs`: epoch milliseconds; by default now) and hand the span to the processor. */
+  end(endMs?: number): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.#end = endMs ?? this.startMs + (performance.now() - this.#clockStart);
+    this.sink.onEnd(this);
+  }
+}
