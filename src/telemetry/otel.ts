@@ -255,8 +255,9 @@ function serverAttributes(
 
 /**
  * A new root or server span's context: the caller's trace if it sent a valid `traceparent`, else a
- * new one; recorded if the sampler says so (`extra`: attributes the sampler adds). Children inherit the decision (`childOf`), which is
- * what each of the six `OTEL_TRACES_SAMPLER` choices decides for a child of a local span.
+ * new one; recorded if the sampler says so (the six samplers add no attributes). Children inherit
+ * the decision (`childOf`), which is what each of the six `OTEL_TRACES_SAMPLER` choices decides for
+ * a child of a local span.
  */
 function decide(
   sampler: Sampler,
@@ -268,7 +269,6 @@ function decide(
   context: SpanContext;
   parent: SpanContext | undefined;
   recorded: boolean;
-  extra?: Attributes;
 } {
   const remote = trace.getSpanContext(parentContext);
   const parent = remote !== undefined && trace.isSpanContextValid(remote) ? remote : undefined;
@@ -283,8 +283,7 @@ function decide(
         : TraceFlags.NONE,
     traceState: result.traceState ?? parent?.traceState,
   };
-  const recorded = result.decision !== SamplingDecision.NOT_RECORD;
-  return { context, parent, recorded, extra: result.attributes };
+  return { context, parent, recorded: result.decision !== SamplingDecision.NOT_RECORD };
 }
 
 /** Export what is queued and stop, or give up after `timeoutMs`. */
@@ -328,7 +327,7 @@ export function createTracing(config: TracingConfig, deps: TracingDeps): Tracing
       const route = routeOf(path, deps.pathPrefixes);
       const name = route === undefined ? method : `${method} ${route}`;
       // As the SDK does for attributes set after the start: the sampler sees none.
-      const { context, parent, recorded, extra } = decide(
+      const { context, parent, recorded } = decide(
         chosen,
         parentContext,
         name,
@@ -345,7 +344,6 @@ export function createTracing(config: TracingConfig, deps: TracingDeps): Tracing
         headers,
         config.recordQuery,
       );
-      if (extra !== undefined) Object.assign(attributes, extra);
       const span = new RecordedSpan(sink, name, SpanKind.SERVER, context, parent, attributes);
       return new Request(context, span, sink, upstream);
     },
@@ -356,14 +354,7 @@ export function createTracing(config: TracingConfig, deps: TracingDeps): Tracing
         'http.request.method': 'POST',
       };
       const name = 'oauth.token';
-      const { context, recorded, extra } = decide(
-        chosen,
-        ROOT_CONTEXT,
-        name,
-        SpanKind.CLIENT,
-        attributes,
-      );
-      if (extra !== undefined) Object.assign(attributes, extra);
+      const { context, recorded } = decide(chosen, ROOT_CONTEXT, name, SpanKind.CLIENT, attributes);
       const span = recorded
         ? new RecordedSpan(sink, name, SpanKind.CLIENT, context, undefined, attributes)
         : undefined;
