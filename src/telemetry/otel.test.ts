@@ -54,8 +54,18 @@ const SDK_SAMPLERS: Record<string, () => Sampler> = {
     new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(0.5) }),
 };
 
-const hex = (n: number, seed: number) =>
-  Array.from({ length: n }, (_, i) => ((seed * 7 + i * 13) % 16).toString(16)).join('');
+/** `n` hex digits from a seeded generator (mulberry32): ids on both sides of a 0.5 ratio. */
+function hex(n: number, seed: number): string {
+  let a = seed * 0x9e3779b9;
+  let out = '';
+  while (out.length < n) {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), a | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    out += (((t ^ (t >>> 14)) >>> 0) % 16).toString(16);
+  }
+  return out;
+}
 
 describe('spans recorded by the sidecar decide as the SDK does', () => {
   it.each(Object.keys(SDK_SAMPLERS))(
@@ -65,7 +75,8 @@ describe('spans recorded by the sidecar decide as the SDK does', () => {
       const sdkSampler = SDK_SAMPLERS[name]!();
       const sdk = new TracerProvider({ sampler: sdkSampler }).getTracer('t');
       const propagator = new W3CTraceContextPropagator();
-      for (let seed = 1; seed <= 24; seed++) {
+      const seen = new Set<string>();
+      for (let seed = 1; seed <= 40; seed++) {
         for (const flags of ['01', '00', undefined]) {
           const traceId = hex(32, seed);
           const headers =
@@ -95,6 +106,7 @@ describe('spans recorded by the sidecar decide as the SDK does', () => {
           const client = sdk.startSpan('GET', { kind: SpanKind.CLIENT }, server);
           const label = `${name} ${flags ?? 'no parent'} ${seed}`;
           expect(request.sampledTraceId !== undefined, label).toBe(serverSampled);
+          seen.add(`${flags ?? 'none'}:${serverSampled}`);
           if (serverSampled) expect(request.sampledTraceId).toBe(sentTrace);
           expect(sentFlags, label).toBe(
             client.spanContext().traceFlags & TraceFlags.SAMPLED ? '01' : '00',
@@ -104,6 +116,12 @@ describe('spans recorded by the sidecar decide as the SDK does', () => {
           request.end(200);
         }
       }
+      // The ratio samplers met trace ids on both sides of the bound, under a sampled parent too.
+      if (name === 'traceidratio')
+        expect(seen).toEqual(
+          new Set(['01:true', '01:false', '00:true', '00:false', 'none:true', 'none:false']),
+        );
+      if (name === 'parentbased_traceidratio') expect(seen).toContain('none:false');
       await ours.shutdown(0);
     },
   );

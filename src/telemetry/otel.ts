@@ -190,7 +190,7 @@ class Request implements RequestSpan {
   }
 
   wait(name: WaitName, startMs: number, endMs: number, attributes?: Record<string, string>): void {
-    if (this.span === undefined) return;
+    if (this.span === undefined || this.span.ended) return;
     const context = childOf(this.context);
     new RecordedSpan(
       this.sink,

@@ -14,7 +14,12 @@ import {
   type SpanKind,
   type SpanStatus,
 } from '@opentelemetry/api';
-import { hrTimeDuration, millisToHrTime, type InstrumentationScope } from '@opentelemetry/core';
+import {
+  addHrTimes,
+  hrTimeDuration,
+  millisToHrTime,
+  type InstrumentationScope,
+} from '@opentelemetry/core';
 import type { Resource } from '@opentelemetry/resources';
 import type { ReadableSpan, TimedEvent } from '@opentelemetry/sdk-trace';
 
@@ -40,8 +45,9 @@ export class RecordedSpan implements ReadableSpan {
   readonly droppedAttributesCount = 0;
   readonly droppedEventsCount = 0;
   readonly droppedLinksCount = 0;
-  /** Epoch milliseconds. */
-  #end = 0;
+  /** The end: milliseconds after the start (kept apart from it: an epoch-sized sum loses the
+   * nanoseconds, as the SDK's does not). */
+  #elapsed = 0;
   /** `performance.now()` at the start: the end is the start plus the monotonic time since. */
   readonly #clockStart: number;
 
@@ -75,18 +81,23 @@ export class RecordedSpan implements ReadableSpan {
   }
 
   get endTime(): HrTime {
-    return millisToHrTime(this.#end);
+    return addHrTimes(millisToHrTime(this.startMs), millisToHrTime(this.#elapsed));
   }
 
   get duration(): HrTime {
     return hrTimeDuration(this.startTime, this.endTime);
   }
 
-  /** End once (`endMs`: epoch milliseconds; by default now) and hand the span to the processor. */
+  /**
+   * End once (`endMs`: epoch milliseconds; by default now) and hand the span to the processor. An
+   * end before the start (the wall clock stepped back) is the start, as in the SDK.
+   */
   end(endMs?: number): void {
     if (this.ended) return;
     this.ended = true;
-    this.#end = endMs ?? this.startMs + (performance.now() - this.#clockStart);
+    const elapsed =
+      endMs === undefined ? performance.now() - this.#clockStart : endMs - this.startMs;
+    this.#elapsed = Math.max(0, elapsed);
     this.sink.onEnd(this);
   }
 }
