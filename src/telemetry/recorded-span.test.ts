@@ -101,11 +101,21 @@ function throughTheSdk(): ReadableSpan[] {
 }
 
 /** The OTLP/JSON request of `spans`, without the times the clock chose (the wait's are given). */
-function json(spans: ReadableSpan[]) {
-  const request = JSON.parse(Buffer.from(JsonTraceSerializer.serializeRequest(spans)!).toString());
-  for (const span of request.resourceSpans[0].scopeSpans[0].spans) {
+interface JsonSpan {
+  name: string;
+  startTimeUnixNano?: string;
+  endTimeUnixNano?: string;
+}
+interface JsonRequest {
+  resourceSpans: { scopeSpans: { spans: JsonSpan[] }[] }[];
+}
+
+function json(spans: ReadableSpan[]): JsonRequest {
+  const text = Buffer.from(JsonTraceSerializer.serializeRequest(spans)!).toString();
+  const request = JSON.parse(text) as JsonRequest;
+  for (const span of request.resourceSpans[0]!.scopeSpans[0]!.spans) {
     if (span.name === 'quota.wait') continue;
-    expect(BigInt(span.endTimeUnixNano) >= BigInt(span.startTimeUnixNano)).toBe(true);
+    expect(BigInt(span.endTimeUnixNano!) >= BigInt(span.startTimeUnixNano!)).toBe(true);
     delete span.startTimeUnixNano;
     delete span.endTimeUnixNano;
   }
@@ -116,7 +126,7 @@ describe('spans recorded by the sidecar', () => {
   it("export exactly as the SDK's spans of the same request (JSON), but for the clock's times", () => {
     const ours = json(recorded());
     expect(ours).toEqual(json(throughTheSdk()));
-    expect(ours.resourceSpans[0].scopeSpans[0].spans[0]).toMatchObject({
+    expect(ours.resourceSpans[0]!.scopeSpans[0]!.spans[0]).toMatchObject({
       name: 'quota.wait',
       startTimeUnixNano: '1700000000123000000',
       endTimeUnixNano: '1700000000456500000',
