@@ -8,7 +8,12 @@ import {
 } from '@opentelemetry/api';
 import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import {
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+  TracerProvider,
+  type ReadableSpan,
+} from '@opentelemetry/sdk-trace';
 import { describe, expect, it, vi } from 'vitest';
 import { SpanBatch, exportRequest } from './otlp-protobuf.js';
 import { ERROR, RecordedSpan, type SpanSink } from './recorded-span.js';
@@ -67,19 +72,12 @@ function recorded(): ReadableSpan[] {
 
 /** The same spans made through the SDK's Tracer, with the same ids. */
 function throughTheSdk(): ReadableSpan[] {
-  const ended: ReadableSpan[] = [];
   const ids = [SERVER, WAIT, CLIENT];
+  const exporter = new InMemorySpanExporter();
   const provider = new TracerProvider({
     resource,
     idGenerator: { generateTraceId: () => TRACE, generateSpanId: () => ids.shift()! },
-    spanProcessors: [
-      {
-        onStart: () => {},
-        onEnd: (span) => ended.push(span),
-        forceFlush: async () => {},
-        shutdown: async () => {},
-      },
-    ],
+    spanProcessors: [new SimpleSpanProcessor({ exporter })],
   });
   const tracer = provider.getTracer('oauth-sidecar', '1.2.3');
   const parent = trace.setSpanContext(ROOT_CONTEXT, remote);
@@ -97,7 +95,7 @@ function throughTheSdk(): ReadableSpan[] {
   attempt.end();
   server.setAttribute('http.response.status_code', 200);
   server.end();
-  return ended;
+  return exporter.getFinishedSpans();
 }
 
 /** The OTLP/JSON request of `spans`, without the times the clock chose (the wait's are given). */
