@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { freePorts } from '../bench/lib.mjs';
 import { roundOrder } from '../bench/order.mjs';
@@ -58,5 +59,20 @@ describe('bench free ports', () => {
       ),
     );
     await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+  });
+});
+
+describe('bench measured windows', () => {
+  it('no request reaches a target between its warm-up and the end of its window (a /metrics scrape there made the window dearer)', () => {
+    const source = readFileSync(new URL('../bench/run.mjs', import.meta.url), 'utf8');
+    const loop = source.slice(source.indexOf('async function runRounds'));
+    const restart = loop.indexOf('await warmUp([t], agent, WARM_UP);');
+    const windowEnd = loop.indexOf('const cpuMs = ');
+    expect(restart).toBeGreaterThan(0);
+    expect(windowEnd).toBeGreaterThan(restart);
+    const between = loop.slice(restart, windowEnd);
+    expect(between).toContain('await wrk(');
+    // Only the window's own load: no scrape, no admin request, no other await on the target.
+    expect(between.match(/await /g)).toHaveLength(2);
   });
 });
