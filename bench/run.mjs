@@ -563,12 +563,16 @@ async function main() {
   }
   await startPeers(wanted, add, { upstream, pki, imageFlags, imageEnv });
 
+  // Token calls: the sidecar's metric over the rounds (a --fresh restart's own grant is not one),
+  // the token endpoint's log in the measured windows. The metric's first reading comes before
+  // the warm-up, so that no measured window follows it at once (runRounds).
+  const sidecar = targets.find((t) => t.name === 'sidecar');
+  const tokenCalls = sidecar ? { metric: 0, standin: 0 } : undefined;
+  const metricBase = sidecar ? await tokenMetric(sidecar) : 0;
+
   await warmUp(targets, agent);
 
-  // Token calls: the sidecar's metric over the rounds (a --fresh restart's own grant is not one),
-  // the token endpoint's log in the measured windows.
-  const tokenCalls = wanted.has('sidecar') ? { metric: 0, standin: 0 } : undefined;
-  const rounds = await runRounds(targets, agent, { standin, tokenCalls });
+  const rounds = await runRounds(targets, agent, { standin, tokenCalls, metricBase });
 
   // After the token count: the footprint's own sidecar gets its own token.
   const footprint =
@@ -658,14 +662,14 @@ const tokenMetric = async (t) =>
   metricSum(await scrape(t.admin()), 'oauth_sidecar_token_requests_total');
 
 /** The measured rounds, each target in turn, each first and last equally often (roundOrder). */
-async function runRounds(targets, agent, { standin, tokenCalls }) {
+async function runRounds(targets, agent, { standin, tokenCalls, metricBase: base }) {
   const rounds = [];
   // The sidecar's own count is read only where no measured window follows at once: before the
-  // rounds, around each --fresh restart (before the warm-up) and after the rounds. A /metrics
-  // scrape just before a window made that window dearer: in new processes the target scraped
-  // read 1.11× a build it matched at 1.02× unscraped (docs/benchmarks.md).
+  // warm-up (main), around each --fresh restart (before its warm-up) and after the rounds. A
+  // /metrics scrape just before a window made that window dearer: in new processes the target
+  // scraped read 1.11× a build it matched at 1.02× unscraped (docs/benchmarks.md).
   const sidecar = tokenCalls ? targets.find((t) => t.name === 'sidecar') : undefined;
-  let metricBase = sidecar ? await tokenMetric(sidecar) : 0;
+  let metricBase = base;
   for (let r = 0; r < ROUNDS; r++) {
     const order = roundOrder(targets, r);
     const round = { order: order.map((t) => t.name), results: {} };
