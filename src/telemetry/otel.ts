@@ -33,7 +33,7 @@ import {
 } from '@opentelemetry/sdk-trace';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { TracingConfig } from '../config/types.js';
-import { SpanBatch } from './otlp-protobuf.js';
+import { SpanBatch, SpanBuffers } from './otlp-protobuf.js';
 import { ERROR, RecordedSpan, type SpanSink } from './recorded-span.js';
 import {
   BatchProcessor,
@@ -127,7 +127,11 @@ function processorFor(config: TracingConfig, deps: TracingDeps): SpanProcessor {
     return new BatchProcessor(json, () => new SpanList(), config, deps.dropped);
   }
   const protobuf = new LoggedExporter(protobufExporter(config), deps.logger);
-  return new BatchProcessor(protobuf, () => new SpanBatch(), config, deps.dropped);
+  // A buffer for every batch that can wait, and one filling.
+  const buffers = new SpanBuffers(
+    Math.ceil(config.maxQueueSize / Math.max(1, config.maxExportBatchSize)) + 1,
+  );
+  return new BatchProcessor(protobuf, () => new SpanBatch(buffers), config, deps.dropped);
 }
 
 function traceparentOf(c: SpanContext): string {

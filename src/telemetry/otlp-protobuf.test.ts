@@ -10,7 +10,7 @@ import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { describe, expect, it } from 'vitest';
-import { SpanBatch, exportRequest } from './otlp-protobuf.js';
+import { SpanBatch, SpanBuffers, exportRequest } from './otlp-protobuf.js';
 
 /** Real SDK spans of every shape the sidecar makes, and a few it does not. */
 function endedSpans(): ReadableSpan[] {
@@ -113,6 +113,72 @@ describe('OTLP protobuf spans', () => {
       const theirs = Buffer.from(ProtobufTraceSerializer.serializeRequest(ended)!);
       expect(Buffer.from(exportRequest(batch)).equals(theirs), `pad ${pad}`).toBe(true);
     }
+  });
+
+  it('the buffer of a released batch carries the next batches, each request still the bytes of the SDK', () => {
+    const spans = endedSpans();
+    const theirs = Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!);
+    const buffers = new SpanBuffers(2);
+    const first = new SpanBatch(buffers);
+    for (const span of spans) first.add(span);
+    const firstRequest = first.request();
+    expect(Buffer.from(firstRequest).equals(theirs)).toBe(true);
+    first.release();
+    first.release();
+    expect(buffers.free).toBe(1);
+    const second = new SpanBatch(buffers);
+    expect(buffers.free).toBe(0);
+    for (const span of spans.slice(1)) second.add(span);
+    const request = second.request();
+    // The same memory as the first request: no new buffer for the second batch.
+    expect(request.buffer).toBe(firstRequest.buffer);
+    const expected = Buffer.from(ProtobufTraceSerializer.serializeRequest(spans.slice(1))!);
+    expect(Buffer.from(request).equals(expected)).toBe(true);
+    second.release();
+    expect(() => second.add(spans[0]!)).toThrow(/after release/);
+  });
+
+  it('keeps at most its bound of buffers, and none grown past 1 MiB', () => {
+    const buffers = new SpanBuffers(2);
+    const batches = [1, 2, 3].map(() => new SpanBatch(buffers));
+    for (const batch of batches) batch.release();
+    expect(buffers.free).toBe(2);
+    const provider = new TracerProvider({
+      spanProcessors: [
+        {
+          onStart: () => {},
+          onEnd: (span) => huge.add(span),
+          forceFlush: async () => {},
+          shutdown: async () => {},
+        },
+      ],
+    });
+    const huge = new SpanBatch(buffers);
+    const tracer = provider.getTracer('t');
+    for (let i = 0; i < 60; i++)
+      tracer.startSpan('h', { attributes: { h: 'x'.repeat(20_000) } }).end();
+    huge.release();
+    expect(buffers.free).toBe(1);
+  });
+
+  it('an envelope too large for the head room is copied, with the same bytes', () => {
+    const provider = new TracerProvider({
+      resource: resourceFromAttributes({ 'service.name': 's', big: 'y'.repeat(5_000) }),
+      spanProcessors: [
+        {
+          onStart: () => {},
+          onEnd: (span) => ended.push(span),
+          forceFlush: async () => {},
+          shutdown: async () => {},
+        },
+      ],
+    });
+    const ended: ReadableSpan[] = [];
+    for (let i = 0; i < 3; i++) provider.getTracer('t', '1').startSpan(`s${i}`).end();
+    const batch = new SpanBatch();
+    for (const span of ended) batch.add(span);
+    const theirs = Buffer.from(ProtobufTraceSerializer.serializeRequest(ended)!);
+    expect(Buffer.from(exportRequest(batch)).equals(theirs)).toBe(true);
   });
 
   it('an empty batch is an empty request', () => {

@@ -4,169 +4,24 @@
  * object that outlives the young generation (docs/benchmarks.md "Tracing"). The bytes are the
  * ones OpenTelemetry's ProtobufTraceSerializer writes for the same spans (otlp-protobuf.test.ts).
  */
-import type { Attributes, AttributeValue, HrTime } from '@opentelemetry/api';
+import type { Attributes, AttributeValue } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace';
+import { BYTES, FIRST_CAPACITY, FIXED32, FIXED64, VARINT, Writer } from './protobuf-writer.js';
 
 type Envelope = Pick<ReadableSpan, 'resource' | 'instrumentationScope'>;
-
-/** Wire types. */
-const VARINT = 0;
-const FIXED64 = 1;
-const BYTES = 2;
-const FIXED32 = 5;
 
 /** Span.flags: the context's parent-is-remote bits (trace.proto SpanFlags). */
 const HAS_IS_REMOTE = 0x100;
 const IS_REMOTE = 0x200;
 
-const FIRST_CAPACITY = 64 * 1024;
-
-/** A hex digit's value (input checked by the SDK: ids are lower-case hex). */
-function nibble(code: number): number {
-  return code <= 57 ? code - 48 : (code | 32) - 87;
-}
-
 /**
- * A growing protobuf writer over a Buffer. Byte by byte in JavaScript: for the short strings and
- * ids of a span that is several times faster than a call into node's encoders.
+ * Bytes kept free before a batch's first span: the request's envelope (resource, scope and two
+ * lengths) is written there when the batch is sent, so the request is the batch's own buffer,
+ * not a copy. A larger envelope (a long OTEL_RESOURCE_ATTRIBUTES) is copied instead.
  */
-class Writer {
-  buf: Buffer;
-  pos = 0;
-
-  constructor(capacity = FIRST_CAPACITY) {
-    this.buf = Buffer.allocUnsafe(capacity);
-  }
-
-  reserve(bytes: number): void {
-    if (this.pos + bytes <= this.buf.length) return;
-    let size = this.buf.length * 2;
-    while (size < this.pos + bytes) size *= 2;
-    const next = Buffer.allocUnsafe(size);
-    this.buf.copy(next, 0, 0, this.pos);
-    this.buf = next;
-  }
-
-  varint(value: number): void {
-    this.reserve(10);
-    if (value < 0) return this.negative(value);
-    let v = value;
-    while (v > 127) {
-      this.buf[this.pos++] = (v & 127) | 128;
-      v = Math.floor(v / 128);
-    }
-    this.buf[this.pos++] = v;
-  }
-
-  /** A negative integer: ten bytes of its 64-bit two's complement, as protobuf's int64. */
-  negative(value: number): void {
-    let v = BigInt.asUintN(64, BigInt(value));
-    while (v > 127n) {
-      this.buf[this.pos++] = Number(v & 127n) | 128;
-      v >>= 7n;
-    }
-    this.buf[this.pos++] = Number(v);
-  }
-
-  /** A field's key (tag): one byte for the fields below 16. */
-  tag(field: number, wire: number): void {
-    this.varint((field << 3) | wire);
-  }
-
-  string(text: string): void {
-    const length = text.length;
-    if (length >= 16384 * 128) return this.#utf8(text, this.pos);
-    this.reserve(length + 3);
-    const buf = this.buf;
-    const start = this.pos;
-    let at = start + (length < 128 ? 1 : length < 16384 ? 2 : 3);
-    for (let i = 0; i < length; i++) {
-      const code = text.charCodeAt(i);
-      if (code > 127) return this.#utf8(text, start);
-      buf[at++] = code;
-    }
-    // The length's varint, in the bytes kept before the text (not varint(): its reserve could
-    // move the buffer and lose the text just written).
-    let v = length;
-    let p = start;
-    while (v > 127) {
-      buf[p++] = (v & 127) | 128;
-      v >>>= 7;
-    }
-    buf[p] = v;
-    this.pos = at;
-  }
-
-  #utf8(text: string, start: number): void {
-    this.pos = start;
-    const length = Buffer.byteLength(text);
-    this.varint(length);
-    this.reserve(length);
-    this.pos += this.buf.write(text, this.pos, length, 'utf8');
-  }
-
-  /** A trace or span id: its hex text as bytes. */
-  id(hex: string): void {
-    const length = hex.length >>> 1;
-    this.reserve(length + 1);
-    const buf = this.buf;
-    buf[this.pos++] = length;
-    for (let i = 0; i < length; i++) {
-      buf[this.pos++] = (nibble(hex.charCodeAt(2 * i)) << 4) | nibble(hex.charCodeAt(2 * i + 1));
-    }
-  }
-
-  fixed32(value: number): void {
-    this.reserve(4);
-    const buf = this.buf;
-    buf[this.pos++] = value & 0xff;
-    buf[this.pos++] = (value >>> 8) & 0xff;
-    buf[this.pos++] = (value >>> 16) & 0xff;
-    buf[this.pos++] = (value >>> 24) & 0xff;
-  }
-
-  double(value: number): void {
-    this.reserve(8);
-    this.pos = this.buf.writeDoubleLE(value, this.pos);
-  }
-
-  /** Nanoseconds since the epoch of an HrTime, as fixed64 (exact: 16-bit limbs of the seconds). */
-  time(t: HrTime): void {
-    const low16 = (t[0] & 0xffff) * 1e9;
-    const high = Math.floor(t[0] / 0x10000) * 1e9;
-    const low = (high % 0x10000) * 0x10000 + low16 + t[1];
-    this.fixed32(low % 0x1_0000_0000);
-    this.fixed32((Math.floor(high / 0x10000) + Math.floor(low / 0x1_0000_0000)) >>> 0);
-  }
-
-  /**
-   * Start a length-delimited field, keeping `guess` bytes for its length (1: below 128 bytes,
-   * 2: below 16 KiB); the content moves if the guess was wrong.
-   */
-  open(guess: 1 | 2 = 1): number {
-    this.reserve(guess);
-    const at = this.pos;
-    this.pos += guess;
-    return at;
-  }
-
-  close(at: number, guess: 1 | 2 = 1): void {
-    const length = this.pos - at - guess;
-    let size = 1;
-    while (length >= 2 ** (7 * size)) size += 1;
-    if (size !== guess) {
-      this.reserve(size - guess);
-      this.buf.copyWithin(at + size, at + guess, this.pos);
-      this.pos += size - guess;
-    }
-    let v = length;
-    for (let i = 0; i < size - 1; i++) {
-      this.buf[at + i] = (v & 127) | 128;
-      v = Math.floor(v / 128);
-    }
-    this.buf[at + size - 1] = v;
-  }
-}
+const HEAD_ROOM = 2048;
+/** A batch buffer grown past this is not kept for the next batch. */
+const MAX_KEPT_CAPACITY = 1024 * 1024;
 
 function anyValue(w: Writer, value: AttributeValue): void {
   if (typeof value === 'string') {
@@ -184,9 +39,11 @@ function anyValue(w: Writer, value: AttributeValue): void {
       w.double(value);
     }
   } else if (Array.isArray(value)) {
+    const items = value as readonly (string | number | boolean | null | undefined)[];
     w.tag(5, BYTES);
     const array = w.open();
-    for (const item of value) {
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i];
       w.tag(1, BYTES);
       const at = w.open();
       if (item !== null && item !== undefined) anyValue(w, item);
@@ -249,15 +106,65 @@ function link(w: Writer, l: ReadableSpan['links'][number]): void {
   w.close(at);
 }
 
+/**
+ * The buffers of batches sent and answered, for the next batches (at most `keep` of them): a
+ * batch buffer is reused, not left for the garbage collector. Allocating a fresh one for every
+ * batch made the heap's external memory grow by the batch's size each time, and V8 answers
+ * that growth with full collections (docs/benchmarks.md "Tracing").
+ */
+export class SpanBuffers {
+  readonly #free: Writer[] = [];
+
+  constructor(private readonly keep: number) {}
+
+  take(): Writer {
+    const w = this.#free.pop();
+    if (w === undefined) return new Writer(FIRST_CAPACITY, HEAD_ROOM);
+    w.pos = HEAD_ROOM;
+    return w;
+  }
+
+  give(w: Writer): void {
+    if (this.#free.length < this.keep && w.buf.length <= MAX_KEPT_CAPACITY) this.#free.push(w);
+  }
+
+  /** Buffers waiting for a batch (tests). */
+  get free(): number {
+    return this.#free.length;
+  }
+}
+
 /** The spans of one export, as `ScopeSpans.spans` fields, in the order of the SDK's serializer. */
 export class SpanBatch {
-  readonly #w = new Writer();
+  #w: Writer | undefined;
   count = 0;
   /** The first span's resource and scope: one tracer provider, one tracer, so every span's. */
   envelope: Envelope | undefined;
 
-  add(span: ReadableSpan): void {
+  constructor(private readonly buffers?: SpanBuffers) {
+    this.#w = buffers?.take() ?? new Writer(FIRST_CAPACITY, HEAD_ROOM);
+  }
+
+  /** The writer, while the batch holds one. */
+  #writer(): Writer {
     const w = this.#w;
+    if (w === undefined) throw new Error('span batch used after release');
+    return w;
+  }
+
+  /**
+   * The exporter is done with this batch (answered, or gave up): its buffer goes back to the pool.
+   * Not before: the request's bytes are that buffer, and a retry sends them again.
+   */
+  release(): void {
+    const w = this.#w;
+    if (w === undefined) return;
+    this.#w = undefined;
+    this.buffers?.give(w);
+  }
+
+  add(span: ReadableSpan): void {
+    const w = this.#writer();
     this.envelope ??= span;
     const context = span.spanContext();
     const parent = span.parentSpanContext;
@@ -287,10 +194,12 @@ export class SpanBatch {
     attributes(w, span.attributes, 9);
     w.tag(10, VARINT);
     w.varint(span.droppedAttributesCount);
-    for (const e of span.events) event(w, e);
+    const events = span.events;
+    for (let i = 0; i < events.length; i++) event(w, events[i]!);
     w.tag(12, VARINT);
     w.varint(span.droppedEventsCount);
-    for (const l of span.links) link(w, l);
+    const links = span.links;
+    for (let i = 0; i < links.length; i++) link(w, links[i]!);
     w.tag(14, VARINT);
     w.varint(span.droppedLinksCount);
     w.tag(15, BYTES);
@@ -308,41 +217,107 @@ export class SpanBatch {
     this.count += 1;
   }
 
-  /** The encoded spans (a view: valid until the batch is dropped). */
+  /** The encoded spans (a view: valid until the batch is released). */
   bytes(): Buffer {
-    return this.#w.buf.subarray(0, this.#w.pos);
+    const w = this.#writer();
+    return w.buf.subarray(HEAD_ROOM, w.pos);
+  }
+
+  /**
+   * The ExportTraceServiceRequest: the envelope written into the head room before the spans, so
+   * the request is a view of the batch's buffer (valid until the batch is released).
+   */
+  request(): Uint8Array {
+    const envelope = this.envelope;
+    if (envelope === undefined) return new Uint8Array(0);
+    const w = this.#writer();
+    const { resource, scope } = envelopeBytes(envelope);
+    const scopeSpans = scope.length + (w.pos - HEAD_ROOM);
+    const resourceSpans = resource.length + 1 + varintSize(scopeSpans) + scopeSpans;
+    const head =
+      1 + varintSize(resourceSpans) + resource.length + 1 + varintSize(scopeSpans) + scope.length;
+    if (head > HEAD_ROOM) return copiedRequest(resource, scope, this.bytes());
+    const end = w.pos;
+    const start = HEAD_ROOM - head;
+    w.pos = start;
+    w.tag(1, BYTES);
+    w.varint(resourceSpans);
+    w.pos += resource.copy(w.buf, w.pos);
+    w.tag(2, BYTES);
+    w.varint(scopeSpans);
+    w.pos += scope.copy(w.buf, w.pos);
+    w.pos = end;
+    return w.buf.subarray(start, end);
   }
 }
 
-/** An ExportTraceServiceRequest holding `batch` under its resource and scope. */
-export function exportRequest(batch: SpanBatch): Uint8Array {
-  const spans = batch.bytes();
-  const envelope = batch.envelope;
-  if (envelope === undefined) return new Uint8Array(0);
+function varintSize(value: number): number {
+  let size = 1;
+  while (value >= 2 ** (7 * size)) size += 1;
+  return size;
+}
+
+/** The last envelope's fields (`ResourceSpans.resource`, `ScopeSpans.scope`): every batch's. */
+let lastEnvelope:
+  | {
+      resource: Envelope['resource'];
+      scope: Envelope['instrumentationScope'];
+      bytes: EnvelopeBytes;
+    }
+  | undefined;
+
+interface EnvelopeBytes {
+  readonly resource: Buffer;
+  readonly scope: Buffer;
+}
+
+function envelopeBytes(envelope: Envelope): EnvelopeBytes {
   const { resource, instrumentationScope: scope } = envelope;
-  const w = new Writer(spans.length + 1024);
+  if (lastEnvelope?.resource === resource && lastEnvelope.scope === scope)
+    return lastEnvelope.bytes;
+  const r = new Writer(1024);
+  r.tag(1, BYTES);
+  const resourceAt = r.open();
+  attributes(r, resource.attributes, 1);
+  r.tag(2, VARINT);
+  r.varint(0);
+  r.close(resourceAt);
+  const s = new Writer(256);
+  s.tag(1, BYTES);
+  const scopeAt = s.open();
+  s.tag(1, BYTES);
+  s.string(scope.name);
+  if (scope.version) {
+    s.tag(2, BYTES);
+    s.string(scope.version);
+  }
+  s.close(scopeAt);
+  const bytes = {
+    resource: Buffer.from(r.buf.subarray(0, r.pos)),
+    scope: Buffer.from(s.buf.subarray(0, s.pos)),
+  };
+  lastEnvelope = { resource, scope, bytes };
+  return bytes;
+}
+
+/** The request in a buffer of its own: for an envelope larger than the head room. */
+function copiedRequest(resource: Buffer, scope: Buffer, spans: Buffer): Uint8Array {
+  const w = new Writer(resource.length + scope.length + spans.length + 32);
   w.tag(1, BYTES);
   const resourceSpans = w.open();
-  w.tag(1, BYTES);
-  const resourceAt = w.open();
-  attributes(w, resource.attributes, 1);
-  w.tag(2, VARINT);
-  w.varint(0);
-  w.close(resourceAt);
+  w.reserve(resource.length);
+  w.pos += resource.copy(w.buf, w.pos);
   w.tag(2, BYTES);
   const scopeSpans = w.open();
-  w.tag(1, BYTES);
-  const scopeAt = w.open();
-  w.tag(1, BYTES);
-  w.string(scope.name);
-  if (scope.version) {
-    w.tag(2, BYTES);
-    w.string(scope.version);
-  }
-  w.close(scopeAt);
-  w.reserve(spans.length);
+  w.reserve(scope.length + spans.length);
+  w.pos += scope.copy(w.buf, w.pos);
   w.pos += spans.copy(w.buf, w.pos);
   w.close(scopeSpans);
   w.close(resourceSpans);
   return w.buf.subarray(0, w.pos);
+}
+
+/** An ExportTraceServiceRequest holding `batch` under its resource and scope. */
+export function exportRequest(batch: SpanBatch): Uint8Array {
+  return batch.request();
 }

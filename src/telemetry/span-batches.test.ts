@@ -120,6 +120,29 @@ describe('the batch processor', () => {
     expect(calls).toHaveLength(1);
   });
 
+  it('frees a batch when the exporter answers, not when its own timeout gives up waiting', () => {
+    const released: number[] = [];
+    let made = 0;
+    const newBatch = (): Batch => {
+      const id = made++;
+      const list = new SpanList();
+      return Object.assign(list, { release: () => released.push(id) });
+    };
+    const { calls, answer, end } = setup(newBatch);
+    end(3);
+    expect(calls).toHaveLength(1);
+    expect(released).toEqual([]);
+    vi.advanceTimersByTime(LIMITS.exportTimeoutMs);
+    // Past the processor's timeout the transport may still be sending (or retrying) the batch.
+    end(3);
+    expect(calls).toHaveLength(2);
+    expect(released).toEqual([]);
+    answer(1);
+    expect(released).toEqual([1]);
+    answer(0);
+    expect(released).toEqual([1, 0]);
+  });
+
   it('an unsampled span is not queued', () => {
     const held = heldExporter();
     const processor = new BatchProcessor(held.exporter, () => new SpanBatch(), LIMITS, {

@@ -23,6 +23,8 @@ import { exportRequest, type SpanBatch } from './otlp-protobuf.js';
 export interface Batch {
   readonly count: number;
   add(span: ReadableSpan): void;
+  /** The exporter is done with the batch: what it holds may be reused. */
+  release?(): void;
 }
 
 /** An exporter of `T`, as OpenTelemetry's exporters are. */
@@ -168,6 +170,10 @@ export class BatchProcessor<B extends Batch> implements SpanProcessor {
     // The transport has its own timeout; this one holds even if it never calls back.
     const late = setTimeout(done, this.limits.exportTimeoutMs);
     late.unref();
-    this.exporter.export(batch, done);
+    this.exporter.export(batch, () => {
+      // Only the exporter's answer frees the batch: past `late` it may still be sending it.
+      batch.release?.();
+      done();
+    });
   }
 }
