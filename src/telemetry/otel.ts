@@ -1,6 +1,6 @@
 /**
  * Tracing with OpenTelemetry's lean packages (docs/reference.md "Traces"): the trace SDK's
- * samplers and ids, spans recorded as the SDK's `ReadableSpan` (recorded-span.ts), a batch span
+ * samplers, ids from a pool of random bytes (span-ids.ts), spans recorded as the SDK's `ReadableSpan` (recorded-span.ts), a batch span
  * processor and the OTLP/HTTP exporter (protobuf or JSON). Loaded only when tracing is on
  * (tracing.ts). Contexts are passed explicitly: no context manager, no instrumentation.
  */
@@ -25,7 +25,6 @@ import {
   AlwaysOffSampler,
   AlwaysOnSampler,
   ParentBasedSampler,
-  RandomIdGenerator,
   SamplingDecision,
   TraceIdRatioBasedSampler,
   type Sampler,
@@ -35,6 +34,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { TracingConfig } from '../config/types.js';
 import { SpanBatch, SpanBuffers } from './otlp-protobuf.js';
 import { ERROR, RecordedSpan, type SpanSink } from './recorded-span.js';
+import { PooledIds } from './span-ids.js';
 import {
   BatchProcessor,
   SpanList,
@@ -55,7 +55,7 @@ import type {
 export const EXPORT_FAILURE_LOG_MS = 60_000;
 
 const propagator = new W3CTraceContextPropagator();
-const ids = new RandomIdGenerator();
+const ids = new PooledIds();
 const NO_LINKS: Link[] = [];
 const NO_ATTRIBUTES: Attributes = {};
 Object.freeze(NO_LINKS);

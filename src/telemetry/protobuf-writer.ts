@@ -103,10 +103,12 @@ export class Writer {
     const length = hex.length >>> 1;
     this.reserve(length + 1);
     const buf = this.buf;
-    buf[this.pos++] = length;
-    for (let i = 0; i < length; i++) {
-      buf[this.pos++] = (nibble(hex.charCodeAt(2 * i)) << 4) | nibble(hex.charCodeAt(2 * i + 1));
+    let pos = this.pos;
+    buf[pos++] = length;
+    for (let j = 0; j < 2 * length; j += 2) {
+      buf[pos++] = (nibble(hex.charCodeAt(j)) << 4) | nibble(hex.charCodeAt(j + 1));
     }
+    this.pos = pos;
   }
 
   fixed32(value: number): void {
