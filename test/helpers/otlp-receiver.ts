@@ -163,10 +163,12 @@ function fromJson(body: Buffer): ReceivedSpan[] {
   );
 }
 
-export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+/** `refuse`: the first this many exports are answered 503 (retryable), their spans not kept. */
+export async function startOtlpReceiver(options: { refuse?: number } = {}): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
   const raw: string[] = [];
   const contentTypes: string[] = [];
+  let refuse = options.refuse ?? 0;
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -176,6 +178,11 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       contentTypes.push(type);
       const json = type.includes('json');
       raw.push(body.toString(json ? 'utf8' : 'latin1'));
+      if (refuse > 0) {
+        refuse -= 1;
+        res.writeHead(503).end();
+        return;
+      }
       spans.push(...(json ? fromJson(body) : fromProtobuf(body)));
       res.writeHead(200, { 'content-type': type }).end(json ? '{}' : '');
     });
