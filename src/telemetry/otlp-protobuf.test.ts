@@ -7,25 +7,28 @@ import {
 } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
-import { resourceFromAttributes } from '@opentelemetry/resources';
+import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
 import { TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { describe, expect, it } from 'vitest';
 import { SpanBatch, SpanBuffers, exportRequest } from './otlp-protobuf.js';
 
+/** A tracer provider whose ended spans go to `onEnd`. */
+function endingInto(onEnd: (span: ReadableSpan) => void, resource?: Resource): TracerProvider {
+  return new TracerProvider({
+    ...(resource && { resource }),
+    spanProcessors: [
+      { onStart: () => {}, onEnd, forceFlush: async () => {}, shutdown: async () => {} },
+    ],
+  });
+}
+
 /** Real SDK spans of every shape the sidecar makes, and a few it does not. */
 function endedSpans(): ReadableSpan[] {
   const ended: ReadableSpan[] = [];
-  const provider = new TracerProvider({
-    resource: resourceFromAttributes({ 'service.name': 'oauth-sidecar', 'k8s.pod.name': 'pod-1' }),
-    spanProcessors: [
-      {
-        onStart: () => {},
-        onEnd: (span) => ended.push(span),
-        forceFlush: async () => {},
-        shutdown: async () => {},
-      },
-    ],
-  });
+  const provider = endingInto(
+    (span) => ended.push(span),
+    resourceFromAttributes({ 'service.name': 'oauth-sidecar', 'k8s.pod.name': 'pod-1' }),
+  );
   const tracer = provider.getTracer('oauth-sidecar', '1.2.3');
   const parent = new W3CTraceContextPropagator().extract(
     ROOT_CONTEXT,
@@ -91,16 +94,7 @@ describe('OTLP protobuf spans', () => {
   it('a short string at the end of the buffer survives the buffer growing', () => {
     // Spans of short strings, after a first span of every length 0..199: at some length a short
     // string ends within the last bytes before the 64 KiB buffer grows, wherever that falls.
-    const provider = new TracerProvider({
-      spanProcessors: [
-        {
-          onStart: () => {},
-          onEnd: (span) => ended.push(span),
-          forceFlush: async () => {},
-          shutdown: async () => {},
-        },
-      ],
-    });
+    const provider = endingInto((span) => ended.push(span));
     const ended: ReadableSpan[] = [];
     const tracer = provider.getTracer('t');
     for (let pad = 0; pad < 200; pad++) {
@@ -143,16 +137,7 @@ describe('OTLP protobuf spans', () => {
     const batches = [1, 2, 3].map(() => new SpanBatch(buffers));
     for (const batch of batches) batch.release();
     expect(buffers.free).toBe(2);
-    const provider = new TracerProvider({
-      spanProcessors: [
-        {
-          onStart: () => {},
-          onEnd: (span) => huge.add(span),
-          forceFlush: async () => {},
-          shutdown: async () => {},
-        },
-      ],
-    });
+    const provider = endingInto((span) => huge.add(span));
     const huge = new SpanBatch(buffers);
     const tracer = provider.getTracer('t');
     for (let i = 0; i < 60; i++)
@@ -162,17 +147,10 @@ describe('OTLP protobuf spans', () => {
   });
 
   it('an envelope too large for the head room is copied, with the same bytes', () => {
-    const provider = new TracerProvider({
-      resource: resourceFromAttributes({ 'service.name': 's', big: 'y'.repeat(5_000) }),
-      spanProcessors: [
-        {
-          onStart: () => {},
-          onEnd: (span) => ended.push(span),
-          forceFlush: async () => {},
-          shutdown: async () => {},
-        },
-      ],
-    });
+    const provider = endingInto(
+      (span) => ended.push(span),
+      resourceFromAttributes({ 'service.name': 's', big: 'y'.repeat(5_000) }),
+    );
     const ended: ReadableSpan[] = [];
     for (let i = 0; i < 3; i++) provider.getTracer('t', '1').startSpan(`s${i}`).end();
     const batch = new SpanBatch();
