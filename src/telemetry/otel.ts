@@ -32,7 +32,7 @@ import {
 } from '@opentelemetry/sdk-trace';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { TracingConfig } from '../config/types.js';
-import { SpanBatch, SpanBuffers } from './otlp-protobuf.js';
+import { MAX_POOLED_BUFFERS, SpanBatch, SpanBuffers } from './otlp-protobuf.js';
 import { ERROR, RecordedSpan, type SpanSink } from './recorded-span.js';
 import { PooledIds } from './span-ids.js';
 import {
@@ -127,10 +127,7 @@ function processorFor(config: TracingConfig, deps: TracingDeps): SpanProcessor {
     return new BatchProcessor(json, () => new SpanList(), config, deps.dropped);
   }
   const protobuf = new LoggedExporter(protobufExporter(config), deps.logger);
-  // A buffer for every batch that can wait, and one filling.
-  const buffers = new SpanBuffers(
-    Math.ceil(config.maxQueueSize / Math.max(1, config.maxExportBatchSize)) + 1,
-  );
+  const buffers = new SpanBuffers(MAX_POOLED_BUFFERS);
   return new BatchProcessor(protobuf, () => new SpanBatch(buffers), config, deps.dropped);
 }
 

@@ -129,7 +129,9 @@ describe('OTLP protobuf spans', () => {
     const expected = Buffer.from(ProtobufTraceSerializer.serializeRequest(spans.slice(1))!);
     expect(Buffer.from(request).equals(expected)).toBe(true);
     second.release();
-    expect(() => second.add(spans[0]!)).toThrow(/after release/);
+    const unsent = new SpanBatch(buffers);
+    unsent.release();
+    expect(() => unsent.add(spans[0]!)).toThrow(/after release/);
   });
 
   it('keeps at most its bound of buffers, and none grown past 1 MiB', () => {
@@ -157,6 +159,48 @@ describe('OTLP protobuf spans', () => {
     for (const span of ended) batch.add(span);
     const theirs = Buffer.from(ProtobufTraceSerializer.serializeRequest(ended)!);
     expect(Buffer.from(exportRequest(batch)).equals(theirs)).toBe(true);
+  });
+
+  it('the head room exactly full, one byte short, tiny requests, and a request made twice', () => {
+    const spansWith = (resourcePad: number, spanPad: number, scope = 't'): ReadableSpan[] => {
+      const ended: ReadableSpan[] = [];
+      const provider = endingInto(
+        (span) => ended.push(span),
+        resourceFromAttributes({
+          's.n': 's',
+          ...(resourcePad > 0 && { r: 'y'.repeat(resourcePad) }),
+        }),
+      );
+      const tracer = provider.getTracer(scope, '1');
+      tracer.startSpan('n', { attributes: { a: 'x'.repeat(spanPad) } }).end();
+      return ended;
+    };
+    const buffers = new SpanBuffers(2);
+    const heads = new Set<number>();
+    const cases = [
+      [0, 0],
+      [0, 150],
+      [0, 16_300],
+    ];
+    // Resources around the 2 KiB head room: at one of them the request starts at the buffer's
+    // first byte, at the next it no longer fits and is copied.
+    for (let pad = 1_950; pad < 2_060; pad++) cases.push([pad, 0], [pad, 20_000]);
+    for (const [resourcePad, spanPad] of cases) {
+      const spans = spansWith(resourcePad!, spanPad!, resourcePad! % 2 ? 'odd' : 'even');
+      const batch = new SpanBatch(buffers);
+      for (const span of spans) batch.add(span);
+      const theirs = Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!);
+      const request = batch.request();
+      heads.add(request.byteOffset);
+      expect(Buffer.from(request).equals(theirs), `${resourcePad}/${spanPad}`).toBe(true);
+      expect(Buffer.from(batch.request()).equals(theirs)).toBe(true);
+      expect(() => batch.add(spans[0]!)).toThrow(/already sent/);
+      batch.release();
+    }
+    // Both paths ran: in place (down to offset 0) and copied (a buffer of its own, offset 0 too,
+    // but not the pooled buffer's memory).
+    expect(heads.has(0)).toBe(true);
+    expect([...heads].some((offset) => offset > 0)).toBe(true);
   });
 
   it('an empty batch is an empty request', () => {

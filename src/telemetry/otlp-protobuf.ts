@@ -20,6 +20,11 @@ const IS_REMOTE = 0x200;
  * not a copy. A larger envelope (a long OTEL_RESOURCE_ATTRIBUTES) is copied instead.
  */
 const HEAD_ROOM = 2048;
+/**
+ * Buffers kept for the next batches: one fills while one is sent, whatever the queue's size; a
+ * few more absorb a burst. Never shrunk, so never more than this (each at most 1 MiB).
+ */
+export const MAX_POOLED_BUFFERS = 4;
 /** A batch buffer grown past this is not kept for the next batch. */
 const MAX_KEPT_CAPACITY = 1024 * 1024;
 
@@ -107,7 +112,7 @@ function link(w: Writer, l: ReadableSpan['links'][number]): void {
 }
 
 /**
- * The buffers of batches sent and answered, for the next batches (at most `keep` of them): a
+ * The buffers of batches the collector accepted, for the next batches (at most `keep` of them): a
  * batch buffer is reused, not left for the garbage collector. Allocating a fresh one for every
  * batch made the heap's external memory grow by the batch's size each time, and V8 answers
  * that growth with full collections (docs/benchmarks.md "Tracing").
@@ -137,6 +142,8 @@ export class SpanBuffers {
 /** The spans of one export, as `ScopeSpans.spans` fields, in the order of the SDK's serializer. */
 export class SpanBatch {
   #w: Writer | undefined;
+  /** `request()` was called: the head room is written in front of these spans and no others. */
+  #sealed = false;
   count = 0;
   /** The first span's resource and scope: one tracer provider, one tracer, so every span's. */
   envelope: Envelope | undefined;
@@ -153,8 +160,8 @@ export class SpanBatch {
   }
 
   /**
-   * The exporter is done with this batch (answered, or gave up): its buffer goes back to the pool.
-   * Not before: the request's bytes are that buffer, and a retry sends them again.
+   * The collector accepted this batch: its buffer goes back to the pool. Not before: the request's
+   * bytes are that buffer, and a retry sends them again.
    */
   release(): void {
     const w = this.#w;
@@ -164,6 +171,7 @@ export class SpanBatch {
   }
 
   add(span: ReadableSpan): void {
+    if (this.#sealed) throw new Error('span added to a batch already sent');
     const w = this.#writer();
     this.envelope ??= span;
     const context = span.spanContext();
@@ -231,6 +239,7 @@ export class SpanBatch {
     const envelope = this.envelope;
     if (envelope === undefined) return new Uint8Array(0);
     const w = this.#writer();
+    this.#sealed = true;
     const { resource, scope } = envelopeBytes(envelope);
     const scopeSpans = scope.length + (w.pos - HEAD_ROOM);
     const resourceSpans = resource.length + 1 + varintSize(scopeSpans) + scopeSpans;
@@ -271,6 +280,10 @@ interface EnvelopeBytes {
   readonly scope: Buffer;
 }
 
+/**
+ * Cached by identity: the sidecar's resource is built once from plain values and its scope is
+ * never changed. A resource still waiting for asynchronous attributes is not cached.
+ */
 function envelopeBytes(envelope: Envelope): EnvelopeBytes {
   const { resource, instrumentationScope: scope } = envelope;
   if (lastEnvelope?.resource === resource && lastEnvelope.scope === scope)
@@ -296,7 +309,7 @@ function envelopeBytes(envelope: Envelope): EnvelopeBytes {
     resource: Buffer.from(r.buf.subarray(0, r.pos)),
     scope: Buffer.from(s.buf.subarray(0, s.pos)),
   };
-  lastEnvelope = { resource, scope, bytes };
+  if (resource.asyncAttributesPending !== true) lastEnvelope = { resource, scope, bytes };
   return bytes;
 }
 

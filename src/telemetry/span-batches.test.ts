@@ -1,4 +1,4 @@
-import type { ExportResult } from '@opentelemetry/core';
+import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import { TracerProvider } from '@opentelemetry/sdk-trace';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SpanBatch } from './otlp-protobuf.js';
@@ -140,6 +140,10 @@ describe('the batch processor', () => {
     answer(1);
     expect(released).toEqual([1]);
     answer(0);
+    expect(released).toEqual([1, 0]);
+    // A refused export is not reused: the collector may have answered before reading it all.
+    end(3);
+    calls[2]!.done({ code: ExportResultCode.FAILED, error: new Error('refused') });
     expect(released).toEqual([1, 0]);
   });
 

@@ -7,7 +7,7 @@
  * timeouts). Why not its processor: docs/benchmarks.md "Tracing".
  */
 import { TraceFlags } from '@opentelemetry/api';
-import type { ExportResult } from '@opentelemetry/core';
+import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPExporterBase } from '@opentelemetry/otlp-exporter-base';
 import {
@@ -23,7 +23,7 @@ import { exportRequest, type SpanBatch } from './otlp-protobuf.js';
 export interface Batch {
   readonly count: number;
   add(span: ReadableSpan): void;
-  /** The exporter is done with the batch: what it holds may be reused. */
+  /** The collector accepted the batch: what it holds may be reused. */
   release?(): void;
 }
 
@@ -170,9 +170,12 @@ export class BatchProcessor<B extends Batch> implements SpanProcessor {
     // The transport has its own timeout; this one holds even if it never calls back.
     const late = setTimeout(done, this.limits.exportTimeoutMs);
     late.unref();
-    this.exporter.export(batch, () => {
-      // Only the exporter's answer frees the batch: past `late` it may still be sending it.
-      batch.release?.();
+    this.exporter.export(batch, (result) => {
+      // Only an accepted export frees the batch for reuse. Past `late` the transport may still be
+      // sending or retrying it, and a collector that refuses a request may answer before it has
+      // read the body, which the socket is then still writing: a failed batch is left to the
+      // garbage collector instead.
+      if (result.code === ExportResultCode.SUCCESS) batch.release?.();
       done();
     });
   }

@@ -163,8 +163,13 @@ function fromJson(body: Buffer): ReceivedSpan[] {
   );
 }
 
-/** `refuse`: the first this many exports are answered 503 (retryable), their spans not kept. */
-export async function startOtlpReceiver(options: { refuse?: number } = {}): Promise<OtlpReceiver> {
+/**
+ * `refuse`: the first this many exports are answered 503 (retryable) with `Retry-After:
+ * retryAfter` seconds, their spans not kept.
+ */
+export async function startOtlpReceiver(
+  options: { refuse?: number; retryAfter?: number } = {},
+): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
   const raw: string[] = [];
   const contentTypes: string[] = [];
@@ -180,7 +185,7 @@ export async function startOtlpReceiver(options: { refuse?: number } = {}): Prom
       raw.push(body.toString(json ? 'utf8' : 'latin1'));
       if (refuse > 0) {
         refuse -= 1;
-        res.writeHead(503).end();
+        res.writeHead(503, { 'retry-after': String(options.retryAfter ?? 1) }).end();
         return;
       }
       spans.push(...(json ? fromJson(body) : fromProtobuf(body)));
