@@ -93,7 +93,7 @@ const { values: args } = parseArgs({
     targets: {
       type: 'string',
       default:
-        'direct,nginx,sidecar,sidecar-warn,sidecar-limit,floor,floor-shipped,http-proxy,hono',
+        'direct,nginx,sidecar,sidecar-warn,sidecar-limit,sidecar-traced,floor,floor-shipped,http-proxy,hono',
     },
     'no-pin': { type: 'boolean', default: false },
     'footprint-node': {
@@ -838,6 +838,16 @@ function checksOf({ rounds, summary, ratios, tokenCalls, footprint }) {
         summary.sidecar.non2xx,
         '= 0',
         summary.sidecar.non2xx === 0,
+      ),
+    );
+  }
+  if (summary.sidecar && summary['sidecar-traced']) {
+    checks.push(
+      check(
+        'tracing on, every request sampled: CPU/request ≤ 1.3× tracing off',
+        ratios.cpuTracedOverSidecar,
+        '≤ 1.3',
+        ratios.cpuTracedOverSidecar <= 1.3,
       ),
     );
   }

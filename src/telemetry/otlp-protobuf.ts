@@ -7,6 +7,7 @@
 import type { Attributes, AttributeValue } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 import { BYTES, FIRST_CAPACITY, FIXED32, FIXED64, VARINT, Writer } from './protobuf-writer.js';
+import { RecordedSpan } from './recorded-span.js';
 
 type Envelope = Pick<ReadableSpan, 'resource' | 'instrumentationScope'>;
 
@@ -20,6 +21,28 @@ const IS_REMOTE = 0x200;
  * not a copy. A larger envelope (a long OTEL_RESOURCE_ATTRIBUTES) is copied instead.
  */
 const HEAD_ROOM = 2048;
+const MS_TO_NS = 1e6;
+const NS_PER_S = 1e9;
+
+/**
+ * A recorded span's start and end: the bytes of its `startTime` and `endTime` (the SDK's
+ * `millisToHrTime` and `addHrTimes`, step for step), without their arrays.
+ */
+function recordedTimes(w: Writer, startMs: number, elapsedMs: number): void {
+  const startS = Math.trunc(startMs / 1e3);
+  const startNs = Math.round((startMs % 1e3) * MS_TO_NS);
+  w.tag(7, FIXED64);
+  w.timeOf(startS, startNs);
+  let endS = startS + Math.trunc(elapsedMs / 1e3);
+  let endNs = startNs + Math.round((elapsedMs % 1e3) * MS_TO_NS);
+  if (endNs >= NS_PER_S) {
+    endNs -= NS_PER_S;
+    endS += 1;
+  }
+  w.tag(8, FIXED64);
+  w.timeOf(endS, endNs);
+}
+
 /**
  * Buffers kept for the next batches: one fills while one is sent, whatever the queue's size; a
  * few more absorb a burst. Never shrunk, so never more than this (each at most 1 MiB).
@@ -195,10 +218,14 @@ export class SpanBatch {
     w.string(span.name);
     w.tag(6, VARINT);
     w.varint(span.kind + 1);
-    w.tag(7, FIXED64);
-    w.time(span.startTime);
-    w.tag(8, FIXED64);
-    w.time(span.endTime);
+    if (span instanceof RecordedSpan) {
+      recordedTimes(w, span.startMs, span.elapsedMs);
+    } else {
+      w.tag(7, FIXED64);
+      w.time(span.startTime);
+      w.tag(8, FIXED64);
+      w.time(span.endTime);
+    }
     attributes(w, span.attributes, 9);
     w.tag(10, VARINT);
     w.varint(span.droppedAttributesCount);

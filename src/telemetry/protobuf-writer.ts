@@ -127,9 +127,14 @@ export class Writer {
 
   /** Nanoseconds since the epoch of an HrTime, as fixed64 (exact: 16-bit limbs of the seconds). */
   time(t: HrTime): void {
-    const low16 = (t[0] & 0xffff) * 1e9;
-    const high = Math.floor(t[0] / 0x10000) * 1e9;
-    const low = (high % 0x10000) * 0x10000 + low16 + t[1];
+    this.timeOf(t[0], t[1]);
+  }
+
+  /** `time([seconds, nanos])`, without the array. */
+  timeOf(seconds: number, nanos: number): void {
+    const low16 = (seconds & 0xffff) * 1e9;
+    const high = Math.floor(seconds / 0x10000) * 1e9;
+    const low = (high % 0x10000) * 0x10000 + low16 + nanos;
     this.fixed32(low % 0x1_0000_0000);
     this.fixed32((Math.floor(high / 0x10000) + Math.floor(low / 0x1_0000_0000)) >>> 0);
   }

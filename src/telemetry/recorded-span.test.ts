@@ -178,3 +178,57 @@ describe('spans recorded by the sidecar', () => {
     }
   });
 });
+
+describe('the times of a recorded span, encoded without their arrays', () => {
+  it('are the bytes of its startTime and endTime, at fractions, carries and large epochs', () => {
+    /** The same span through the encoder's general path (not a RecordedSpan). */
+    const general = (span: RecordedSpan): ReadableSpan => ({
+      name: span.name,
+      kind: span.kind,
+      spanContext: () => span.spanContext(),
+      parentSpanContext: span.parentSpanContext,
+      startTime: span.startTime,
+      endTime: span.endTime,
+      duration: span.duration,
+      status: span.status,
+      attributes: span.attributes,
+      links: span.links,
+      events: span.events,
+      ended: true,
+      resource: span.resource,
+      instrumentationScope: span.instrumentationScope,
+      droppedAttributesCount: 0,
+      droppedEventsCount: 0,
+      droppedLinksCount: 0,
+    });
+    const starts = [
+      1_700_000_000_123,
+      1_700_000_000_123 + 0.4567,
+      1_700_000_000_999 + 0.9999,
+      4_294_967_295_999.5,
+    ];
+    const elapsed = [0, 0.0004, 0.5, 1.2345, 999.9999, 86_400_000.5];
+    for (const start of starts) {
+      for (const e of elapsed) {
+        const ended: ReadableSpan[] = [];
+        const span = new RecordedSpan(
+          sink(ended),
+          'w',
+          SpanKind.INTERNAL,
+          context(WAIT),
+          undefined,
+          {},
+          start,
+        );
+        span.end(start + e);
+        const fast = new SpanBatch();
+        fast.add(span);
+        const slow = new SpanBatch();
+        slow.add(general(span));
+        expect(Buffer.from(fast.bytes()).equals(Buffer.from(slow.bytes())), `${start} + ${e}`).toBe(
+          true,
+        );
+      }
+    }
+  });
+});

@@ -40,11 +40,6 @@ export interface SpanSink {
 export class RecordedSpan implements ReadableSpan {
   status: SpanStatus = UNSET;
   ended = false;
-  readonly links = NO_LINKS;
-  readonly events = NO_EVENTS;
-  readonly droppedAttributesCount = 0;
-  readonly droppedEventsCount = 0;
-  readonly droppedLinksCount = 0;
   /** The end: milliseconds after the start (kept apart from it: an epoch-sized sum loses the
    * nanoseconds, as the SDK's does not). */
   #elapsed = 0;
@@ -59,9 +54,35 @@ export class RecordedSpan implements ReadableSpan {
     private readonly context: SpanContext,
     readonly parentSpanContext: SpanContext | undefined,
     readonly attributes: Attributes,
-    private readonly startMs: number = Date.now(),
+    readonly startMs: number = Date.now(),
   ) {
     this.#clockStart = performance.now();
+  }
+
+  // The same for every span the sidecar records: on the prototype, not in each span.
+  get links(): Link[] {
+    return NO_LINKS;
+  }
+
+  get events(): TimedEvent[] {
+    return NO_EVENTS;
+  }
+
+  get droppedAttributesCount(): number {
+    return 0;
+  }
+
+  get droppedEventsCount(): number {
+    return 0;
+  }
+
+  get droppedLinksCount(): number {
+    return 0;
+  }
+
+  /** Milliseconds from the start to the end (0 until the span ends). */
+  get elapsedMs(): number {
+    return this.#elapsed;
   }
 
   spanContext(): SpanContext {
