@@ -10,7 +10,7 @@ import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
 import { TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { describe, expect, it } from 'vitest';
-import { SpanBatch, SpanBuffers, exportRequest } from './otlp-protobuf.js';
+import { SpanBatch, SpanBuffers } from './otlp-protobuf.js';
 
 /** A tracer provider whose ended spans go to `onEnd`. */
 function endingInto(onEnd: (span: ReadableSpan) => void, resource?: Resource): TracerProvider {
@@ -75,7 +75,7 @@ describe('OTLP protobuf spans', () => {
     const batch = new SpanBatch();
     for (const span of spans) batch.add(span);
     expect(batch.count).toBe(spans.length);
-    const ours = Buffer.from(exportRequest(batch));
+    const ours = Buffer.from(batch.request());
     const theirs = Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!);
     expect(ours.length).toBeGreaterThan(20_000);
     expect(ours.equals(theirs)).toBe(true);
@@ -88,7 +88,7 @@ describe('OTLP protobuf spans', () => {
     for (let i = 0; i < 40; i++) many.push(...spans);
     for (const span of many) batch.add(span);
     const theirs = Buffer.from(ProtobufTraceSerializer.serializeRequest(many)!);
-    expect(Buffer.from(exportRequest(batch)).equals(theirs)).toBe(true);
+    expect(Buffer.from(batch.request()).equals(theirs)).toBe(true);
   });
 
   it('a short string at the end of the buffer survives the buffer growing', () => {
@@ -105,7 +105,7 @@ describe('OTLP protobuf spans', () => {
       const batch = new SpanBatch();
       for (const span of ended) batch.add(span);
       const theirs = Buffer.from(ProtobufTraceSerializer.serializeRequest(ended)!);
-      expect(Buffer.from(exportRequest(batch)).equals(theirs), `pad ${pad}`).toBe(true);
+      expect(Buffer.from(batch.request()).equals(theirs), `pad ${pad}`).toBe(true);
     }
   });
 
@@ -158,7 +158,7 @@ describe('OTLP protobuf spans', () => {
     const batch = new SpanBatch();
     for (const span of ended) batch.add(span);
     const theirs = Buffer.from(ProtobufTraceSerializer.serializeRequest(ended)!);
-    expect(Buffer.from(exportRequest(batch)).equals(theirs)).toBe(true);
+    expect(Buffer.from(batch.request()).equals(theirs)).toBe(true);
   });
 
   it('the head room exactly full, one byte short, tiny requests, and a request made twice', () => {
@@ -204,6 +204,6 @@ describe('OTLP protobuf spans', () => {
   });
 
   it('an empty batch is an empty request', () => {
-    expect(exportRequest(new SpanBatch()).length).toBe(0);
+    expect(new SpanBatch().request().length).toBe(0);
   });
 });

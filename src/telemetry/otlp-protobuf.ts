@@ -6,7 +6,15 @@
  */
 import type { Attributes, AttributeValue } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace';
-import { BYTES, FIRST_CAPACITY, FIXED32, FIXED64, VARINT, Writer } from './protobuf-writer.js';
+import {
+  BYTES,
+  FIRST_CAPACITY,
+  FIXED32,
+  FIXED64,
+  VARINT,
+  Writer,
+  varintSize,
+} from './protobuf-writer.js';
 import { RecordedSpan } from './recorded-span.js';
 
 type Envelope = Pick<ReadableSpan, 'resource' | 'instrumentationScope'>;
@@ -171,8 +179,9 @@ export class SpanBatch {
   /** The first span's resource and scope: one tracer provider, one tracer, so every span's. */
   envelope: Envelope | undefined;
 
-  constructor(private readonly buffers?: SpanBuffers) {
-    this.#w = buffers?.take() ?? new Writer(FIRST_CAPACITY, HEAD_ROOM);
+  /** `buffers`: where the buffer comes from and goes back to (by default, a pool that keeps none). */
+  constructor(private readonly buffers = new SpanBuffers(0)) {
+    this.#w = buffers.take();
   }
 
   /** The writer, while the batch holds one. */
@@ -190,7 +199,7 @@ export class SpanBatch {
     const w = this.#w;
     if (w === undefined) return;
     this.#w = undefined;
-    this.buffers?.give(w);
+    this.buffers.give(w);
   }
 
   add(span: ReadableSpan): void {
@@ -267,30 +276,50 @@ export class SpanBatch {
     if (envelope === undefined) return new Uint8Array(0);
     const w = this.#writer();
     this.#sealed = true;
-    const { resource, scope } = envelopeBytes(envelope);
-    const scopeSpans = scope.length + (w.pos - HEAD_ROOM);
-    const resourceSpans = resource.length + 1 + varintSize(scopeSpans) + scopeSpans;
-    const head =
-      1 + varintSize(resourceSpans) + resource.length + 1 + varintSize(scopeSpans) + scope.length;
-    if (head > HEAD_ROOM) return copiedRequest(resource, scope, this.bytes());
+    const fields = envelopeBytes(envelope);
+    const spans = w.pos - HEAD_ROOM;
+    const sizes = lengths(fields, spans);
+    const head = 1 + varintSize(sizes.resourceSpans) + sizes.resourceSpans - spans;
+    if (head > HEAD_ROOM) {
+      // Too large to go in front: the request in a buffer of its own.
+      const copy = new Writer(head + spans);
+      writeHead(copy, fields, sizes);
+      copy.raw(this.bytes());
+      return copy.buf.subarray(0, copy.pos);
+    }
     const end = w.pos;
     const start = HEAD_ROOM - head;
     w.pos = start;
-    w.tag(1, BYTES);
-    w.varint(resourceSpans);
-    w.pos += resource.copy(w.buf, w.pos);
-    w.tag(2, BYTES);
-    w.varint(scopeSpans);
-    w.pos += scope.copy(w.buf, w.pos);
+    writeHead(w, fields, sizes);
     w.pos = end;
     return w.buf.subarray(start, end);
   }
 }
 
-function varintSize(value: number): number {
-  let size = 1;
-  while (value >= 2 ** (7 * size)) size += 1;
-  return size;
+interface Lengths {
+  readonly resourceSpans: number;
+  readonly scopeSpans: number;
+}
+
+/** The lengths of `ResourceSpans` and of its `ScopeSpans`, around `spans` bytes of spans. */
+function lengths({ resource, scope }: EnvelopeBytes, spans: number): Lengths {
+  const scopeSpans = scope.length + spans;
+  const resourceSpans = resource.length + 1 + varintSize(scopeSpans) + scopeSpans;
+  return { scopeSpans, resourceSpans };
+}
+
+/** The request up to its first span: `ResourceSpans` and its resource, `ScopeSpans` and its scope. */
+function writeHead(
+  w: Writer,
+  envelope: EnvelopeBytes,
+  { resourceSpans, scopeSpans }: Lengths,
+): void {
+  w.tag(1, BYTES);
+  w.varint(resourceSpans);
+  w.raw(envelope.resource);
+  w.tag(2, BYTES);
+  w.varint(scopeSpans);
+  w.raw(envelope.scope);
 }
 
 /** The last envelope's fields (`ResourceSpans.resource`, `ScopeSpans.scope`): every batch's. */
@@ -338,26 +367,4 @@ function envelopeBytes(envelope: Envelope): EnvelopeBytes {
   };
   if (resource.asyncAttributesPending !== true) lastEnvelope = { resource, scope, bytes };
   return bytes;
-}
-
-/** The request in a buffer of its own: for an envelope larger than the head room. */
-function copiedRequest(resource: Buffer, scope: Buffer, spans: Buffer): Uint8Array {
-  const w = new Writer(resource.length + scope.length + spans.length + 32);
-  w.tag(1, BYTES);
-  const resourceSpans = w.open();
-  w.reserve(resource.length);
-  w.pos += resource.copy(w.buf, w.pos);
-  w.tag(2, BYTES);
-  const scopeSpans = w.open();
-  w.reserve(scope.length + spans.length);
-  w.pos += scope.copy(w.buf, w.pos);
-  w.pos += spans.copy(w.buf, w.pos);
-  w.close(scopeSpans);
-  w.close(resourceSpans);
-  return w.buf.subarray(0, w.pos);
-}
-
-/** An ExportTraceServiceRequest holding `batch` under its resource and scope. */
-export function exportRequest(batch: SpanBatch): Uint8Array {
-  return batch.request();
 }

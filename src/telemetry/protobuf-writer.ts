@@ -13,6 +13,13 @@ export const FIXED32 = 5;
 /** A new writer's buffer. */
 export const FIRST_CAPACITY = 64 * 1024;
 
+/** Bytes of `value` as a varint. */
+export function varintSize(value: number): number {
+  let size = 1;
+  while (value >= 2 ** (7 * size)) size += 1;
+  return size;
+}
+
 /** A hex digit's value (input checked by the SDK: ids are lower-case hex). */
 function nibble(code: number): number {
   return code <= 57 ? code - 48 : (code | 32) - 87;
@@ -98,6 +105,13 @@ export class Writer {
     this.pos += this.buf.write(text, this.pos, length, 'utf8');
   }
 
+  /** Bytes already encoded, as they are. */
+  raw(bytes: Uint8Array): void {
+    this.reserve(bytes.length);
+    this.buf.set(bytes, this.pos);
+    this.pos += bytes.length;
+  }
+
   /** A trace or span id: its hex text as bytes. */
   id(hex: string): void {
     const length = hex.length >>> 1;
@@ -152,8 +166,7 @@ export class Writer {
 
   close(at: number, guess: 1 | 2 = 1): void {
     const length = this.pos - at - guess;
-    let size = 1;
-    while (length >= 2 ** (7 * size)) size += 1;
+    const size = varintSize(length);
     if (size !== guess) {
       this.reserve(size - guess);
       this.buf.copyWithin(at + size, at + guess, this.pos);

@@ -15,7 +15,7 @@ import {
   type ReadableSpan,
 } from '@opentelemetry/sdk-trace';
 import { describe, expect, it, vi } from 'vitest';
-import { SpanBatch, exportRequest } from './otlp-protobuf.js';
+import { SpanBatch } from './otlp-protobuf.js';
 import { ERROR, RecordedSpan, type SpanSink } from './recorded-span.js';
 
 const resource = resourceFromAttributes({ 'service.name': 'oauth-sidecar', 'k8s.pod.name': 'p-1' });
@@ -135,7 +135,7 @@ describe('spans recorded by the sidecar', () => {
     const spans = recorded();
     const batch = new SpanBatch();
     for (const span of spans) batch.add(span);
-    const ours = Buffer.from(exportRequest(batch));
+    const ours = Buffer.from(batch.request());
     expect(ours.equals(Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!))).toBe(true);
   });
 

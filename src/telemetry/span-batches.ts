@@ -17,7 +17,7 @@ import {
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import type { ReadableSpan, SpanProcessor } from '@opentelemetry/sdk-trace';
 import type { TracingConfig } from '../config/types.js';
-import { exportRequest, type SpanBatch } from './otlp-protobuf.js';
+import type { SpanBatch } from './otlp-protobuf.js';
 
 /** The spans of one export: encoded (`SpanBatch`) or as they are (`SpanList`). */
 export interface Batch {
@@ -69,7 +69,7 @@ export function protobufExporter(config: TracingConfig): Exporter<SpanBatch> {
     'Content-Type': 'application/x-protobuf',
   });
   const serializer = {
-    serializeRequest: exportRequest,
+    serializeRequest: (batch: SpanBatch) => batch.request(),
     deserializeResponse: (data: Uint8Array) => ProtobufTraceSerializer.deserializeResponse(data),
   };
   const items = { name: 'span' as const, countItems: (batch: SpanBatch) => batch.count };
