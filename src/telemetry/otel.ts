@@ -1,8 +1,9 @@
 /**
  * Tracing with OpenTelemetry's lean packages (docs/reference.md "Traces"): the trace SDK's
- * samplers, ids from a pool of random bytes (span-ids.ts), spans recorded as the SDK's `ReadableSpan` (recorded-span.ts), a batch span
- * processor and the OTLP/HTTP exporter (protobuf or JSON). Loaded only when tracing is on
- * (tracing.ts). Contexts are passed explicitly: no context manager, no instrumentation.
+ * samplers, ids from a pool of random bytes (span-ids.ts), spans recorded as the SDK's
+ * `ReadableSpan` (recorded-span.ts), a batch span processor and the OTLP/HTTP exporter (protobuf
+ * or JSON). Loaded only when tracing is on (tracing.ts). Contexts are passed explicitly: no
+ * context manager, no instrumentation.
  */
 import {
   ROOT_CONTEXT,

@@ -44,6 +44,19 @@ function sink(ended: ReadableSpan[]): SpanSink {
   };
 }
 
+/** A wait span starting at `startMs`, ended into `ended`. */
+function waitSpan(ended: ReadableSpan[], startMs: number): RecordedSpan {
+  return new RecordedSpan(
+    sink(ended),
+    'token.wait',
+    SpanKind.INTERNAL,
+    context(WAIT),
+    context(SERVER),
+    {},
+    startMs,
+  );
+}
+
 /** A request's spans as otel.ts records them: a wait, a failed attempt, the server span. */
 function recorded(): ReadableSpan[] {
   const ended: ReadableSpan[] = [];
@@ -141,15 +154,7 @@ describe('spans recorded by the sidecar', () => {
 
   it('an end before the start (the wall clock stepped back) is the start, as in the SDK', () => {
     const ended: ReadableSpan[] = [];
-    const span = new RecordedSpan(
-      sink(ended),
-      'token.wait',
-      SpanKind.INTERNAL,
-      context(WAIT),
-      context(SERVER),
-      {},
-      WAIT_START,
-    );
+    const span = waitSpan(ended, WAIT_START);
     span.end(WAIT_START - 5_000);
     expect(ended).toEqual([span]);
     expect(span.endTime).toEqual(span.startTime);
@@ -211,15 +216,7 @@ describe('the times of a recorded span, encoded without their arrays', () => {
     for (const start of starts) {
       for (const e of elapsed) {
         const ended: ReadableSpan[] = [];
-        const span = new RecordedSpan(
-          sink(ended),
-          'w',
-          SpanKind.INTERNAL,
-          context(WAIT),
-          undefined,
-          {},
-          start,
-        );
+        const span = waitSpan(ended, start);
         span.end(start + e);
         const fast = new SpanBatch();
         fast.add(span);
