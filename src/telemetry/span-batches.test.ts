@@ -120,7 +120,7 @@ describe('the batch processor', () => {
     expect(calls).toHaveLength(1);
   });
 
-  it('frees a batch when the exporter answers, not when its own timeout gives up waiting', () => {
+  it('frees a batch when the collector accepts it, not when its own timeout gives up, nor after a refusal', () => {
     const released: number[] = [];
     let made = 0;
     const newBatch = (): Batch => {
