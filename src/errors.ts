@@ -38,8 +38,8 @@ function hide(target: object, key: string, value: unknown): void {
 
 /**
  * An expected outcome, not a bug: it carries no stack trace (its message says where it came from).
- * Capturing one was 4 % of the CPU of an h2 reset storm, where every refused or reset stream makes
- * such an error.
+ * Capturing one shows in the CPU of an h2 reset storm, where every refused or reset stream makes
+ * such an error (docs/benchmarks.md "Floods and storms").
  */
 export class OutcomeError extends Error {
   constructor(message: string, options?: ErrorOptions) {

@@ -1,5 +1,5 @@
 /**
- * The "Abuse" floods of issue 8 against the real sidecar process in the container's runtime (the
+ * The abuse floods against the real sidecar process in the container's runtime (the
  * Dockerfile's NODE_OPTIONS heap cap, GLIBC_TUNABLES and ENTRYPOINT node flags): one connection
  * pipelining 20,000 GETs, and 20,000 h2 streams opened and reset at once. The process must stay
  * alive, the upstream see at most `upstream.maxConnections` connections, RSS stay under 250 MiB,
@@ -252,8 +252,8 @@ describe('floods under the container heap cap', () => {
     console.info(
       `h2 storm: ${forwarded} of 20,000 reset streams reached the upstream; at most ${maxOpen} upstream connections at once (${maxOpenAnyProcess} from any process); ${during.length} probes during the storm, slowest /metrics ${Math.max(...during.map((d) => d.metricsMs))} ms, slowest other client ${Math.max(...during.map((d) => d.otherMs))} ms`,
     );
-    // Node 24: 0.9k-1.65k alone, up to 2.2k in CI's parallel runs (before the handler's wait for
-    // resets: 2k-3.6k; before issue 8: all 20,000). Node 20: 2.1k-2.5k alone, up to 3.4k in CI.
+    // Node 24: 0.9k-1.65k alone, up to 2.2k in CI's parallel runs. Node 20: 2.1k-2.5k alone, up to
+    // 3.4k in CI.
     expect(forwarded).toBeLessThanOrEqual(CONTAINER_RUNTIME ? 4_000 : 6_000);
     clearInterval(sampler);
     // Aborting an HTTP/1.1 request in flight costs its connection; open at once: at most the cap.

@@ -1,5 +1,5 @@
 /**
- * Issue 22, "Bounded work": clients that cost the sidecar time rather than requests, against the
+ * docs/design.md "Bounded work": clients that cost the sidecar time rather than requests, against the
  * built bundle. An h2 reset storm against a slow (3 s) upstream path must give every slot back at
  * once and send few of the reset streams upstream; 1,000 connections trickling request bodies
  * must not keep a normal GET from being answered. The fast-path storm is in flood.test.ts.

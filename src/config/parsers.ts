@@ -1,7 +1,8 @@
 /**
  * Parsers of raw configuration values (a string from the environment, or whatever YAML produced).
  * Every message says what is expected; a value is echoed only when it cannot be a secret. Plain
- * functions, not a schema library: one cost ~4 MiB of idle RSS (docs/design.md "Dependencies").
+ * functions, not a schema library: one costs idle RSS for nothing here (docs/design.md
+ * "Dependencies").
  */
 import { isIPv6 } from 'node:net';
 import { shown } from '../safe-text.js';

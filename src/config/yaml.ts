@@ -1,6 +1,6 @@
 /**
  * The YAML parser behind `--config`, in a module of its own so that `load.ts` imports it lazily
- * (the parser is ~10 MiB of RSS a sidecar without a file never needs: docs/benchmarks.md). It
+ * (RSS a sidecar without a file never needs: docs/benchmarks.md "Footprint"). It
  * imports `yaml` statically: the bundler wraps a static import of a CommonJS package so its named
  * exports work; a dynamic `import('yaml')` in the bundle yields only `default`.
  */

@@ -18,7 +18,7 @@ describe('retryAfterMs', () => {
   });
 
   it('an old answer starts only what is left of its wait: Age, or how old its Date is', () => {
-    // The replayed stale 503 of issue 22: Date an hour old, Age 3600, Retry-After Date + 120 s.
+    // A replayed stale 503: Date an hour old, Age 3600, Retry-After Date + 120 s.
     const date = 'Mon, 23 Nov 2026 00:00:00 GMT';
     const retryAt = 'Mon, 23 Nov 2026 00:02:00 GMT';
     expect(retryAfterMs(retryAt, NOW, date, '3600')).toBe(0);

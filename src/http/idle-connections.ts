@@ -1,7 +1,7 @@
 /**
  * The HTTP/1.1 keep-alive timeout, kept by one sweep timer per listener: node's own
- * (`server.keepAliveTimeout`) arms a socket timer per answer, 11 % of the CPU per 2 KB request
- * (docs/benchmarks.md "Keep-alive sweep"). A connection is closed once it has had no request in
+ * (`server.keepAliveTimeout`) arms a socket timer per answer (its cost per request:
+ * docs/benchmarks.md "Keep-alive sweep"). A connection is closed once it has had no request in
  * progress and moved no byte for `closeAfterMs`, never earlier, at most two sweeps later.
  */
 import type { IncomingMessage } from 'node:http';

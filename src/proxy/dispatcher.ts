@@ -1,9 +1,9 @@
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 import type { Dispatcher } from 'undici';
 // By path, not `from 'undici'`: the package index also loads fetch, WebSocket, EventSource, the
-// cache stores and the mock agents, ~13 MiB of idle RSS in every pod (docs/benchmarks.md
-// "Footprint"). Typed in src/types/undici-deep.d.ts; dispatcher.test.ts fails if an undici
-// upgrade moves them (package.json pins `~7.30`).
+// cache stores and the mock agents: idle RSS in every pod (docs/benchmarks.md "Footprint"). Typed
+// in src/types/undici-deep.d.ts; dispatcher.test.ts fails if an undici upgrade moves them
+// (package.json pins `~7.30`).
 import Agent from 'undici/lib/dispatcher/agent.js';
 import Pool from 'undici/lib/dispatcher/pool.js';
 
@@ -55,8 +55,8 @@ export function createUpstreamDispatcher(options: UpstreamDispatcherOptions): Di
 
 /**
  * The system roots plus `ca`, parsed once. Passing `connect.ca` instead would make node build a
- * context from ~145 certificates for every new TLS connection: 14–50 ms of blocked event loop each
- * (measured by bench/, see docs/engine-choice.md).
+ * context from the system roots for every new TLS connection, blocking the event loop each time
+ * (how long: docs/engine-choice.md).
  */
 export function trustContext(ca: string): SecureContext {
   return createSecureContext({ ca: [...rootCertificates, ca] });

@@ -102,7 +102,7 @@ describe('forwarder', () => {
     expect(exchange?.held).toBeUndefined();
   });
 
-  it('a client that leaves while its request waits for a token ends the forward at once (issue 22)', async () => {
+  it('a client that leaves while its request waits for a token ends the forward at once', async () => {
     const agent = new MockAgent();
     agent.disableNetConnect();
     closers.push(() => agent.close());
@@ -120,7 +120,7 @@ describe('forwarder', () => {
     client.end();
     await waitUntil(() => settled !== undefined);
     client.destroy();
-    // Before issue 22 the forward waited for the token (here: for ever).
+    // The forward ends without waiting for the token (here: never given).
     expect(await within(2_000, settled)).toBe(CLIENT_GONE);
   });
 
@@ -147,7 +147,7 @@ describe('forwarder', () => {
     // 10 bytes in 10 s is below 500 B/s: the body's timer, re-aimed at the chunk, fires now.
     vi.setSystemTime(Date.now() + 10_000);
     client.write('0123456789');
-    // Before issue 22 only the 30 s pause limit ended it.
+    // Ended by the client leaving, not by the 30 s pause limit.
     const err = await within(5_000, settled);
     vi.useRealTimers();
     client.destroy();

@@ -75,7 +75,7 @@ describe('upstreamRequestHeaders', () => {
     expect(names).toEqual(['authorization', 'host', 'x-request-id', 'x-keep']);
   });
 
-  it('puts the bearer first however many fields the client sends (issue 8: a client pushed it past the upstream header limit)', () => {
+  it('puts the bearer first however many fields the client sends (never past the upstream header limit)', () => {
     const many: string[] = [];
     for (let i = 0; i < 2000; i++) many.push(`X-Filler-${i}`, 'x');
     const out = upstreamRequestHeaders(many, options);

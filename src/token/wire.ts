@@ -1,8 +1,8 @@
 /**
  * One POST to the token endpoint through the dispatcher's own dispatch API, with its answer read
  * whole up to a cap. Not undici's `fetch`: importing it loads undici's package index (fetch,
- * WebSocket, EventSource, cache stores, mock agents), ~13 MiB of idle RSS in every pod for one
- * small request every few minutes (docs/benchmarks.md "Footprint"). The global `fetch` would load
+ * WebSocket, EventSource, cache stores, mock agents): idle RSS in every pod for one small request
+ * every few minutes (docs/benchmarks.md "Footprint"). The global `fetch` would load
  * Node's bundled copy of the same code.
  *
  * What `fetch(url, { redirect: 'manual', signal })` did and this keeps: a redirect is never

@@ -1,7 +1,7 @@
 /**
  * undici's own Pool and Agent modules, imported by path so that the serving process does not
- * load undici's index (fetch, WebSocket, EventSource, cache stores, mock agents: ~13 MiB of idle
- * RSS; docs/benchmarks.md "Footprint"). undici has no `exports` map, so the paths resolve; they
+ * load undici's index (fetch, WebSocket, EventSource, cache stores, mock agents: idle RSS it never
+ * uses; docs/benchmarks.md "Footprint"). undici has no `exports` map, so the paths resolve; they
  * are the very classes `require('undici')` exports, which `src/proxy/dispatcher.test.ts` checks
  * (`===`) so that an upgrade that moves them fails there. package.json pins undici to `~7.30`.
  */
