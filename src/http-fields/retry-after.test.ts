@@ -17,17 +17,28 @@ describe('retryAfterMs', () => {
     expect(retryAfterMs(retryAt, NOW, date)).toBe(30_000);
   });
 
-  it('an old answer starts only what is left of its wait: Age, or how old its Date is', () => {
+  it('delta-seconds count from arrival: a Date behind, ahead or absent changes nothing', () => {
+    const at = (offsetMs: number) => new Date(NOW + offsetMs).toUTCString();
+    expect(retryAfterMs('2', NOW, at(0))).toBe(2_000);
+    // Date has one-second resolution: an answer made 0.9 s before this second still waits 2 s.
+    expect(retryAfterMs('2', NOW + 900, at(0))).toBe(2_000);
+    expect(retryAfterMs('4', NOW, at(-60_000))).toBe(4_000);
+    expect(retryAfterMs('4', NOW, at(30_000))).toBe(4_000);
+    expect(retryAfterMs('4', NOW)).toBe(4_000);
+    expect(retryAfterMs('120', NOW, 'garbage')).toBe(120_000);
+  });
+
+  it('what a cache held the answer for (Age) is taken off, whatever the form', () => {
+    expect(retryAfterMs('120', NOW, undefined, '100')).toBe(20_000);
+    expect(retryAfterMs('120', NOW, new Date(NOW - 60_000).toUTCString(), '100')).toBe(20_000);
+    expect(retryAfterMs('120', NOW, undefined, '3600')).toBe(0);
     // A replayed stale 503: Date an hour old, Age 3600, Retry-After Date + 120 s.
     const date = 'Mon, 23 Nov 2026 00:00:00 GMT';
     const retryAt = 'Mon, 23 Nov 2026 00:02:00 GMT';
     expect(retryAfterMs(retryAt, NOW, date, '3600')).toBe(0);
-    expect(retryAfterMs(retryAt, NOW, date)).toBe(0);
-    expect(retryAfterMs('120', NOW, date)).toBe(0);
-    // Age alone (a cache in between, the Date unknown): 120 s named, 100 s used.
-    expect(retryAfterMs('120', NOW, undefined, '100')).toBe(20_000);
-    // A fresh answer: Date is now, no Age.
-    expect(retryAfterMs('120', NOW, new Date(NOW).toUTCString())).toBe(120_000);
+    expect(retryAfterMs(retryAt, NOW, date, '30')).toBe(90_000);
+    // Measured against the answer's Date, the HTTP-date names 120 s whatever the local clock says.
+    expect(retryAfterMs(retryAt, NOW, date)).toBe(120_000);
     // An invalid Age is ignored.
     expect(retryAfterMs('120', NOW, undefined, '-5')).toBe(120_000);
   });

@@ -17,11 +17,12 @@ function single(value: HeaderValue): string | undefined {
 
 /**
  * Milliseconds from now that `Retry-After` names, or undefined when it is absent or invalid.
- * The wait is counted from when the answer was made (DESIGN "Quota guard"): an HTTP-date is
- * measured against the answer's own `Date` when it has a valid one (RFC 9110 §10.2.3), so a
- * sidecar clock behind the API's does not stretch it; then what the answer's age already used
- * is taken off: its `Age` (RFC 9111 §5.1, a cache's or a replayer's), or how long ago its `Date`
- * was, whichever is more. A replayed answer an hour old starts nothing. A time already past is 0.
+ * `nowMs` is when the answer arrived (DESIGN "Quota guard" → "When a wait counts from"):
+ * delta-seconds count from then (RFC 9110 §10.2.3), less the answer's `Age` (RFC 9111 §5.1: a
+ * cache held it that long). An HTTP-date is measured against the answer's own `Date` when it has a
+ * valid one, so neither clock's skew stretches or shortens it, less `Age`; without a `Date`, against
+ * the local clock. A `Date` alone never shortens a delta: it has one-second resolution and the
+ * API's clock may be minutes off. A time already past is 0.
  */
 export function retryAfterMs(
   value: HeaderValue,
@@ -31,21 +32,18 @@ export function retryAfterMs(
 ): number | undefined {
   const text = single(value);
   if (text === undefined) return undefined;
-  const date = single(dateHeader);
-  const sentAt = date === undefined ? NaN : Date.parse(date);
-  const delta = DELTA_SECONDS.exec(text);
-  let total: number;
-  if (delta) total = Number(delta[1]) * 1000;
-  else {
-    if (!LOOKS_LIKE_A_DATE.test(text)) return undefined;
-    const at = Date.parse(text);
-    if (!Number.isFinite(at)) return undefined;
-    total = at - (Number.isFinite(sentAt) ? sentAt : nowMs);
-  }
   const age = DELTA_SECONDS.exec(single(ageHeader) ?? '');
   const ageMs = age ? Number(age[1]) * 1000 : 0;
-  const sinceDate = Number.isFinite(sentAt) ? nowMs - sentAt : 0;
-  return Math.max(0, total - Math.max(ageMs, sinceDate, 0));
+  const delta = DELTA_SECONDS.exec(text);
+  if (delta) return Math.max(0, Number(delta[1]) * 1000 - ageMs);
+  if (!LOOKS_LIKE_A_DATE.test(text)) return undefined;
+  const at = Date.parse(text);
+  if (!Number.isFinite(at)) return undefined;
+  const date = single(dateHeader);
+  const sentAt = date === undefined ? NaN : Date.parse(date);
+  // Without a Date the local clock stands in for it, and then the answer's age is already in it.
+  if (!Number.isFinite(sentAt)) return Math.max(0, at - nowMs);
+  return Math.max(0, at - sentAt - ageMs);
 }
 
 /** Whole seconds for a `Retry-After` the sidecar sends itself: rounded up, at least 1. */

@@ -326,6 +326,11 @@ function applyFault(
         'content-length': Buffer.byteLength(body),
       };
       if (fault.retryAfter !== undefined) headers['retry-after'] = fault.retryAfter;
+      if (fault.age !== undefined) headers.age = fault.age;
+      if (fault.dateOffsetMs === null) res.sendDate = false;
+      else if (fault.dateOffsetMs !== undefined) {
+        headers.date = new Date(state.clock.now() + fault.dateOffsetMs).toUTCString();
+      }
       out(res).writeHead(fault.status, headers);
       out(res).end(body);
       return;

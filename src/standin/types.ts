@@ -16,7 +16,17 @@ export interface TestPki {
 /** A misbehaviour of the token endpoint, injected by tests. */
 export type TokenFault =
   /** Answer with this status (e.g. 500, 503 + Retry-After, 400 with an OAuth error body). */
-  | { kind: 'status'; status: number; body?: string; contentType?: string; retryAfter?: string }
+  | {
+      kind: 'status';
+      status: number;
+      body?: string;
+      contentType?: string;
+      retryAfter?: string;
+      /** The answer's `Date`: this far from the stand-in's clock (ms); null sends none. */
+      dateOffsetMs?: number | null;
+      /** An `Age` header, as a cache in between would add. */
+      age?: string;
+    }
   /** Destroy the socket without answering. */
   | { kind: 'reset' }
   /** Never answer (until the server closes). */

@@ -301,6 +301,14 @@ describe('checkTokenResponse: error statuses', () => {
     expect(e.retryAfterMs).toBe(10_000);
   });
 
+  it('a delta-seconds Retry-After is not shortened by an answer Date far behind the clock', () => {
+    // The clock reads 0; the answer says it was made 60 s earlier (its clock is a minute slow).
+    const date = new Date(-60_000).toUTCString();
+    const e = checkError(answer(null, { status: 503, headers: { 'retry-after': '2', date } }));
+    expect(e.retryAfterMs).toBe(2_000);
+    expect(e.message).toBe('token endpoint answered 503 (retry after 2 s)');
+  });
+
   it('an error status with a body over the cap still reports the status', () => {
     const e = checkError(tokenAnswer(503, {}, '', true));
     expect(e.kind).toBe('server');

@@ -124,6 +124,32 @@ describe('cooldown', () => {
     expect(guard.cooldownSecondsLeft()).toBe(0);
   });
 
+  it.each([
+    ['a normal Date', 0],
+    ['a Date 60 s behind', -60_000],
+    ['a Date 30 s ahead', 30_000],
+    ['no Date', undefined],
+  ])('Retry-After: 2 with %s holds the cooldown 2 s from arrival', (_name, skew) => {
+    const { guard } = makeGuard();
+    // The answer's Date has one-second resolution: made 0.9 s into the second it names.
+    vi.advanceTimersByTime(900);
+    const date =
+      skew === undefined ? {} : { date: new Date(Date.now() - 900 + skew).toUTCString() };
+    guard.observe(503, { 'retry-after': '2', ...date });
+    vi.advanceTimersByTime(1_999);
+    expect(refusal(() => guard.admit()).code).toBe('upstream_unavailable');
+    vi.advanceTimersByTime(1);
+    expect(guard.admit()).toBeUndefined();
+  });
+
+  it('Retry-After less the Age a cache held the answer for', () => {
+    const { guard } = makeGuard();
+    guard.observe(429, { 'retry-after': '30', age: '25', date: new Date().toUTCString() });
+    expect(refusal(() => guard.admit()).retryAfterSeconds).toBe(5);
+    vi.advanceTimersByTime(5_000);
+    expect(guard.admit()).toBeUndefined();
+  });
+
   it('is capped at maxCooldownSeconds', () => {
     const { guard } = makeGuard({ maxCooldownSeconds: 5 });
     guard.observe(429, { 'retry-after': '86400' });
