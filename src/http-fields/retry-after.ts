@@ -17,7 +17,7 @@ function single(value: HeaderValue): string | undefined {
 
 /**
  * Milliseconds from now that `Retry-After` names, or undefined when it is absent or invalid.
- * `nowMs` is when the answer arrived (DESIGN "Quota guard" → "When a wait counts from"):
+ * `nowMs` is when the answer arrived (docs/quota-guard.md "When a wait counts from"):
  * delta-seconds count from then (RFC 9110 §10.2.3), less the answer's `Age` (RFC 9111 §5.1: a
  * cache held it that long). An HTTP-date is measured against the answer's own `Date` when it has a
  * valid one, so neither clock's skew stretches or shortens it, less `Age`; without a `Date`, against
