@@ -18,16 +18,11 @@ import type { Clock } from '../clock.js';
 import { overloadedError, SidecarError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import { createInFlightLimit, type InFlightLimit } from './admission.js';
+import { outcomeOf } from './attempt-outcome.js';
 import type { Exchange } from './exchange.js';
 import { ExpiryQueue } from './expiry-queue.js';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.js';
-import {
-  CLIENT_GONE,
-  keepAliveOf,
-  outcomeOf,
-  unlessClientGone,
-  type ForwardOutcome,
-} from './outcome.js';
+import { CLIENT_GONE, keepAliveOf, unlessClientGone, type ForwardOutcome } from './outcome.js';
 import {
   ClientGoneError,
   NO_BODY,

@@ -2,7 +2,6 @@ import type { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import type { Http2ServerResponse } from 'node:http2';
 import type { ClientRequest } from './request-body.js';
-import type { Attempt } from './upstream-call.js';
 
 export type ClientResponse = ServerResponse | Http2ServerResponse;
 
@@ -54,28 +53,6 @@ export const CLIENT_GONE: ForwardOutcome = Object.freeze({
  */
 export function clientGone(req: ClientRequest, res: ClientResponse): boolean {
   return closesWithClient(res).destroyed || (!('stream' in res) && req.socket.destroyed);
-}
-
-/** The forwarder's outcome of the last attempt. */
-export function outcomeOf(attempt: Attempt, replayed: boolean): ForwardOutcome {
-  switch (attempt.kind) {
-    case 'answered':
-      return {
-        status: attempt.status ?? attempt.upstreamStatus,
-        upstreamStatus: attempt.upstreamStatus,
-        replayed,
-        result: 'complete',
-      };
-    case 'cut':
-      return {
-        status: attempt.upstreamStatus,
-        upstreamStatus: attempt.upstreamStatus,
-        replayed,
-        result: attempt.result,
-      };
-    case 'client_gone':
-      return replayed ? { ...CLIENT_GONE, replayed } : CLIENT_GONE;
-  }
 }
 
 /**
