@@ -31,6 +31,7 @@ import { TokenKeeper } from './token/keeper.js';
 import type { TokenKeeperOptions } from './token/keeper-types.js';
 import { createTokenCoordinator, leaseTtlMs, type TokenCoordinator } from './token/shared.js';
 import type { TokenEndpoint } from './token/types.js';
+import { logConfiguration, logListening } from './startup-log.js';
 import { VERSION } from './version.js';
 
 /** In-flight requests get this long to finish after SIGTERM (docs/reference.md "Command line"). */
@@ -284,6 +285,7 @@ async function tracingFor(
 /** Wire and start the token keeper, the proxy listener and the admin listener. */
 export async function startSidecar(config: Config, deps: SidecarDeps): Promise<RunningSidecar> {
   const { logger } = deps;
+  logConfiguration(logger, config);
   const clock = deps.clock ?? systemClock;
   const teardown = new Teardown();
   const registry = new LeanRegistry();
@@ -423,24 +425,4 @@ function adminState({ keeper, store }: StartedKeeper, stack: ProxyStack) {
         : { enabled: false, shared: false, entries: 0, bytes: 0 },
     quotaStatus: () => quota.status(),
   };
-}
-
-function logListening(
-  logger: Logger,
-  config: Config,
-  proxy: { host: string; port: number },
-  admin: { host: string; port: number },
-): void {
-  logger.info(
-    {
-      proxy: `${proxy.host}:${proxy.port}`,
-      admin: `${admin.host}:${admin.port}`,
-      upstream: config.upstream.baseUrl,
-      prefixes: config.upstream.pathPrefixes,
-      tokenUrl: config.token.url,
-      tokenFormat: config.token.format,
-      version: VERSION,
-    },
-    'oauth-sidecar listening',
-  );
 }

@@ -14,6 +14,7 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBu
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
+import { KNOWN_VARIABLES } from '../../src/config/unknown-settings.js';
 import type { Manifest } from './kustomize.js';
 
 interface KindInfo {
@@ -185,33 +186,13 @@ interface PodTemplate {
   };
 }
 
-/** Env vars of docs/configuration.md (plus the HTTP/2 switches), for typos in ConfigMaps. */
-export const KNOWN_ENV = new Set([
-  'UPSTREAM_BASE_URL',
-  'UPSTREAM_PATH_PREFIXES',
-  'UPSTREAM_CA_FILE',
-  'UPSTREAM_TIMEOUT_MS',
-  'UPSTREAM_HTTP2',
-  'TOKEN_URL',
-  'TOKEN_REQUEST_FORMAT',
-  'TOKEN_CLIENT_AUTH',
-  'TOKEN_SCOPES',
-  'TOKEN_TIMEOUT_MS',
-  'TOKEN_WAIT_MS',
-  'TOKEN_REFRESH_MARGIN_SECONDS',
-  'TOKEN_REFRESH_FRACTION',
-  'CLIENT_ID_FILE',
-  'CLIENT_SECRET_FILE',
-  'CLIENT_CREDENTIALS_CSV',
-  'PROXY_LISTEN',
-  'PROXY_HTTP2',
-  'ADMIN_LISTEN',
-  'LOG_LEVEL',
-  'STORE_URL',
-  'STORE_KEY_PREFIX',
-  'TOKEN_STORE_URL',
-  'TOKEN_STORE_KEY_PREFIX',
-]);
+/**
+ * The settings a ConfigMap may hold, for typos: the schema's own variables (one list, derived from
+ * `FIELDS`), less the inline credentials, which belong in a Secret.
+ */
+export const KNOWN_ENV: ReadonlySet<string> = new Set(
+  [...KNOWN_VARIABLES].filter((name) => name !== 'CLIENT_ID' && name !== 'CLIENT_SECRET'),
+);
 
 /** Egress the workloads may have: DNS, HTTPS (API and token endpoint), Redis (the token store). */
 export const ALLOWED_EGRESS_PORTS = new Set([53, 443, 6379]);

@@ -1,6 +1,7 @@
 /** `oauth-sidecar check`: validate config, get one token, print what came back, never the token. */
 import { systemClock } from '../clock.js';
 import { createCredentialsReader } from '../config/credentials.js';
+import { featureLine } from '../config/features.js';
 import type { ClientCredentials, Config } from '../config/types.js';
 import { TokenEndpointError } from '../errors.js';
 import { createUpstreamDispatcher } from '../proxy/dispatcher.js';
@@ -26,6 +27,8 @@ export interface CheckDeps {
 
 /** Exit code: 0 when a token came back, 1 otherwise (the reason on stderr). */
 export async function runCheck(config: Config, io: Io, deps: CheckDeps): Promise<number> {
+  for (const warning of config.warnings ?? []) io.err(`warning: ${warning}`);
+  io.out(`features: ${featureLine(config)}`);
   try {
     const credentials = await createCredentialsReader(config.credentials)();
     const tokens = await deps.endpoint.requestToken({

@@ -5,6 +5,7 @@
 import { createRequire } from 'node:module';
 import { formatConfigProblems, loadConfig } from '../config/load.js';
 import { FIELDS } from '../config/schema.js';
+import { SETTING_PREFIXES } from '../config/unknown-settings.js';
 import type { Config } from '../config/types.js';
 import { ConfigError, EXIT_CONFIG } from '../errors.js';
 import { startSidecar, type RunningSidecar } from '../sidecar.js';
@@ -85,7 +86,13 @@ export function curlTarget(address: { host: string; port: number }): string {
 export async function runDemo(env: Env, io: Io): Promise<Serving | number> {
   const { startStandin } = await import('../standin/index.js');
   const standin = await startStandin({ tokenLifetimeSeconds: DEMO_TOKEN_LIFETIME_SECONDS });
-  const variables = Object.values(FIELDS).map((field) => field.env);
+  // The settings, and whatever else carries their prefixes, so a misspelt one is named as in serve.
+  const variables = [
+    ...new Set([
+      ...Object.values(FIELDS).map((field) => field.env),
+      ...Object.keys(env).filter((name) => SETTING_PREFIXES.some((p) => name.startsWith(p))),
+    ]),
+  ];
   const { env: demoEnvironment, ignored } = demoEnv(env, standin.url, variables);
   let serving: Serving;
   try {

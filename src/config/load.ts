@@ -16,6 +16,7 @@ import {
   type ReadTextFile,
 } from './credentials.js';
 import { DEFAULT_TOKEN_PATH, EXAMPLE_BASE_URL } from './defaults.js';
+import { describeUnknown, unknownSettings } from './unknown-settings.js';
 import { aliasOf, readYamlLayer } from './yaml-layer.js';
 import {
   FIELDS,
@@ -69,6 +70,9 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
   const get = resolver(v);
   checkSchemes(v, get, invalid, problems);
   checkCacheRules(get, invalid, problems);
+  const unknown = unknownSettings(options.env).map(describeUnknown);
+  // Strict when asked, else a warning: other tools in the pod may share a prefix.
+  if (get('strictConfig')) problems.push(...unknown);
   const credentials = credentialSource(v, invalid, problems);
   await Promise.all([
     credentials === undefined ? undefined : checkCredentialFiles(credentials, readFile, problems),
@@ -80,7 +84,8 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
   if (problems.length > 0 || baseUrl === undefined || credentials === undefined) {
     throw new ConfigError(namingTheFile(problems, layers.fileKeys, options.configFile));
   }
-  return buildConfig(get, baseUrl.origin, v['token.url']?.href, credentials);
+  const config = buildConfig(get, baseUrl.origin, v['token.url']?.href, credentials);
+  return get('strictConfig') || unknown.length === 0 ? config : { ...config, warnings: unknown };
 }
 
 /** Environment over file, key by key; an alias counts as its key, and both set is a problem. */

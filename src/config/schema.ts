@@ -202,6 +202,8 @@ export const FIELDS = {
     30_000,
   ),
   'tracing.recordQuery': field('TRACING_RECORD_QUERY', boolean(), false),
+  // Off: other tools in the pod may share a prefix (docs/configuration.md "Unknown settings").
+  strictConfig: field('STRICT_CONFIG', boolean(), false),
 } as const;
 
 export type FieldKey = keyof typeof FIELDS;

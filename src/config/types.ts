@@ -133,6 +133,8 @@ export interface Config {
     /** Weights and priorities of named callers; unlisted: weight 1, interactive. */
     callers: NamedCallerPolicy[];
   };
+  /** Problems that did not stop the start (unknown settings without `strictConfig`), one line each. */
+  warnings?: readonly string[];
 }
 
 /** OpenTelemetry tracing, from OpenTelemetry's own variables (docs/configuration.md "Tracing"). */

@@ -3,6 +3,7 @@
  * Problems name the file; an unknown key gets the nearest known one as a suggestion.
  */
 import { readFailure, type ReadTextFile } from './credentials.js';
+import { nearest } from './nearest.js';
 import { FIELDS, type FieldKey } from './schema.js';
 
 const FIELD_KEYS = Object.keys(FIELDS) as FieldKey[];
@@ -18,7 +19,11 @@ const ALIAS_KEYS = new Set(
   }),
 );
 const ALL_KEYS = [...FIELD_KEYS, ...ALIAS_KEYS];
-export const SECTIONS = [...new Set(ALL_KEYS.map((key) => key.split('.')[0] as string))];
+/** Keys at the top of the file (`strictConfig`), beside the sections. */
+const TOP_LEVEL = new Set(ALL_KEYS.filter((key) => !key.includes('.')));
+export const SECTIONS = [
+  ...new Set(ALL_KEYS.filter((key) => key.includes('.')).map((key) => key.split('.')[0] as string)),
+];
 /** Mappings below a section (`token.store`): every dotted prefix of a key that is not a key. */
 const SUBSECTIONS = new Set(
   ALL_KEYS.flatMap((key) => {
@@ -56,6 +61,10 @@ export async function readYamlLayer(
     return values;
   }
   for (const [section, body] of Object.entries(root)) {
+    if (TOP_LEVEL.has(section)) {
+      values.set(section, body);
+      continue;
+    }
     if (!SECTIONS.includes(section)) {
       problems.push(unknownKey(section, file));
       continue;
@@ -111,25 +120,5 @@ function suggest(dotted: string): string | undefined {
     const [section, key] = dotted.split('.');
     return `${dotted} written nested (${section ?? ''}: { ${key ?? ''}: ... })`;
   }
-  const candidates = dotted.includes('.') ? ALL_KEYS : SECTIONS;
-  const lower = dotted.toLowerCase();
-  let best: { key: string; distance: number } | undefined;
-  for (const key of candidates) {
-    const distance = editDistance(lower, key.toLowerCase());
-    if (distance <= 2 && (best === undefined || distance < best.distance)) best = { key, distance };
-  }
-  return best?.key;
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i += 1) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j += 1) {
-      const substitution = (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
-      current.push(Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, substitution));
-    }
-    previous = current;
-  }
-  return previous[b.length] ?? 0;
+  return nearest(dotted, dotted.includes('.') ? ALL_KEYS : [...SECTIONS, ...TOP_LEVEL], 2);
 }

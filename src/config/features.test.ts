@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import { featureLine, featuresInEffect } from './features.js';
+import { loadConfig } from './load.js';
+
+const GOOD = {
+  UPSTREAM_BASE_URL: 'https://api.example.com',
+  CLIENT_ID: 'the-id',
+  CLIENT_SECRET: 'the-secret',
+};
+
+describe('features in effect', () => {
+  it('all off by default', async () => {
+    const config = await loadConfig({ env: GOOD });
+    expect(featureLine(config)).toBe(
+      'cache rules: off; rate limit: off; callers: default; store: off; tracing: off',
+    );
+  });
+
+  it('names each feature set, without the store password or the tracing headers', async () => {
+    const config = await loadConfig({
+      env: {
+        ...GOOD,
+        CACHE_RULES: '/v1.0/contracts/=60,/v1.0/x/=5',
+        UPSTREAM_RATE_LIMIT: '2/m',
+        QUOTA_CALLER: 'billing',
+        QUOTA_CALLER_HEADER: 'x-caller',
+        QUOTA_CALLERS: 'billing=3,reports=1:batch',
+        STORE_URL: 'rediss://user:s3cret-pw@redis.internal:6380/0',
+        CACHE_SHARED: 'true',
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'https://otel.internal:4318/base',
+        OTEL_EXPORTER_OTLP_HEADERS: 'api-key=h3ader-secret',
+      },
+    });
+    expect(featuresInEffect(config)).toEqual({
+      cache: '/v1.0/contracts/=60s, /v1.0/x/=5s (shared)',
+      rateLimit: '2/m (queue 2000 ms)',
+      callers: 'billing, header x-caller, 2 listed',
+      store: 'rediss://user@redis.internal:6380/0',
+      tracing: 'https://otel.internal:4318 (http/protobuf, parentbased_always_on)',
+    });
+    const line = featureLine(config);
+    expect(line).not.toContain('s3cret-pw');
+    expect(line).not.toContain('h3ader-secret');
+  });
+});

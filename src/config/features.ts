@@ -1,0 +1,70 @@
+/**
+ * The optional features in effect, as one line for the start-up log and `check`
+ * (docs/reference.md "Logs"). Built from the loaded configuration; no secret reaches it: the store
+ * URL loses its password, the tracing endpoint shows its origin only, headers are not shown.
+ */
+import { redactStoreUrl } from '../safe-text.js';
+import type { Config, RateLimit } from './types.js';
+
+export interface Features {
+  cache: string;
+  rateLimit: string;
+  callers: string;
+  store: string;
+  tracing: string;
+}
+
+/** Each optional feature, `off` or what it is set to. */
+export function featuresInEffect(config: Config): Features {
+  return {
+    cache: cacheFeature(config.cache),
+    rateLimit:
+      config.upstream.rateLimit === undefined
+        ? 'off'
+        : `${perPeriod(config.upstream.rateLimit)} (queue ${config.upstream.queueMs} ms)`,
+    callers: callersFeature(config.quota),
+    store: config.store.url === undefined ? 'off' : redactStoreUrl(config.store.url),
+    tracing: tracingFeature(config.tracing),
+  };
+}
+
+/** `cache rules: off; rate limit: 2/m (queue 2000 ms); callers: default; store: off; tracing: off` */
+export function featureLine(config: Config): string {
+  const features = featuresInEffect(config);
+  return [
+    `cache rules: ${features.cache}`,
+    `rate limit: ${features.rateLimit}`,
+    `callers: ${features.callers}`,
+    `store: ${features.store}`,
+    `tracing: ${features.tracing}`,
+  ].join('; ');
+}
+
+function cacheFeature(cache: Config['cache']): string {
+  if (cache.rules.length === 0) return 'off';
+  const rules = cache.rules.map((rule) => `${rule.prefix}=${rule.ttlSeconds}s`).join(', ');
+  return `${rules} (${cache.shared ? 'shared' : 'local'})`;
+}
+
+function callersFeature(quota: Config['quota']): string {
+  const parts = [quota.caller];
+  if (quota.callerHeader !== undefined) parts.push(`header ${quota.callerHeader}`);
+  if (quota.callers.length > 0) parts.push(`${quota.callers.length} listed`);
+  return parts.join(', ');
+}
+
+function tracingFeature(tracing: Config['tracing']): string {
+  if (tracing === undefined) return 'off';
+  return `${new URL(tracing.url).origin} (${tracing.protocol}, ${tracing.sampler})`;
+}
+
+const PERIODS: readonly (readonly [number, string])[] = [
+  [1_000, 's'],
+  [60_000, 'm'],
+  [3_600_000, 'h'],
+];
+
+function perPeriod({ count, periodMs }: RateLimit): string {
+  const unit = PERIODS.find(([ms]) => ms === periodMs)?.[1];
+  return unit === undefined ? `${count}/${periodMs} ms` : `${count}/${unit}`;
+}
