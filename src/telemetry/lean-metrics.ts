@@ -99,8 +99,8 @@ function escaped(value: string): string {
 
 /**
  * A histogram with one label whose child's `observe` is a few array writes; prom-client's
- * validates and hashes the label set on every observation (about 1 % of the CPU per request,
- * docs/benchmarks.md "Consolidation"). Exposed by {@link LeanRegistry} in prom-client's text.
+ * validates and hashes the label set on every observation (its cost per request:
+ * docs/benchmarks.md "Hot path"). Exposed by {@link LeanRegistry} in prom-client's text.
  */
 export class LeanHistogram<L extends string> {
   readonly #series = new Map<string, HistogramSeries>();

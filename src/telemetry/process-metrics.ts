@@ -1,7 +1,7 @@
 /**
  * The process metrics prom-client's `collectDefaultMetrics` exports, read at scrape time through
  * public node APIs, under the same names, but for three: `nodejs_gc_duration_seconds` (its
- * PerformanceObserver costs 3–4 % of the CPU per request under load, docs/benchmarks.md
+ * PerformanceObserver costs CPU on every request under load, docs/benchmarks.md
  * "Consolidation"), and `nodejs_active_handles` / `nodejs_active_requests` (prom-client reads them
  * through node's private `process._getActive*`; `nodejs_active_resources` says the same publicly).
  */

@@ -27,7 +27,7 @@ function nibble(code: number): number {
 
 /**
  * A growing protobuf writer over a Buffer. Byte by byte in JavaScript: for the short strings and
- * ids of a span that is several times faster than a call into node's encoders.
+ * ids of a span that is faster than a call into node's encoders (docs/benchmarks.md "Tracing").
  */
 export class Writer {
   buf: Buffer;
