@@ -35,14 +35,16 @@ const NOT_AT_START = [
   '@opentelemetry/core',
   '@opentelemetry/otlp-exporter-base',
   '@opentelemetry/exporter-trace-otlp-http',
+  '@opentelemetry/exporter-trace-otlp-proto',
+  '@opentelemetry/sdk-logs',
+  '@opentelemetry/sdk-metrics',
 ];
 const LOCAL_NOT_AT_START = [
   'src/fleet/',
   'src/standin/',
   'src/proxy/cache/',
   'src/telemetry/otel.ts',
-  'src/telemetry/span-batches.ts',
-  'src/telemetry/otlp-protobuf.ts',
+  'src/telemetry/otel-export.ts',
 ];
 
 interface Metafile {

@@ -59,8 +59,8 @@ export interface SidecarMetrics {
   quotaRequests: Counter<'caller' | 'outcome'>;
   /** Point the cooldown gauge at the quota guard. */
   bindQuotaState(source: QuotaGaugeSource): void;
-  /** With tracing on: spans dropped from a full export queue (registered on first call). */
-  tracingSpansDropped(): Counter;
+  /** With tracing on: spans dropped, by reason (registered on first call). */
+  tracingSpansDropped(): Counter<'reason'>;
   /**
    * Point `requests_in_flight` at the proxy's in-flight count (`proxy.maxInFlight`'s counter),
    * read at scrape time: no gauge update per request.
@@ -254,10 +254,11 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
     tracingSpansDropped() {
       const name = `${METRIC_PREFIX}tracing_spans_dropped_total`;
       return (
-        (registry.getSingleMetric(name) as Counter | undefined) ??
+        (registry.getSingleMetric(name) as Counter<'reason'> | undefined) ??
         new Counter({
           name,
-          help: 'Spans dropped because the export queue (OTEL_BSP_MAX_QUEUE_SIZE) was full.',
+          help: 'Spans dropped: the export queue (OTEL_BSP_MAX_QUEUE_SIZE) was full (queue_full), the collector refused them (refused), or the export got no answer (export_failed).',
+          labelNames: ['reason'],
           registers,
         })
       );

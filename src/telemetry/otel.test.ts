@@ -1,128 +1,201 @@
-import {
-  ROOT_CONTEXT,
-  SpanKind,
-  TraceFlags,
-  defaultTextMapGetter,
-  trace,
-} from '@opentelemetry/api';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
-  ParentBasedSampler,
-  SamplingDecision,
-  TraceIdRatioBasedSampler,
-  TracerProvider,
-  type Sampler,
-} from '@opentelemetry/sdk-trace';
+import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
+import { OTLPExporterError } from '@opentelemetry/otlp-exporter-base';
+import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
 import { describe, expect, it } from 'vitest';
 import type { TracingConfig } from '../config/types.js';
+import { EXPORT_FAILURE_LOG_MS, LoggedExporter, dropReason } from './otel-export.js';
 import { createTracing } from './otel.js';
+import type { DropReason } from './tracing.js';
 
-const config = (sampler: string): TracingConfig => ({
+const config = (overrides: Partial<TracingConfig> = {}): TracingConfig => ({
   url: 'http://127.0.0.1:9/v1/traces',
   protocol: 'http/protobuf',
   headers: {},
   serviceName: 'oauth-sidecar',
-  resourceAttributes: {},
-  sampler,
-  samplerArg: 0.5,
+  resourceAttributes: { 'deployment.environment': 'test' },
+  sampler: 'parentbased_always_on',
+  samplerArg: 1,
   maxQueueSize: 2048,
   maxExportBatchSize: 512,
   scheduleDelayMs: 60_000,
   exportTimeoutMs: 1_000,
   recordQuery: false,
+  ...overrides,
 });
 
-const deps = {
-  logger: { warn: () => {} } as never,
-  dropped: { inc: () => {} },
-  pathPrefixes: ['/v1.0/'],
-  upstream: 'https://api.example:8443',
-  tokenUrl: 'https://auth.example/oauth/token',
-  version: '0.0.0-test',
-};
-
-/** The SDK's samplers for each `OTEL_TRACES_SAMPLER` value (ratio 0.5). */
-const SDK_SAMPLERS: Record<string, () => Sampler> = {
-  always_on: () => new AlwaysOnSampler(),
-  always_off: () => new AlwaysOffSampler(),
-  traceidratio: () => new TraceIdRatioBasedSampler(0.5),
-  parentbased_always_on: () => new ParentBasedSampler({ root: new AlwaysOnSampler() }),
-  parentbased_always_off: () => new ParentBasedSampler({ root: new AlwaysOffSampler() }),
-  parentbased_traceidratio: () =>
-    new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(0.5) }),
-};
-
-/** `n` hex digits from a seeded generator (mulberry32): ids on both sides of a 0.5 ratio. */
-function hex(n: number, seed: number): string {
-  let a = seed * 0x9e3779b9;
-  let out = '';
-  while (out.length < n) {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    out += (((t ^ (t >>> 14)) >>> 0) % 16).toString(16);
-  }
-  return out;
+function counter() {
+  const counts: Partial<Record<DropReason, number>> = {};
+  return {
+    counts,
+    inc({ reason }: { reason: DropReason }, count: number) {
+      counts[reason] = (counts[reason] ?? 0) + count;
+    },
+  };
 }
 
-describe('spans recorded by the sidecar decide as the SDK does', () => {
-  it.each(Object.keys(SDK_SAMPLERS))(
-    '%s: the server span and its client child, with and without a sampled or unsampled parent',
-    async (name) => {
-      const ours = createTracing(config(name), deps);
-      const sdkSampler = SDK_SAMPLERS[name]!();
-      const sdk = new TracerProvider({ sampler: sdkSampler }).getTracer('t');
-      const propagator = new W3CTraceContextPropagator();
-      const seen = new Set<string>();
-      for (let seed = 1; seed <= 40; seed++) {
-        for (const flags of ['01', '00', undefined]) {
-          const traceId = hex(32, seed);
-          const headers =
-            flags === undefined
-              ? {}
-              : { traceparent: `00-${traceId}-${hex(16, seed + 1)}-${flags}` };
-          const parent = propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
-          const request = ours.request(headers, 'GET', '/v1.0/contracts/');
-          const attempt = request.attempt('GET', false);
-          const [, sentTrace, sentSpan, sentFlags] = attempt.traceparent.split('-');
-          if (flags !== undefined) expect(sentTrace).toBe(traceId);
-          // The SDK's decision for this trace id: a server span, then a client span under it.
-          const decision = sdkSampler.shouldSample(
-            parent,
-            sentTrace!,
-            'GET /v1.0/',
-            SpanKind.SERVER,
-            {},
-            [],
-          ).decision;
-          const serverSampled = decision === SamplingDecision.RECORD_AND_SAMPLED;
-          const server = trace.setSpanContext(ROOT_CONTEXT, {
-            traceId: sentTrace!,
-            spanId: hex(16, seed + 2),
-            traceFlags: serverSampled ? TraceFlags.SAMPLED : TraceFlags.NONE,
-          });
-          const client = sdk.startSpan('GET', { kind: SpanKind.CLIENT }, server);
-          const label = `${name} ${flags ?? 'no parent'} ${seed}`;
-          expect(request.sampledTraceId !== undefined, label).toBe(serverSampled);
-          seen.add(`${flags ?? 'none'}:${serverSampled}`);
-          if (serverSampled) expect(request.sampledTraceId).toBe(sentTrace);
-          expect(sentFlags, label).toBe(
-            client.spanContext().traceFlags & TraceFlags.SAMPLED ? '01' : '00',
-          );
-          expect(sentSpan).toMatch(/^[0-9a-f]{16}$/);
-          attempt.end(200);
-          request.end(200);
-        }
-      }
-      // The ratio samplers met trace ids on both sides of the bound, under a sampled parent too.
-      if (name === 'traceidratio')
-        expect(seen).toEqual(
-          new Set(['01:true', '01:false', '00:true', '00:false', 'none:true', 'none:false']),
-        );
-      if (name === 'parentbased_traceidratio') expect(seen).toContain('none:false');
-      await ours.shutdown(0);
+function deps(dropped = counter(), warnings: unknown[] = []) {
+  return {
+    logger: { warn: (fields: unknown) => warnings.push(fields) } as never,
+    dropped,
+    pathPrefixes: ['/v1.0/'],
+    upstream: 'https://api.example:8443',
+    tokenUrl: 'https://auth.example/oauth/token',
+    version: '0.0.0-test',
+  };
+}
+
+/** An exporter that keeps what it is given (after the processor's shutdown too). */
+function collecting(): SpanExporter & { spans: ReadableSpan[] } {
+  const spans: ReadableSpan[] = [];
+  return {
+    spans,
+    export(batch, done) {
+      spans.push(...batch);
+      done({ code: ExportResultCode.SUCCESS });
     },
-  );
+    shutdown: () => Promise.resolve(),
+  };
+}
+
+const PARENT = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+
+describe('spans on the SDK', () => {
+  it('a request\'s server span, its wait and its attempt, as docs/reference.md "Traces" lists them', async () => {
+    const memory = collecting();
+    const tracing = createTracing(config(), deps(), memory);
+    const request = tracing.request(
+      { traceparent: PARENT, 'x-request-id': 'req-1' },
+      'GET',
+      '/v1.0/contracts/?secret=1',
+    );
+    request.wait('token.wait', 1_000, 1_250);
+    const attempt = request.attempt('GET', true);
+    expect(attempt.traceparent).toMatch(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/);
+    attempt.end(503);
+    attempt.end(200); // once
+    request.end(502, 'upstream_failed');
+    expect(request.sampledTraceId).toBe('0af7651916cd43dd8448eb211c80319c');
+    await tracing.shutdown(1_000);
+
+    const spans = memory.spans;
+    const byName = (name: string): ReadableSpan => spans.find((s) => s.name === name)!;
+    const server = byName('GET /v1.0/');
+    expect(server.kind).toBe(SpanKind.SERVER);
+    expect(server.parentSpanContext?.spanId).toBe('b7ad6b7169203331');
+    expect(server.attributes).toEqual({
+      'http.request.method': 'GET',
+      'url.path': '/v1.0/contracts/',
+      'http.route': '/v1.0/',
+      'http.request.header.x-request-id': ['req-1'],
+      'http.response.status_code': 502,
+      'oauth_sidecar.error_code': 'upstream_failed',
+      'error.type': 'upstream_failed',
+    });
+    expect(server.status.code).toBe(SpanStatusCode.ERROR);
+    expect(server.resource.attributes).toMatchObject({
+      'service.name': 'oauth-sidecar',
+      'service.version': '0.0.0-test',
+      'deployment.environment': 'test',
+    });
+    const wait = byName('token.wait');
+    expect(wait.parentSpanContext?.spanId).toBe(server.spanContext().spanId);
+    expect(wait.duration).toEqual([0, 250_000_000]);
+    const client = byName('GET');
+    expect(client.kind).toBe(SpanKind.CLIENT);
+    expect(attempt.traceparent).toContain(client.spanContext().spanId);
+    expect(client.attributes).toEqual({
+      'server.address': 'api.example',
+      'server.port': 8443,
+      'http.request.method': 'GET',
+      'http.request.resend_count': 1,
+      'http.response.status_code': 503,
+      'error.type': '503',
+    });
+    expect(spans).toHaveLength(3);
+  });
+
+  it('an unsampled request records nothing and sends an unsampled traceparent upstream', async () => {
+    const memory = collecting();
+    const tracing = createTracing(config({ sampler: 'parentbased_always_off' }), deps(), memory);
+    const request = tracing.request({}, 'GET', '/v1.0/x');
+    request.wait('quota.wait', 1, 2);
+    const attempt = request.attempt('GET', false);
+    expect(attempt.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
+    attempt.end(200);
+    request.end(200);
+    tracing.grant('client_credentials').end('success');
+    expect(request.sampledTraceId).toBeUndefined();
+    await tracing.shutdown(1_000);
+    expect(memory.spans).toHaveLength(0);
+  });
+
+  it('a grant is a trace of its own, ERROR unless it succeeded', async () => {
+    const memory = collecting();
+    const tracing = createTracing(config(), deps(), memory);
+    tracing.grant('refresh_token').end('rejected');
+    await tracing.shutdown(1_000);
+    const [grant] = memory.spans;
+    expect(grant!.parentSpanContext).toBeUndefined();
+    expect(grant!.attributes).toEqual({
+      'oauth.grant_type': 'refresh_token',
+      'server.address': 'auth.example',
+      'http.request.method': 'POST',
+      'oauth.outcome': 'rejected',
+    });
+    expect(grant!.status.code).toBe(SpanStatusCode.ERROR);
+  });
+});
+
+/** An exporter that never answers: the batch processor's queue fills. */
+const hung: SpanExporter = { export: () => undefined, shutdown: () => Promise.resolve() };
+
+describe('dropped spans, by reason', () => {
+  it('a full queue drops what exceeds OTEL_BSP_MAX_QUEUE_SIZE (queue_full)', async () => {
+    const dropped = counter();
+    const tracing = createTracing(
+      config({ maxQueueSize: 4, maxExportBatchSize: 4 }),
+      deps(dropped),
+      hung,
+    );
+    for (let i = 0; i < 20; i++) tracing.grant('client_credentials').end('success');
+    // 4 handed to the exporter that never answers, 4 queued, 12 dropped.
+    expect(dropped.counts).toEqual({ queue_full: 12 });
+    await tracing.shutdown(10);
+  });
+
+  it.each([
+    [new OTLPExporterError('Bad Request', 400), 'refused'],
+    [new OTLPExporterError('Payload Too Large', 413), 'refused'],
+    [new OTLPExporterError('Internal Server Error', 500), 'refused'],
+    [new OTLPExporterError('Export failed with retryable status'), 'refused'],
+    [Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }), 'export_failed'],
+    [new Error('Request timed out'), 'export_failed'],
+  ])('%s → %s', (error, reason) => {
+    expect(dropReason(error)).toBe(reason);
+  });
+
+  it("a failed export's spans are counted; the failure is logged once a minute, with the count", () => {
+    const dropped = counter();
+    const warnings: unknown[] = [];
+    let now = 0;
+    const failing: SpanExporter = {
+      export: (_spans, done: (result: ExportResult) => void) =>
+        done({ code: ExportResultCode.FAILED, error: new OTLPExporterError('Bad Request', 400) }),
+      shutdown: () => Promise.resolve(),
+    };
+    const logger = { warn: (fields: unknown) => warnings.push(fields) } as never;
+    const exporter = new LoggedExporter(failing, logger, dropped, () => now);
+    const spans = [{}, {}, {}] as ReadableSpan[];
+    const results: ExportResult[] = [];
+    for (let i = 0; i < 3; i++) exporter.export(spans, (r) => results.push(r));
+    now = EXPORT_FAILURE_LOG_MS;
+    exporter.export(spans, (r) => results.push(r));
+    expect(results.every((r) => r.code === ExportResultCode.FAILED)).toBe(true);
+    expect(dropped.counts).toEqual({ refused: 12 });
+    expect(warnings).toEqual([
+      { failures: 1, reason: 'Bad Request' },
+      { failures: 3, reason: 'Bad Request' },
+    ]);
+  });
 });

@@ -42,10 +42,20 @@ export interface Tracing {
   shutdown(timeoutMs: number): Promise<void>;
 }
 
+/**
+ * Why spans were dropped: the export queue was full, the collector refused them (an error status),
+ * or the export got no answer.
+ */
+export type DropReason = 'queue_full' | 'refused' | 'export_failed';
+
+/** The drop metric (`oauth_sidecar_tracing_spans_dropped_total`). */
+export interface DroppedSpans {
+  inc(labels: { reason: DropReason }, count: number): void;
+}
+
 export interface TracingDeps {
   logger: Logger;
-  /** Spans dropped because the export queue was full. */
-  dropped: { inc(count?: number): void };
+  dropped: DroppedSpans;
   /** Forwarded path prefixes: a span's route is the one a request matched. */
   pathPrefixes: readonly string[];
   /** The upstream's origin, for the client spans' `server.address`/`server.port`. */

@@ -164,11 +164,11 @@ function fromJson(body: Buffer): ReceivedSpan[] {
 }
 
 /**
- * `refuse`: the first this many exports are answered 503 (retryable) with `Retry-After:
- * retryAfter` seconds, their spans not kept.
+ * `refuse`: the first this many exports are answered `status` (default 503, retryable) with
+ * `Retry-After: retryAfter` seconds, their spans not kept.
  */
 export async function startOtlpReceiver(
-  options: { refuse?: number; retryAfter?: number } = {},
+  options: { refuse?: number; retryAfter?: number; status?: number } = {},
 ): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
   const raw: string[] = [];
@@ -185,7 +185,9 @@ export async function startOtlpReceiver(
       raw.push(body.toString(json ? 'utf8' : 'latin1'));
       if (refuse > 0) {
         refuse -= 1;
-        res.writeHead(503, { 'retry-after': String(options.retryAfter ?? 1) }).end();
+        res
+          .writeHead(options.status ?? 503, { 'retry-after': String(options.retryAfter ?? 1) })
+          .end();
         return;
       }
       spans.push(...(json ? fromJson(body) : fromProtobuf(body)));
