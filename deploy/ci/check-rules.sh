@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks the PrometheusRule with promtool: syntax of every rule group (`promtool check rules`) and
-# the alert unit tests in deploy/monitoring/tests/alerts.test.yaml (`promtool test rules`).
+# the alert unit tests in deploy/monitoring/tests/alerts.test.yaml (`promtool test rules`), and that
+# the plain rule file deploy/monitoring/oauth-sidecar.rules.yaml agrees with the PrometheusRule.
 # Needs promtool (apt-get install -y --no-install-recommends prometheus) and node_modules (yaml).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -8,6 +9,10 @@ cd "$root"
 command -v promtool >/dev/null || { echo "missing promtool: apt-get install -y prometheus" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+echo "--- the plain rule file agrees with the PrometheusRule, and promtool reads it as it is"
+node deploy/ci/extract-rules.mjs --check
+promtool check rules deploy/monitoring/oauth-sidecar.rules.yaml
 
 echo "--- extracting spec.groups of deploy/monitoring/prometheusrule.yaml"
 node --input-type=module - "$root/deploy/monitoring/prometheusrule.yaml" "$work/oauth-sidecar.rules.yaml" <<'JS'
