@@ -160,13 +160,16 @@ describe('tracing: waits, replays, failures', () => {
       ),
     );
     expect(statuses).toEqual([200, 200]);
+    // The wait ends before its request: the two may arrive in different batches.
+    const ownerOf = (wait: ReceivedSpan) =>
+      spansOf(wait.traceId).find((x) => x.kind === SPAN_KIND.SERVER);
     await waitFor(
-      () => receiver.spans.some((x) => x.name === 'quota.wait'),
+      () => receiver.spans.some((x) => x.name === 'quota.wait' && ownerOf(x) !== undefined),
       10_000,
-      'a quota.wait span',
+      'a quota.wait span and its request',
     );
     const wait = receiver.spans.find((x) => x.name === 'quota.wait')!;
-    const owner = spansOf(wait.traceId).find((x) => x.kind === SPAN_KIND.SERVER)!;
+    const owner = ownerOf(wait)!;
     expect(wait.parentSpanId).toBe(owner.spanId);
 
     // A 401 on the current token: the keeper renews and the request is sent once more.
