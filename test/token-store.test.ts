@@ -17,11 +17,8 @@ import {
 import { deriveEntryKeys, openValue, sealValue } from '../src/fleet/crypto.js';
 import { createTokenSetStore, type TokenSetStore } from '../src/fleet/token-sets.js';
 import { createLogger } from '../src/telemetry/logger.js';
-import {
-  createTokenCoordinator,
-  type GrantOutcome,
-  type RefreshSource,
-} from '../src/token/shared.js';
+import type { GrantOutcome, RefreshSource } from '../src/token/coordination.js';
+import { createTokenCoordinator } from '../src/token/shared.js';
 import { startRedisServer, type RedisServer } from './helpers/redis-server.js';
 import { waitFor } from './helpers/sidecar-process.js';
 

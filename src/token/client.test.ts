@@ -5,13 +5,13 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../test/helpers/sidecar-process.js';
 import { TokenEndpointError, isRejectedGrant } from '../errors.js';
 import {
-  DEFAULT_LIFETIME_SECONDS,
   MAX_ANSWER_BYTES,
   checkTokenResponse,
   createTokenEndpointClient,
   sendGrantRequest,
   type TokenClientOptions,
 } from './client.js';
+import { DEFAULT_LIFETIME_SECONDS } from './token-body.js';
 import type { GrantRequest } from './types.js';
 import { tokenAnswer, type TokenAnswer } from './wire.js';
 

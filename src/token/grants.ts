@@ -4,9 +4,10 @@
  */
 import type { Clock } from '../clock.js';
 import { CredentialsReadError, TokenUnavailableError, isRejectedGrant } from '../errors.js';
+import type { HeldTokens } from './held-token.js';
 import type { Outcome, TokenKeeperOptions } from './keeper-types.js';
 import type { RequestCeiling } from './schedule.js';
-import type { HeldRef, RefreshSource, TokenCoordinator } from './shared.js';
+import type { HeldRef, RefreshSource, TokenCoordinator } from './coordination.js';
 import type { SharedTokenSet } from '../fleet/token-sets.js';
 import type { ClientCredentials, GrantRequest, GrantType } from './types.js';
 
@@ -18,10 +19,8 @@ export interface GrantsDeps {
   clock: Clock;
   ceiling: RequestCeiling;
   isStopped(): boolean;
-  /** The process's own refresh token. */
-  refreshToken(): string | undefined;
-  /** `token` was rejected: forget it if it is still the one held. */
-  dropRefreshToken(token: string): void;
+  /** The process's own refresh token, and forgetting it once rejected. */
+  held: Pick<HeldTokens, 'refreshToken' | 'dropRefresh'>;
   logFailure(grant: GrantType, error: unknown, next: string): void;
 }
 
@@ -46,14 +45,15 @@ export class Grants {
       return { ok: false, grant: progress.grant, error: new TokenUnavailableError('stopped', 1) };
     }
     // The fleet's refresh token while this process holds the store's lease; its own otherwise.
-    const refreshToken = source.kind === 'shared' ? source.refreshToken : this.deps.refreshToken();
+    const refreshToken =
+      source.kind === 'shared' ? source.refreshToken : this.deps.held.refreshToken;
     if (refreshToken !== undefined) {
       progress.grant = 'refresh_token';
       const refreshed = await this.#call({ grant: 'refresh_token', refreshToken });
       if (refreshed.ok || !isRejectedGrant(refreshed.error)) return refreshed;
       // The refresh token is dead (revoked, expired or already used): client credentials at once,
       // unless the rate ceiling forbids a second request now (then the retry uses them).
-      this.deps.dropRefreshToken(refreshToken);
+      this.deps.held.dropRefresh(refreshToken);
       const now = this.deps.clock.now();
       if (this.deps.isStopped() || this.deps.ceiling.nextFreeAt(now) > now) return refreshed;
       this.deps.logFailure(refreshed.grant, refreshed.error, 'falling back to client credentials');

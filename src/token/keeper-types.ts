@@ -1,16 +1,10 @@
 /** The token keeper's options, status and the shapes its parts share (keeper.ts). */
 import type { Clock, LongTimer } from '../clock.js';
 import type { Config } from '../config/types.js';
-import {
-  CredentialsReadError,
-  TokenEndpointError,
-  TokenUnavailableError,
-  errorText,
-  isRejectedGrant,
-} from '../errors.js';
+import { CredentialsReadError, TokenEndpointError, TokenUnavailableError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
-import { LeaseWaitError, type TokenCoordinator } from './shared.js';
+import { LeaseWaitError, type TokenCoordinator } from './coordination.js';
 import type { CredentialsReader, GrantType, TokenEndpoint, TokenSet } from './types.js';
 
 export interface TokenKeeperOptions {
@@ -113,17 +107,21 @@ export function iso(ms: number): string {
 /** The status snapshot; the held token's times as seen at `now`. */
 export function statusOf(
   now: number,
-  held: HeldToken | undefined,
-  rest: Omit<KeeperStatus, 'tokenAgeSeconds' | 'expiresInSeconds' | 'lifetimeSeconds'>,
+  held: { current: HeldToken | undefined; lastGrant: GrantType | undefined; refreshToken?: string },
+  rest: Pick<
+    KeeperStatus,
+    'nextRenewalAt' | 'lastError' | 'consecutiveFailures' | 'requestInFlight'
+  >,
 ): KeeperStatus {
+  const token = held.current;
   return {
-    ready: rest.ready,
-    lastGrant: rest.lastGrant,
-    tokenAgeSeconds: held === undefined ? null : Math.max(0, (now - held.sentAt) / 1_000),
-    expiresInSeconds: held === undefined ? 0 : Math.max(0, (held.expiresAt - now) / 1_000),
-    lifetimeSeconds: held?.lifetimeSeconds ?? null,
+    ready: token !== undefined && now < token.expiresAt,
+    lastGrant: held.lastGrant ?? null,
+    tokenAgeSeconds: token === undefined ? null : Math.max(0, (now - token.sentAt) / 1_000),
+    expiresInSeconds: token === undefined ? 0 : Math.max(0, (token.expiresAt - now) / 1_000),
+    lifetimeSeconds: token?.lifetimeSeconds ?? null,
     nextRenewalAt: rest.nextRenewalAt,
-    refreshTokenHeld: rest.refreshTokenHeld,
+    refreshTokenHeld: held.refreshToken !== undefined,
     lastError: rest.lastError,
     consecutiveFailures: rest.consecutiveFailures,
     requestInFlight: rest.requestInFlight,
@@ -144,24 +142,4 @@ export function unavailableError(
     `no valid access token within ${waitMs} ms (${reason})`,
     retryAfterSeconds,
   );
-}
-
-/** The fields of a failed token request's log line (never a token or a secret). */
-export function failureFields(
-  grant: GrantType,
-  error: unknown,
-  consecutiveFailures: number,
-  tokenValid: boolean,
-): Record<string, unknown> {
-  return {
-    event: 'token',
-    grant,
-    outcome: isRejectedGrant(error) ? 'rejected' : 'error',
-    errorKind: errorKind(error),
-    error: errorText(error),
-    status: error instanceof TokenEndpointError ? error.status : undefined,
-    oauthError: error instanceof TokenEndpointError ? error.oauthError : undefined,
-    consecutiveFailures,
-    tokenValid,
-  };
 }

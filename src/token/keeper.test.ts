@@ -10,7 +10,8 @@ import type { EntryKeys } from '../fleet/crypto.js';
 import type { SharedTokenSet, StoredEntry, TokenSetStore } from '../fleet/token-sets.js';
 import { TokenKeeper } from './keeper.js';
 import { RECOVERY_CAP_MS } from './schedule.js';
-import { LEASE_POLL_MS, createTokenCoordinator, type TokenCoordinator } from './shared.js';
+import type { TokenCoordinator } from './coordination.js';
+import { LEASE_POLL_MS, createTokenCoordinator } from './shared.js';
 import type { ClientCredentials, GrantRequest, TokenEndpoint, TokenSet } from './types.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');

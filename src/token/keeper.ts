@@ -1,37 +1,35 @@
 /**
  * The token keeper (docs/design.md "Token keeper"): obtains the access token with the
  * client-credentials grant, renews it ahead of expiry (refresh-token grant while a refresh token is
- * held), retries failures with backoff, and hands the current token to the proxy. The timing rules
- * live in schedule.ts; this file is the state machine around them.
+ * held), retries failures with backoff, and hands the current token to the proxy. This file is the
+ * state machine; its parts: the timing rules (schedule.ts), the pending attempt (attempt-timer.ts),
+ * upstream 401s (invalidation.ts), the held tokens (held-token.ts), failures (failures.ts), one
+ * grant (grants.ts) and the shared store's watch (store-watch.ts).
  */
-import { setLongTimeout, type Clock, type LongTimer } from '../clock.js';
+import type { Clock } from '../clock.js';
 import { TokenUnavailableError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
-import {
-  FORCED_RENEWAL_INTERVAL_MS,
-  MIN_RENEWAL_DELAY_MS,
-  RequestCeiling,
-  renewalTime,
-  secondsUntil,
-} from './schedule.js';
+import { RequestCeiling, nextRenewalAt, secondsUntil } from './schedule.js';
 import type { SharedTokenSet } from '../fleet/token-sets.js';
 import { StoreWatch } from './store-watch.js';
 import { TokenWaiters } from './waiters.js';
 import { Grants } from './grants.js';
 import { Failures } from './failures.js';
+import { AttemptTimer } from './attempt-timer.js';
+import { HeldTokens } from './held-token.js';
+import { Invalidation } from './invalidation.js';
+import { logAdopted, logFailure, logObtained } from './keeper-log.js';
 import {
-  failureFields,
   iso,
   statusOf,
   unavailableError,
   type AttemptReason,
-  type HeldToken,
   type InvalidateVerdict,
   type KeeperStatus,
   type Outcome,
   type TokenKeeperOptions,
 } from './keeper-types.js';
-import type { HeldRef, TokenCoordinator } from './shared.js';
+import type { TokenCoordinator } from './coordination.js';
 import type { GrantType } from './types.js';
 
 export type {
@@ -55,19 +53,14 @@ export class TokenKeeper {
 
   private started = false;
   private stopped = false;
-  private current: HeldToken | undefined;
-  private refreshToken: string | undefined;
+  private readonly held = new HeldTokens();
   private inflight: Promise<void> | undefined;
-  private timer: LongTimer | undefined;
+  /** The scheduled renewal or retry. */
+  private readonly next: AttemptTimer;
   /** With a shared store: adopts a set published while a retry waits (store-watch.ts). */
   private readonly storeWatch: StoreWatch | undefined;
-  /** When the scheduled timer fires. */
-  private nextAttemptAt: number | undefined;
   private readonly failures: Failures;
-  private lastGrant: GrantType | undefined;
-  private lastForcedAt: number | undefined;
-  /** The token an upstream 401 invalidated, for the next grant's compare-and-delete in the store. */
-  private rejectedToken: string | undefined;
+  private readonly invalidation: Invalidation;
   /** At most 10 token requests in any 10 s, for every path into a grant. */
   private readonly ceiling = new RequestCeiling();
   private readonly waiters: TokenWaiters;
@@ -81,6 +74,8 @@ export class TokenKeeper {
     this.log = options.logger;
     this.metrics = options.metrics;
     this.coordinator = options.coordinator;
+    this.next = new AttemptTimer(this.clock);
+    this.invalidation = new Invalidation(this.log);
     this.waiters = new TokenWaiters(this.clock);
     this.grants = new Grants({
       endpoint: options.endpoint,
@@ -90,31 +85,10 @@ export class TokenKeeper {
       clock: this.clock,
       ceiling: this.ceiling,
       isStopped: () => this.stopped,
-      refreshToken: () => this.refreshToken,
-      dropRefreshToken: (token) => {
-        if (this.refreshToken === token) this.refreshToken = undefined;
-      },
+      held: this.held,
       logFailure: (grant, error, next) => this.logFailure(grant, error, next),
     });
-    const coordinator = options.coordinator;
-    this.storeWatch =
-      coordinator === undefined
-        ? undefined
-        : new StoreWatch({
-            coordinator,
-            clock: this.clock,
-            log: this.log,
-            held: () => this.heldRef(),
-            rejectedToken: () => this.rejectedToken,
-            stillWaiting: (failure) =>
-              !this.stopped && this.inflight === undefined && this.failures.last === failure,
-            adopt: (tokenSet, generation) => {
-              this.clearTimer();
-              this.nextAttemptAt = undefined;
-              this.rejectedToken = undefined;
-              this.onAdopted(tokenSet, generation);
-            },
-          });
+    this.storeWatch = this.watchOf(options.coordinator);
   }
 
   /** Starts the start-up client-credentials grant at once. Idempotent. */
@@ -128,9 +102,8 @@ export class TokenKeeper {
   stop(): void {
     if (this.stopped) return;
     this.stopped = true;
-    this.clearTimer();
-    this.clearWatch();
-    this.nextAttemptAt = undefined;
+    this.next.cancel();
+    this.storeWatch?.clear();
     this.waiters.refuse(
       new TokenUnavailableError('the token keeper is shutting down', 1),
       new TokenUnavailableError('the token keeper stopped before a token arrived', 1),
@@ -170,33 +143,16 @@ export class TokenKeeper {
    */
   invalidate(token: string): InvalidateVerdict {
     if (this.stopped) return 'keep';
-    if (this.current?.accessToken !== token) return 'replay';
+    if (this.held.current?.accessToken !== token) return 'replay';
     const now = this.clock.now();
-    if (this.lastForcedAt !== undefined && now - this.lastForcedAt < FORCED_RENEWAL_INTERVAL_MS) {
-      this.log.warn(
-        { event: 'token', reason: 'forced', rateLimited: true },
-        'upstream rejected the newest access token again within 5 s of a forced renewal; keeping it',
-      );
+    if (!this.invalidation.force(token, now)) {
       return this.inflight === undefined ? 'keep' : 'renewing';
     }
-    this.lastForcedAt = now;
-    this.current = undefined;
-    this.rejectedToken = token;
+    this.held.current = undefined;
     // Not serving from now on: a pending backoff / Retry-After wait ends within the recovery cap.
     this.failures.tokenDropped(now);
-    const startAt = this.inflight === undefined ? this.earliestAttemptAt(now) : now;
-    let what = 'a token request is already in flight';
-    if (this.inflight === undefined) {
-      what = startAt > now ? 'dropped it, the next attempt is after the backoff' : 'renewing';
-    }
-    this.log.info(
-      {
-        event: 'token',
-        reason: 'forced',
-        ...(startAt > now && { nextAttemptAt: iso(startAt) }),
-      },
-      `upstream rejected the access token; ${what}`,
-    );
+    const inFlight = this.inflight !== undefined;
+    this.invalidation.logForced(now, inFlight ? now : this.earliestAttemptAt(now), inFlight);
     this.attempt('forced');
     return 'renewing';
   }
@@ -214,7 +170,7 @@ export class TokenKeeper {
 
   /** Resolves on the first successful grant; rejects if the keeper is stopped before that. */
   whenReady(): Promise<void> {
-    if (this.lastGrant !== undefined) return Promise.resolve();
+    if (this.held.lastGrant !== undefined) return Promise.resolve();
     if (this.stopped) {
       return Promise.reject(new TokenUnavailableError('the token keeper is stopped', 1));
     }
@@ -223,21 +179,35 @@ export class TokenKeeper {
 
   /** The one status snapshot (see {@link KeeperStatus}). */
   status(): KeeperStatus {
-    return statusOf(this.clock.now(), this.current, {
-      ready: this.validToken() !== undefined,
-      lastGrant: this.lastGrant ?? null,
-      nextRenewalAt: this.nextAttemptAt === undefined ? null : iso(this.nextAttemptAt),
-      refreshTokenHeld: this.refreshToken !== undefined,
+    const nextAt = this.next.at;
+    return statusOf(this.clock.now(), this.held, {
+      nextRenewalAt: nextAt === undefined ? null : iso(nextAt),
       lastError: this.failures.lastError === null ? null : { ...this.failures.lastError },
       consecutiveFailures: this.failures.consecutive,
       requestInFlight: this.inflight !== undefined,
     });
   }
 
+  private watchOf(coordinator: TokenCoordinator | undefined): StoreWatch | undefined {
+    if (coordinator === undefined) return undefined;
+    return new StoreWatch({
+      coordinator,
+      clock: this.clock,
+      log: this.log,
+      held: () => this.held.ref(),
+      rejectedToken: () => this.invalidation.rejected,
+      stillWaiting: (failure) =>
+        !this.stopped && this.inflight === undefined && this.failures.last === failure,
+      adopt: (tokenSet, generation) => {
+        this.next.cancel();
+        this.invalidation.clear();
+        this.onAdopted(tokenSet, generation);
+      },
+    });
+  }
+
   private validToken(): string | undefined {
-    const held = this.current;
-    if (held === undefined || this.clock.now() >= held.expiresAt) return undefined;
-    return held.accessToken;
+    return this.held.valid(this.clock.now());
   }
 
   /** No token request before this time: the backoff / `Retry-After`, and the rate ceiling. */
@@ -257,14 +227,11 @@ export class TokenKeeper {
     if (earliest > now) {
       // Re-arm when no timer is pending: a timer may fire a millisecond before the wall clock
       // says it is due (libuv counts from its cached loop time), and must not end the schedule.
-      if (this.timer === undefined || this.nextAttemptAt !== earliest) {
-        this.schedule(earliest, reason);
-      }
+      if (!this.next.armedFor(earliest)) this.schedule(earliest, reason);
       return;
     }
-    this.clearTimer();
-    this.clearWatch();
-    this.nextAttemptAt = undefined;
+    this.next.cancel();
+    this.storeWatch?.clear();
     this.log.debug({ event: 'token', reason }, 'token request starting');
     this.inflight = this.runGrant();
   }
@@ -274,11 +241,10 @@ export class TokenKeeper {
    * store's lease and compare-and-set wrap this). Never rejects.
    */
   private async runGrant(): Promise<void> {
-    const rejectedToken = this.rejectedToken;
-    this.rejectedToken = undefined;
+    const rejectedToken = this.invalidation.take();
     const { outcome, adopted, sharedRefresh } = await this.grants.run(
       this.coordinator,
-      this.heldRef(),
+      this.held.ref(),
       rejectedToken,
     );
     this.inflight = undefined;
@@ -288,7 +254,7 @@ export class TokenKeeper {
       else if (outcome.ok) {
         this.onSuccess(outcome);
         // Under the lease the newest refresh token is the fleet's, resolved by the coordinator.
-        if (sharedRefresh !== undefined) this.refreshToken = sharedRefresh.refreshToken;
+        if (sharedRefresh !== undefined) this.held.refreshToken = sharedRefresh.refreshToken;
       } else this.onFailure(outcome);
     } catch (error) {
       // Applying a result does not throw either; if it does, keep the keeper alive and retrying.
@@ -297,31 +263,10 @@ export class TokenKeeper {
   }
 
   private onSuccess({ grant, tokenSet, sentAt }: Extract<Outcome, { ok: true }>): void {
-    const lifetimeSeconds = tokenSet.expiresInSeconds;
-    // string: replace (refresh tokens may be single-use, so only the newest is kept);
-    // null: the API's "about to expire" signal, drop it; absent: keep the held one (RFC 6749 §6).
-    if (typeof tokenSet.refreshToken === 'string') this.refreshToken = tokenSet.refreshToken;
-    else if (tokenSet.refreshToken === null) this.refreshToken = undefined;
-    const renewAt = this.hold(tokenSet.accessToken, sentAt, lifetimeSeconds, grant);
-
-    if (tokenSet.lifetimeDefaulted) {
-      this.log.warn(
-        { event: 'token', grant, lifetimeSeconds },
-        `token endpoint answer had no expiresIn; assuming ${lifetimeSeconds} s`,
-      );
-    }
-    this.log.info(
-      {
-        event: 'token',
-        grant,
-        outcome: 'success',
-        lifetimeSeconds,
-        refreshTokenHeld: this.refreshToken !== undefined,
-        nextRenewalAt: iso(renewAt),
-      },
-      'access token obtained',
-    );
-
+    this.held.received(tokenSet.refreshToken);
+    const renewAt = this.hold(tokenSet.accessToken, sentAt, tokenSet.expiresInSeconds, grant);
+    const refreshTokenHeld = this.held.refreshToken !== undefined;
+    logObtained(this.log, grant, tokenSet, { refreshTokenHeld, renewAt });
     this.wakeWaiters();
   }
 
@@ -331,20 +276,10 @@ export class TokenKeeper {
    * only a lease holder uses it.
    */
   private onAdopted(set: SharedTokenSet, generation: number): void {
-    this.refreshToken = undefined;
+    this.held.refreshToken = undefined;
     const renewAt = this.hold(set.accessToken, set.sentAt, set.lifetimeSeconds, set.grant);
     this.metrics.tokenAdopted?.inc();
-    this.log.info(
-      {
-        event: 'token',
-        grant: set.grant,
-        outcome: 'adopted',
-        generation,
-        lifetimeSeconds: set.lifetimeSeconds,
-        nextRenewalAt: iso(renewAt),
-      },
-      'access token adopted from the shared store',
-    );
+    logAdopted(this.log, set, generation, renewAt);
     this.wakeWaiters();
   }
 
@@ -355,20 +290,11 @@ export class TokenKeeper {
     lifetimeSeconds: number,
     grant: GrantType,
   ): number {
-    this.current = {
-      accessToken,
-      sentAt,
-      expiresAt: sentAt + lifetimeSeconds * 1_000,
-      lifetimeSeconds,
-    };
-    this.lastGrant = grant;
-    this.clearWatch();
+    this.held.hold(accessToken, sentAt, lifetimeSeconds, grant);
+    this.storeWatch?.clear();
     this.failures.succeeded();
-    const now = this.clock.now();
-    const renewAt = Math.max(
-      renewalTime(sentAt, lifetimeSeconds, this.settings, this.random()),
-      now + MIN_RENEWAL_DELAY_MS,
-    );
+    const token = { sentAt, lifetimeSeconds };
+    const renewAt = nextRenewalAt(this.clock.now(), token, this.settings, this.random());
     this.schedule(renewAt, 'renewal');
     return renewAt;
   }
@@ -387,7 +313,7 @@ export class TokenKeeper {
    */
   private onFailure({ grant, error }: Extract<Outcome, { ok: false }>): void {
     const now = this.clock.now();
-    this.failures.record(error, now, this.current?.expiresAt);
+    this.failures.record(error, now, this.held.current?.expiresAt);
     const retryAt = this.earliestAttemptAt(now);
     this.schedule(retryAt, 'retry');
     this.logFailure(grant, error, `retrying at ${iso(retryAt)}`);
@@ -397,54 +323,26 @@ export class TokenKeeper {
 
   /** Between a failure and the retry, a set another process published is adopted at once. */
   private watchStore(): void {
-    this.clearWatch();
+    this.storeWatch?.clear();
     const failure = this.failures.last;
     if (this.storeWatch === undefined || failure === undefined) return;
     if (this.stopped || this.inflight !== undefined) return;
     this.storeWatch.start(failure);
   }
 
-  /** The held token as the coordinator compares it with the store's (no refresh token). */
-  private heldRef(): HeldRef | undefined {
-    const held = this.current;
-    return held === undefined
-      ? undefined
-      : { accessToken: held.accessToken, expiresAt: held.expiresAt };
-  }
-
-  private clearWatch(): void {
-    this.storeWatch?.clear();
-  }
-
   private schedule(at: number, reason: AttemptReason): void {
-    this.clearTimer();
-    this.nextAttemptAt = at;
-    this.timer = setLongTimeout(
-      this.clock,
-      () => {
-        this.timer = undefined;
-        this.attempt(reason);
-      },
-      at - this.clock.now(),
-    );
-  }
-
-  private clearTimer(): void {
-    this.timer?.cancel();
-    this.timer = undefined;
+    this.next.arm(at, () => this.attempt(reason));
   }
 
   private unavailable(): TokenUnavailableError {
-    const nextAt = this.inflight === undefined ? this.nextAttemptAt : undefined;
+    const nextAt = this.inflight === undefined ? this.next.at : undefined;
     const retryAfter = nextAt === undefined ? 1 : secondsUntil(nextAt, this.clock.now());
     return unavailableError(this.settings.waitMs, this.failures.lastError, retryAfter);
   }
 
   private logFailure(grant: GrantType, error: unknown, next: string): void {
-    const valid = this.validToken() !== undefined;
-    this.log.warn(
-      failureFields(grant, error, this.failures.consecutive, valid),
-      `token request failed; ${next}`,
-    );
+    const tokenValid = this.validToken() !== undefined;
+    const state = { consecutiveFailures: this.failures.consecutive, tokenValid };
+    logFailure(this.log, grant, error, state, next);
   }
 }

@@ -57,6 +57,20 @@ export function renewalTime(
 }
 
 /**
+ * When the keeper renews a token it holds from now on: {@link renewalTime}, but never sooner than
+ * {@link MIN_RENEWAL_DELAY_MS} from `now`.
+ */
+export function nextRenewalAt(
+  now: number,
+  token: { sentAt: number; lifetimeSeconds: number },
+  settings: RenewalSettings,
+  random: number,
+): number {
+  const at = renewalTime(token.sentAt, token.lifetimeSeconds, settings, random);
+  return Math.max(at, now + MIN_RENEWAL_DELAY_MS);
+}
+
+/**
  * Delay before retrying after the `failures`-th consecutive failure (1 for the first): full jitter,
  * `random × min(cap, base × 2^(failures-1))`, and never less than the server's `Retry-After`
  * (itself capped). The caps: {@link BACKOFF_CAP_MS} and {@link MAX_RETRY_AFTER_MS} while a valid

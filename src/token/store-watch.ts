@@ -11,7 +11,8 @@ import { errorText } from '../errors.js';
 import type { SharedTokenSet } from '../fleet/token-sets.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { FailureRecord } from './keeper-types.js';
-import { LEASE_POLL_MS, type HeldRef, type TokenCoordinator } from './shared.js';
+import type { HeldRef, TokenCoordinator } from './coordination.js';
+import { LEASE_POLL_MS } from './shared.js';
 
 export interface StoreWatchDeps {
   coordinator: TokenCoordinator;
