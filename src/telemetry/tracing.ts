@@ -1,10 +1,9 @@
 /**
  * What the request path and the token keeper see of tracing (docs/reference.md "Traces"): types
- * only, and the loader of the OpenTelemetry part (otel.ts), a chunk of its own imported only when
- * tracing is on. Off, every caller holds `undefined` and pays one comparison.
+ * only. The OpenTelemetry part (otel.ts) is a chunk of its own that start-tracing.ts imports only
+ * when tracing is on. Off, every caller holds `undefined` and pays one comparison.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import type { TracingConfig } from '../config/types.js';
 import type { Logger } from './logger.js';
 
 /** Waits that happened, each a child span of the request's (only when it waited). */
@@ -64,10 +63,4 @@ export interface TracingDeps {
   tokenUrl: string;
   /** `service.version`. */
   version: string;
-}
-
-/** Load and start the OpenTelemetry part (lazily: never imported when tracing is off). */
-export async function startTracing(config: TracingConfig, deps: TracingDeps): Promise<Tracing> {
-  const { createTracing } = await import('./otel.js');
-  return createTracing(config, deps);
 }
