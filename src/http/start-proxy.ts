@@ -7,6 +7,7 @@ import type { Dispatcher } from 'undici';
 import { systemClock, type Clock } from '../clock.js';
 import type { Config } from '../config/types.js';
 import { createInFlightLimit } from '../proxy/admission.js';
+import { SlowReaders } from '../proxy/slow-readers.js';
 import { Forwarder, type ForwardStage } from '../proxy/forwarder.js';
 import type { AccessTokenSource } from '../proxy/types.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -70,6 +71,14 @@ export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Prom
     logger,
     clock,
     stages: deps.stages,
+    // Requests whose client is not reading: half the slots and half the upstream connections at
+    // most, and a minimum read rate (docs/design.md "Bounded work").
+    readers: new SlowReaders({
+      maxStalled: Math.max(1, Math.floor(settings.proxy.maxInFlight / 2)),
+      maxStalledUpstream: Math.max(1, Math.floor((settings.upstream.maxConnections ?? 64) / 2)),
+      minBytesPerSecond: settings.proxy.minBodyBytesPerSecond ?? 0,
+      clock,
+    }),
   });
   const inFlight = createInFlightLimit(settings.proxy.maxInFlight);
   metrics.bindRequestsInFlight(() => inFlight.count);

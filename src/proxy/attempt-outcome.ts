@@ -1,5 +1,11 @@
 import { CLIENT_GONE, type ForwardOutcome } from './outcome.js';
-import type { Attempt } from './upstream-call.js';
+import type { AbortCause, Attempt, CutResult } from './upstream-call.js';
+
+/** What an answer cut after its head is logged as, by who aborted it (nobody: the upstream failed). */
+export function cutResult(abortedBy: AbortCause | undefined): CutResult {
+  if (abortedBy === 'client') return 'client_closed';
+  return abortedBy === 'client_slow' ? 'client_too_slow' : 'upstream_failed';
+}
 
 /** The forwarder's outcome of the last attempt. */
 export function outcomeOf(attempt: Attempt, replayed: boolean): ForwardOutcome {

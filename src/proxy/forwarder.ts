@@ -18,7 +18,7 @@ import type { Clock } from '../clock.js';
 import { overloadedError, SidecarError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import { createInFlightLimit, type InFlightLimit } from './admission.js';
-import { outcomeOf } from './attempt-outcome.js';
+import { cutResult, outcomeOf } from './attempt-outcome.js';
 import type { Exchange } from './exchange.js';
 import { ExpiryQueue } from './expiry-queue.js';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.js';
@@ -37,6 +37,7 @@ import {
   type PreparedBody,
 } from './request-body.js';
 import type { BodyTap, ForwardStage, Served, UpstreamHead } from './stages.js';
+import type { SlowReaders } from './slow-readers.js';
 import type { AccessTokenSource } from './types.js';
 import {
   UpstreamCall,
@@ -68,11 +69,7 @@ export interface ForwarderOptions {
   clientBodyTimeoutMs?: number;
   /** `proxy.minBodyBytesPerSecond`: slowest average body after its first 10 s; then 408. Default 0 (off). */
   minBodyBytesPerSecond?: number;
-  /**
-   * Bodies streamed upstream as they arrive (larger than the replay buffer) at once: each holds an
-   * upstream connection while it trickles, so at most half of `upstream.maxConnections`; beyond it
-   * 503 `overloaded`. Default: unbounded.
-   */
+  /** Bodies streamed upstream at once (each holds a connection while it trickles); then 503. */
   maxBodiesStreaming?: number;
   metrics: ForwarderMetrics;
   logger: Logger;
@@ -81,6 +78,7 @@ export interface ForwarderOptions {
   replayBufferBytes?: number;
   /** Features on the request path (quota guard, response cache): see stages.ts. Default none. */
   stages?: readonly ForwardStage[];
+  readers?: SlowReaders; // requests whose client is not reading (slow-readers.ts)
 }
 
 /** RFC 9110 §6.4.1: 204 and 304 answers never carry content (nor does any answer to HEAD). */
@@ -170,6 +168,7 @@ export class Forwarder {
         if (!call.isReleased && call.abortedBy !== 'client') call.info.hold(call.released);
       },
       onDraining: (call) => this.#drainDeadlines.add(call),
+      readers: options.readers,
     };
     for (const stage of stages) stage.attach?.((exchange) => this.forward(exchange));
   }
@@ -401,7 +400,7 @@ export class Forwarder {
       // The answer was complete at its head; only the upstream's extra bytes failed.
       return { kind: 'answered', upstreamStatus, replay };
     }
-    const result = state.abortedBy === 'client' ? 'client_closed' : 'upstream_failed';
+    const result = cutResult(state.abortedBy);
     if (result === 'upstream_failed') {
       this.#logger.warn(
         { err, requestId: exchange.requestId },

@@ -36,7 +36,7 @@ export interface ForwardOutcome {
   /** True when a 401 was answered by replaying the request with a renewed token. */
   replayed: boolean;
   /** `upstream_failed`/`client_closed`: the response was cut short after its headers. */
-  result: 'complete' | 'client_closed' | 'upstream_failed';
+  result: 'complete' | 'client_closed' | 'client_too_slow' | 'upstream_failed';
 }
 
 /** The client left before anything was answered. */

@@ -6,9 +6,11 @@
 import { once } from 'node:events';
 import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import http2, { type Http2ServerResponse } from 'node:http2';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import type { Dispatcher } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+import { systemClock } from '../clock.js';
+import { SlowReaders } from './slow-readers.js';
 import type { BodyTap } from './stages.js';
 import { UpstreamCall, type Attempt, type UpstreamCallHooks } from './upstream-call.js';
 
@@ -100,5 +102,72 @@ describe('UpstreamCall settles when node has written the answer, not before', ()
     // The cache stores what the upstream sent in full (DESIGN "Bounded work": waiters never wait
     // on the first requester's reading).
     expect(tapEnds).toEqual([true]);
+  });
+});
+
+describe('UpstreamCall with a slow-reader watch', () => {
+  it('a second client not reading, over the cap of one, is cut: its connection closed, the rest of the answer read and dropped', async () => {
+    const watch = new SlowReaders({
+      maxStalled: 1,
+      maxStalledUpstream: 1,
+      minBytesPerSecond: 500,
+      clock: systemClock,
+    });
+    const calls: { call: UpstreamCall; resumed: number }[] = [];
+    const hooks: UpstreamCallHooks<undefined> = {
+      onHead: () => ({ replay: false, headers: {}, bodiless: false, taps: [] }),
+      onError: (call) => ({
+        kind: 'cut',
+        upstreamStatus: call.upstreamStatus,
+        result: call.abortedBy === 'client_slow' ? 'client_too_slow' : 'upstream_failed',
+      }),
+      readers: watch,
+    };
+    const server = createServer((_req, res) => {
+      const entry = { call: new UpstreamCall(res, hooks, true, undefined), resumed: 0 };
+      calls.push(entry);
+      const controller: Dispatcher.DispatchController = {
+        aborted: false,
+        paused: false,
+        reason: null,
+        rawHeaders: [],
+        abort() {},
+        pause() {},
+        resume: () => void (entry.resumed += 1),
+      };
+      entry.call.onRequestStart(controller);
+      entry.call.onResponseStart(controller, 200, {});
+      // More than loopback's buffers take: the write reports backpressure.
+      entry.call.onResponseData(controller, Buffer.alloc(32 * 1024 * 1024));
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const { port } = server.address() as AddressInfo;
+    const sockets = [0, 1].map(() => {
+      const socket = connect(port, '127.0.0.1');
+      socket.on('error', () => undefined);
+      socket.pause();
+      socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+      return socket;
+    });
+    closers.push(() => {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    });
+    while (calls.length < 2) await new Promise((r) => setTimeout(r, 10));
+    const [first, second] = calls as [(typeof calls)[0], (typeof calls)[0]];
+    expect(await second.call.done).toEqual({
+      kind: 'cut',
+      upstreamStatus: 200,
+      result: 'client_too_slow',
+    });
+    // Resumed to read the rest and drop it; its client's connection closed.
+    expect(second.resumed).toBe(1);
+    expect(second.call.res.destroyed).toBe(true);
+    expect(watch.stalled).toBe(1);
+    expect(first.call.res.destroyed).toBe(false);
+    first.call.res.destroy();
+    await first.call.done;
+    expect(watch.stalled).toBe(0);
   });
 });

@@ -13,16 +13,20 @@ import type { Dispatcher } from 'undici';
 import type { Expiring } from './expiry-queue.js';
 import { closesWithClient, type ClientResponse } from './outcome.js';
 import { ClientGoneError } from './request-body.js';
+import { ClientTooSlowError, SLOW_READER_DRAIN_BYTES, type SlowReaders } from './slow-readers.js';
 import type { BodyTap } from './stages.js';
 
 export type Attempt =
   /** `status`: what the client got when a stage answered instead of the upstream. */
   | { kind: 'answered'; upstreamStatus: number; replay: boolean; status?: number }
-  | { kind: 'cut'; upstreamStatus: number; result: 'client_closed' | 'upstream_failed' }
+  | { kind: 'cut'; upstreamStatus: number; result: CutResult }
   | { kind: 'client_gone' };
 
 /** Why the exchange was aborted from this side, if it was. */
-export type AbortCause = 'timeout' | 'client' | 'client_body';
+export type AbortCause = 'timeout' | 'client' | 'client_body' | 'client_slow';
+
+// How an answer cut short after its head ended (the request log's `result`).
+export type CutResult = 'client_closed' | 'client_too_slow' | 'upstream_failed';
 
 /** What the answer head decides (the forwarder's rules: 401 replay, stages, bodiless answers). */
 export interface HeadDecision {
@@ -63,6 +67,7 @@ export interface UpstreamCallHooks<I> {
    * keep the connection: the caller bounds how long (`stopDraining` aborts it).
    */
   onDraining?(call: UpstreamCall<I>): void;
+  readonly readers?: SlowReaders; // requests whose client is not reading, bounded
 }
 
 /** What the error classification needs to know. */
@@ -77,10 +82,7 @@ export interface UpstreamCallState {
   readonly clientEnded: boolean;
 }
 
-/**
- * The most of an answer read and dropped after its client left, to keep the connection; a longer
- * answer costs the connection instead.
- */
+/** The most of an answer read and dropped after its client left, to keep the connection. */
 export const DRAIN_LIMIT_BYTES = 64 * 1024;
 
 const kCurrentCall = Symbol('upstreamCall');
@@ -89,11 +91,9 @@ const kCurrentCall = Symbol('upstreamCall');
 type WatchedClient = ReturnType<typeof closesWithClient> & {
   [kCurrentCall]?: { clientClosed(): void; clientFinished(): void };
 };
-
 function onClientClose(this: WatchedClient): void {
   this[kCurrentCall]?.clientClosed();
 }
-
 function onClientFinish(this: WatchedClient): void {
   this[kCurrentCall]?.clientFinished();
 }
@@ -102,6 +102,9 @@ export class UpstreamCall<I = undefined>
   implements Dispatcher.DispatchHandler, UpstreamCallState, Expiring
 {
   abortedBy: AbortCause | undefined;
+  /** Bytes handed to the client response, and when its head was written (slow-readers.ts). */
+  written = 0;
+  headAt = 0;
   headersSeen = false;
   upstreamStatus = 0;
   wrote = false;
@@ -165,6 +168,7 @@ export class UpstreamCall<I = undefined>
   /** The client left while a tap owned the answer: it is read on for the tap alone. */
   #orphaned = false;
   #drained = 0;
+  #drainLimit = DRAIN_LIMIT_BYTES;
   readonly #drainable: boolean;
   #upstreamEnded = false;
   readonly #res: ClientResponse;
@@ -209,6 +213,16 @@ export class UpstreamCall<I = undefined>
     if (this.#draining && !this.#isReleased) this.#controller?.abort(new ClientGoneError());
   }
 
+  /** Of `written`, what the response still buffers (the socket has not taken it). */
+  get unsent(): number {
+    return (this.#res as { writableLength?: number }).writableLength ?? 0;
+  }
+
+  /** The client reads too slowly: close its connection; the rest of the answer is dropped. */
+  tooSlow(): void {
+    this.abort('client_slow', new ClientTooSlowError());
+  }
+
   /** `dispatch()` threw instead of calling the handler: the exchange fails with `err`. */
   dispatchFailed(err: Error): void {
     this.#markReleased();
@@ -233,9 +247,11 @@ export class UpstreamCall<I = undefined>
         this.#resume();
         return;
       }
-      if (cause === 'client' && this.#drainable) {
-        // The request is written: read the rest of the answer and drop it (DRAIN_LIMIT_BYTES at
-        // most) to keep the connection; an abort costs the upstream a new TLS connection each.
+      if ((cause === 'client' || cause === 'client_slow') && this.#drainable) {
+        // The request is written: read the rest of the answer and drop it (DRAIN_LIMIT_BYTES, or
+        // SLOW_READER_DRAIN_BYTES for a client cut as too slow) to keep the connection; an abort
+        // costs the upstream a new TLS connection each.
+        if (cause === 'client_slow') this.#drainLimit = SLOW_READER_DRAIN_BYTES;
         this.#draining = true;
         this.#discard = true;
         // Concluded first: resuming can run the parser over buffered bytes at once, and the
@@ -294,6 +310,7 @@ export class UpstreamCall<I = undefined>
     // Both node responses take either form; their overloads differ only in the array's type.
     (res as ServerResponse).writeHead(statusCode, decision.headers as OutgoingHttpHeaders);
     this.wrote = true;
+    if (this.#hooks.readers !== undefined) this.headAt = this.#hooks.readers.now();
     this.#taps = decision.taps;
     if (decision.bodiless) {
       // A body the upstream sent anyway is swallowed; the client's framing stays intact.
@@ -311,7 +328,7 @@ export class UpstreamCall<I = undefined>
     }
     if (this.#draining) {
       this.#drained += chunk.length;
-      if (this.#drained > DRAIN_LIMIT_BYTES) this.#controller?.abort(new ClientGoneError());
+      if (this.#drained > this.#drainLimit) this.#controller?.abort(new ClientGoneError());
       return;
     }
     if (this.#discard || this.#settled) return;
@@ -321,17 +338,21 @@ export class UpstreamCall<I = undefined>
       return;
     }
     for (const tap of this.#taps) tap.chunk(chunk);
+    this.written += chunk.length;
     // Both node responses write a Buffer the same way; their overloads differ only in encoding.
     // A tap that owns the answer reads on at the upstream's pace: a slow client holds no waiter.
     if (!(res as ServerResponse).write(chunk) && !this.#owned()) {
       this.#paused = true;
       this.#controller?.pause();
       res.once('drain', () => this.#resume());
+      const readers = this.#hooks.readers;
+      if (readers !== undefined && !readers.stall(this, !this.#upstreamEnded)) this.tooSlow();
     }
   }
 
   onResponseEnd(): void {
     this.#markReleased();
+    this.#hooks.readers?.upstreamEnded(this);
     // The answer is complete when it arrived, not when a slow client has taken it all.
     this.#endTaps(!this.#discard || this.#orphaned);
     if (this.#settled) return;
@@ -377,6 +398,7 @@ export class UpstreamCall<I = undefined>
   #resume(): void {
     if (!this.#paused) return;
     this.#paused = false;
+    this.#hooks.readers?.flowing(this);
     this.#controller?.resume();
   }
 
@@ -421,6 +443,7 @@ export class UpstreamCall<I = undefined>
 
   #settle(): void {
     this.#settled = true;
+    this.#hooks.readers?.flowing(this);
     this.#hooks.onSettled?.(this);
   }
 }
