@@ -1,21 +1,28 @@
 /** Command-line parsing only: argv in, a command out. No I/O (docs/reference.md "Command line"). */
 
-export type Command = 'serve' | 'check' | 'demo' | 'help' | 'version';
+export type Command = 'serve' | 'check' | 'demo' | 'standin' | 'help' | 'version';
 
 export interface CliArgs {
   command: Command;
   configFile: string | undefined;
 }
 
-export const USAGE = `usage: oauth-sidecar [serve|check|demo] [--config FILE]
+export const USAGE = `usage: oauth-sidecar [serve|check|demo|standin] [--config FILE]
 
+commands:
   serve (default)  forward allow-listed paths upstream with a bearer token
   check            validate the configuration, get one token, print what came back (never the token)
   demo             run an embedded stand-in of the API and the sidecar in front of it (no network)
+  standin          run the stand-in of the API alone on 127.0.0.1:8443 (STANDIN_LISTEN), to try
+                   check and serve offline; prints the variables that point the sidecar at it
 
+options:
   --config FILE    YAML configuration (environment variables override it)
   --help, -h       this text
-  --version        print the version`;
+  --version        print the version
+
+settings: environment variables (UPSTREAM_BASE_URL, CLIENT_CREDENTIALS_CSV, ...) or YAML keys,
+every one in docs/configuration.md; config/laptop.yaml and config/example.yaml are examples.`;
 
 export class UsageError extends Error {
   constructor(message: string) {
@@ -24,7 +31,7 @@ export class UsageError extends Error {
   }
 }
 
-const COMMANDS: readonly Command[] = ['serve', 'check', 'demo'];
+const COMMANDS: readonly Command[] = ['serve', 'check', 'demo', 'standin'];
 
 /** Parse `argv` (without node and script). Throws UsageError with a one-line reason. */
 export function parseArgs(argv: readonly string[]): CliArgs {

@@ -6,6 +6,7 @@ import { USAGE, UsageError, parseArgs } from './cli.js';
 import { check, type Io } from './commands/check.js';
 import { runDemo } from './commands/demo.js';
 import { runServe, type Serving } from './commands/serve.js';
+import { runStandin } from './commands/standin.js';
 import { formatConfigProblems, loadConfig } from './config/load.js';
 import { ConfigError, EXIT_CONFIG } from './errors.js';
 import { VERSION } from './version.js';
@@ -27,6 +28,7 @@ export async function run(argv: readonly string[], env: Env, io: Io): Promise<nu
     return 0;
   }
   if (args.command === 'demo') return keepServing(await runDemo(env, io));
+  if (args.command === 'standin') return keepStandin(await runStandin(env, io));
   let config;
   try {
     config = await loadConfig({ env, configFile: args.configFile });
@@ -71,6 +73,15 @@ function keepServing(started: Serving | number): number | undefined {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  return undefined;
+}
+
+/** The stand-in runs until SIGTERM/SIGINT. */
+function keepStandin(started: { close(): Promise<void> } | number): number | undefined {
+  if (typeof started === 'number') return started;
+  const stop = (): void => void started.close().finally(() => process.exit(0));
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
   return undefined;
 }
 
