@@ -158,7 +158,7 @@ async function openSharedCache(
     keyPrefix: config.store.keyPrefix,
     tokenUrl: config.token.url,
     readIdentity: started.readCredentials,
-    leaseTtlMs: config.upstream.timeoutMs + config.upstream.bodyTimeoutMs,
+    maxEntryBytes: config.cache.maxSharedEntryBytes,
     now: () => clock.now(),
   });
 }

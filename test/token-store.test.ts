@@ -310,6 +310,43 @@ describe('token-set entry', () => {
     await redis.command('DEL', leaseKey);
   });
 
+  it('keys of the wrong type read as absent (never a store error) and the next holder replaces them', async () => {
+    const connection = storeConnection();
+    const a = tokenStore(connection);
+    const { keys } = (await a.takeLease(5_000)).lease!;
+    await redis.command('DEL', keys.lease);
+    await redis.command('SET', keys.entry, 'a-string-not-a-hash');
+    await redis.command('SADD', keys.lease, 'a-set-not-a-lease');
+    expect((await a.read()).entry).toEqual({
+      generation: 0,
+      tokenSet: undefined,
+      unreadable: false,
+    });
+    const taken = await a.takeLease(5_000);
+    expect(taken.lease).toBeDefined();
+    expect(await a.spendRefresh(taken.lease!, 0)).toBe(false);
+    expect(await a.publish(taken.lease!, sharedSet('tok-1'), 0)).toBe(1);
+    expect((await a.read()).entry.tokenSet?.accessToken).toBe('tok-1');
+    expect((await a.deleteIfCurrent('tok-other')).deleted).toBe(false);
+    expect(connection.health().up).toBe(true);
+  });
+
+  it('a field larger than a token set can be is unreadable and never leaves the store', async () => {
+    const a = tokenStore(storeConnection());
+    const first = await a.takeLease(5_000);
+    await a.publish(first.lease!, sharedSet('tok-1'), 0);
+    await redis.command('HSET', first.lease!.keys.entry, 'data', 'v1.'.padEnd(1024 * 1024, 'A'));
+    expect((await a.read()).entry).toEqual({
+      generation: 1,
+      tokenSet: undefined,
+      unreadable: true,
+    });
+    // The lease holder writes over it.
+    const taken = await a.takeLease(5_000);
+    expect(await a.publish(taken.lease!, sharedSet('tok-2'), 1)).toBe(2);
+    expect((await a.read()).entry.tokenSet?.accessToken).toBe('tok-2');
+  });
+
   it('a lease expires on its own when its holder dies', async () => {
     const a = tokenStore(storeConnection());
     const { lease } = await a.takeLease(200);

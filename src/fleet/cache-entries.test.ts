@@ -15,17 +15,28 @@ const logger = createLogger({ level: 'silent' });
 let redis: RedisServer;
 const connections: StoreConnection[] = [];
 
+/** Every script reply the members got, as JSON. */
+const replies: string[] = [];
+
 function member(
   options: { secret?: string; now?: () => number; leaseTtlMs?: number } = {},
 ): StoreCache {
   const connection = createStoreConnection({ url: redis.url, logger, clock: systemClock });
   connections.push(connection);
   return createStoreCache({
-    connection,
+    connection: {
+      health: () => connection.health(),
+      async runScript(...args) {
+        const reply = await connection.runScript(...args);
+        replies.push(JSON.stringify(reply));
+        return reply;
+      },
+    },
     keyPrefix: 'oauth-sidecar:',
     tokenUrl: 'https://auth.example/o/token/',
     readIdentity: () =>
       Promise.resolve({ clientId: 'client', clientSecret: options.secret ?? 'secret-one' }),
+    maxEntryBytes: 256 * 1024,
     leaseTtlMs: options.leaseTtlMs ?? 60_000,
     now: options.now ?? Date.now,
   });
@@ -154,6 +165,52 @@ describe('the shared cache tier in the store (real redis-server)', () => {
     const ttl = Number((await redis.command('PTTL', lease)).slice(1));
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(5_000);
+  });
+
+  it('keys of the wrong type are misses (never a store error) that the next fill replaces', async () => {
+    const one = member();
+    const { key, path } = question();
+    const keys = await one.keysOf(key, path);
+    await redis.command('HSET', keys.entry, 'forged', 'x');
+    await redis.command('RPUSH', keys.generation, 'forged');
+    await redis.command('SADD', keys.lease, 'forged');
+    const read = await one.read(key, path, true);
+    expect(read).toMatchObject({ answer: undefined, generation: '0', lease: 'taken' });
+    await one.write(key, path, answer('{"v":1}'), read.generation);
+    expect((await one.read(key, path, true)).answer?.body.toString()).toBe('{"v":1}');
+    // A generation of the wrong type reads as none; the next invalidation replaces it.
+    await one.invalidate(path);
+    expect(await redis.command('GET', keys.generation)).toBe('$1\r\n1\r\n');
+  });
+
+  it('a value larger than an entry can be is a miss and never leaves the store', async () => {
+    const one = member();
+    const { key, path } = question();
+    const { entry } = await one.keysOf(key, path);
+    // Over cache.maxSharedEntryBytes sealed: the reply carries none of it.
+    const big = `c1.0.60000.60000.${Date.now()}.${'A'.repeat(1024 * 1024)}`;
+    await redis.command('SET', entry, big, 'PX', '60000');
+    replies.length = 0;
+    const read = await one.read(key, path, true);
+    expect(read).toMatchObject({ answer: undefined, lease: 'taken' });
+    expect(replies.map((reply) => reply.length)).toEqual([expect.any(Number)]);
+    expect(replies[0]!.length).toBeLessThan(1_000);
+    await one.write(key, path, answer('{"v":2}'), read.generation);
+    expect((await one.read(key, path, false)).answer?.body.toString()).toBe('{"v":2}');
+  });
+
+  it("its holder renews the lease; once it is another member's, renewing says so", async () => {
+    const [one, two] = [member({ leaseTtlMs: 1_000 }), member({ leaseTtlMs: 1_000 })];
+    const { key, path } = question();
+    const { lease } = await one.keysOf(key, path);
+    expect((await one.read(key, path, true)).lease).toBe('taken');
+    await redis.command('PEXPIRE', lease, '100');
+    expect(await one.renew(key)).toBe(true);
+    expect(Number((await redis.command('PTTL', lease)).slice(1))).toBeGreaterThan(500);
+    await redis.command('DEL', lease);
+    expect((await two.read(key, path, true)).lease).toBe('taken');
+    expect(await one.renew(key)).toBe(false);
+    expect((await one.read(key, path, true)).lease).toBe('held');
   });
 
   it('gives back only its own lease', async () => {

@@ -16,6 +16,7 @@ import {
   type IdentityReader,
 } from './crypto.js';
 import type { SharedAnswer, SharedCacheEntries, SharedRead } from './ports.js';
+import { TYPED_READS_LUA } from './typed-reads.js';
 
 const FORMAT = 'c1';
 /** Longest a path's generation is kept: longer than any entry lives (a day of TTL + a week stale). */
@@ -27,15 +28,49 @@ const GENERATION_TTL_MS = 8 * 86_400_000;
 const CLOCK_SKEW_MS = 60_000;
 
 /**
- * KEYS: entry, generation, lease. ARGV: owner, lease TTL (ms), '1' to take the lease. Returns
- * {value or '', PTTL, generation, lease}. Freshness is judged from the value's clear fields
- * (bound to it by the seal) and the key's PTTL; a lease without expiry, or longer than ours, is
- * cut to ours: nobody holds a key for ever.
+ * The fill lease's TTL. Its holder renews it while the fill makes progress, so a holder that dies
+ * or stalls loses it within this (docs/response-cache.md "Shared tier").
  */
-const READ = defineScript(`
-local v = redis.call('GET', KEYS[1])
+export const FILL_LEASE_TTL_MS = 3_000;
+/** A lease's value is an owner's UUID: anything longer is not one. */
+const MAX_OWNER_BYTES = 64;
+/** Room for an entry's headers and `Vary` values beside its body, before sealing. */
+const MAX_ENTRY_HEAD_BYTES = 128 * 1024;
+
+/**
+ * The longest sealed value an entry with a body of `maxBodyBytes` can be (base64url of body, head
+ * and tag, plus the clear fields): a longer one is not read, and a member never writes one.
+ */
+export function maxSealedBytes(maxBodyBytes: number): number {
+  return Math.ceil(((maxBodyBytes + MAX_ENTRY_HEAD_BYTES) * 4) / 3) + 256;
+}
+
+/**
+ * Typed, bounded reads (typed-reads.ts), and `generation(key)`: a path's generation, '0' when
+ * absent or not a number (a forged one reads as absent; the next invalidation replaces it).
+ */
+const CACHE_LUA =
+  TYPED_READS_LUA +
+  `
+local function generation(key)
+  local g = get_bounded(key, 20)
+  if g and string.match(g, '^%d+$') then return g end
+  return '0'
+end
+`;
+const cacheScript = (lua: string) => defineScript(CACHE_LUA + lua);
+
+/**
+ * KEYS: entry, generation, lease. ARGV: owner, lease TTL (ms), '1' to take the lease, the
+ * longest value. Returns {value or '', PTTL, generation, lease}. Freshness is judged from the
+ * value's clear fields (bound to it by the seal) and the key's PTTL; a lease without expiry, or
+ * longer than ours, is cut to ours: nobody holds a key for ever. A value too large or of another
+ * type is a miss (the fill that follows replaces it); a lease key that is no lease is deleted.
+ */
+const READ = cacheScript(`
+local v = get_bounded(KEYS[1], tonumber(ARGV[4]))
 local ttl = redis.call('PTTL', KEYS[1])
-local g = redis.call('GET', KEYS[2]) or '0'
+local g = generation(KEYS[2])
 local fresh = false
 if v then
   local vg, f, l = string.match(v, '^${FORMAT}%.(%d+)%.(%d+)%.(%d+)%.')
@@ -45,9 +80,11 @@ if v then
 end
 local lease = 'none'
 if not fresh and ARGV[3] == '1' then
+  local holder, forged = get_bounded(KEYS[3], ${MAX_OWNER_BYTES})
+  if forged then redis.call('DEL', KEYS[3]) end
   if redis.call('SET', KEYS[3], ARGV[1], 'NX', 'PX', ARGV[2]) then
     lease = 'taken'
-  elseif redis.call('GET', KEYS[3]) == ARGV[1] then
+  elseif holder == ARGV[1] then
     lease = 'taken'
   else
     local lt = redis.call('PTTL', KEYS[3])
@@ -59,25 +96,32 @@ return { v or '', ttl, g, lease }
 `);
 
 /** KEYS: entry, generation, lease. ARGV: value, PX, generation seen, owner. 1: written. */
-const WRITE = defineScript(`
+const WRITE = cacheScript(`
 local written = 0
-if (redis.call('GET', KEYS[2]) or '0') == ARGV[3] then
+if generation(KEYS[2]) == ARGV[3] then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   written = 1
 end
-if redis.call('GET', KEYS[3]) == ARGV[4] then redis.call('DEL', KEYS[3]) end
+if get_bounded(KEYS[3], ${MAX_OWNER_BYTES}) == ARGV[4] then redis.call('DEL', KEYS[3]) end
 return written
 `);
 
 /** KEYS: lease. ARGV: owner. Only one's own lease is given back. */
-const RELEASE = defineScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+const RELEASE = cacheScript(`
+if get_bounded(KEYS[1], ${MAX_OWNER_BYTES}) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 0
 `);
 
+/** KEYS: lease. ARGV: owner, TTL (ms). 1: still ours, renewed; 0: lost. */
+const RENEW = cacheScript(`
+if get_bounded(KEYS[1], ${MAX_OWNER_BYTES}) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`);
+
 /** KEYS: generation. ARGV: its TTL. A value that is not a number (forged) starts again at 1. */
-const INVALIDATE = defineScript(`
-local g = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+const INVALIDATE = cacheScript(`
+local g = tonumber(generation(KEYS[1]))
 redis.call('SET', KEYS[1], string.format('%d', g + 1), 'PX', ARGV[1])
 return 0
 `);
@@ -87,8 +131,10 @@ export interface StoreCacheOptions {
   keyPrefix: string;
   tokenUrl: string;
   readIdentity: IdentityReader;
-  /** How long a fill may take (`upstream.timeoutMs` + `upstream.bodyTimeoutMs`): the lease's TTL. */
-  leaseTtlMs: number;
+  /** `cache.maxSharedEntryBytes`: a value longer than such an entry sealed is not read. */
+  maxEntryBytes: number;
+  /** The fill lease's TTL (default {@link FILL_LEASE_TTL_MS}). */
+  leaseTtlMs?: number;
   now: () => number;
 }
 
@@ -114,9 +160,13 @@ class StoreCacheEntries implements StoreCache {
   readonly #keys: IdentityKeys<CacheKeys>;
   /** This process's name on the leases it takes. */
   readonly #owner = randomUUID();
+  readonly #maxValueBytes: number;
+  readonly leaseTtlMs: number;
 
   constructor(options: StoreCacheOptions) {
     this.#options = options;
+    this.#maxValueBytes = maxSealedBytes(options.maxEntryBytes);
+    this.leaseTtlMs = options.leaseTtlMs ?? FILL_LEASE_TTL_MS;
     this.#keys = new IdentityKeys(options.readIdentity, options.now, ({ clientSecret }) =>
       deriveCacheKeys(clientSecret, options.tokenUrl),
     );
@@ -136,7 +186,7 @@ class StoreCacheEntries implements StoreCache {
     const reply = await this.#options.connection.runScript(
       READ,
       [names.entry, names.generation, names.lease],
-      [this.#owner, String(this.#options.leaseTtlMs), takeLease ? '1' : '0'],
+      [this.#owner, String(this.leaseTtlMs), takeLease ? '1' : '0', String(this.#maxValueBytes)],
     );
     const [value, ttl, generation, lease] = Array.isArray(reply) ? (reply as unknown[]) : [];
     const read: SharedRead = {
@@ -166,6 +216,11 @@ class StoreCacheEntries implements StoreCache {
     };
     const plaintext = Buffer.concat([Buffer.from(`${JSON.stringify(payload)}\n`), answer.body]);
     const sealed = seal(keys.seal, `${names.entry}\0${clear}`, plaintext);
+    if (clear.length + 1 + sealed.length > this.#maxValueBytes) {
+      // No member would read it: it stays local, and the lease goes back.
+      await this.release(key);
+      return;
+    }
     await this.#options.connection.runScript(
       WRITE,
       [names.entry, names.generation, names.lease],
@@ -180,6 +235,16 @@ class StoreCacheEntries implements StoreCache {
       [this.#named('cache-lease', hashedName(keys, key))],
       [this.#owner],
     );
+  }
+
+  async renew(key: string): Promise<boolean> {
+    const keys = await this.#keys.get();
+    const reply = await this.#options.connection.runScript(
+      RENEW,
+      [this.#named('cache-lease', hashedName(keys, key))],
+      [this.#owner, String(this.leaseTtlMs)],
+    );
+    return reply === 1;
   }
 
   async invalidate(path: string): Promise<void> {

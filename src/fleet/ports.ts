@@ -104,6 +104,10 @@ export interface SharedCacheEntries {
   write(key: string, path: string, answer: SharedAnswer, generation: string): Promise<void>;
   /** Give the fill lease back (the fill failed or stored nothing). */
   release(key: string): Promise<void>;
+  /** Extend this process's fill lease by its TTL. False: it is no longer this process's. */
+  renew(key: string): Promise<boolean>;
+  /** The fill lease's TTL: a holder renews it well within this while its fill makes progress. */
+  readonly leaseTtlMs: number;
   /** Every entry of `path`, whatever its query and variants, reads as a miss from now on. */
   invalidate(path: string): Promise<void>;
   health(): Pick<StoreHealth, 'up' | 'connecting'>;

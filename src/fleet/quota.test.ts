@@ -111,6 +111,22 @@ describe('store quota (real redis-server)', () => {
     expect(keys.join()).not.toContain('secret-host');
   });
 
+  it('keys of the wrong type are absent (never a store error) and replaced', async () => {
+    const quota = createStoreQuota({
+      connection: connect(),
+      maxCooldownMs: 300_000,
+      keyPrefix: 'test-w:',
+      upstream: 'https://api.example',
+      rateLimit: { count: 2, periodMs: 60_000 },
+    });
+    for (const key of Object.values(quota.keys)) await redis.command('SET', key, 'forged');
+    expect(await quota.readCooldown()).toBeUndefined();
+    expect((await quota.take(want(1))).granted).toBe(1);
+    await redis.command('SET', quota.keys.cooldown, 'forged');
+    await quota.startCooldown(503, 5_000);
+    expect((await quota.readCooldown())?.status).toBe(503);
+  });
+
   it('a cooldown read from the store is capped by the reader, cut in the store, and ends', async () => {
     const quota = createStoreQuota({
       connection: connect(),

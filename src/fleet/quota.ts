@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import { STORE_NOW_MS_LUA, defineScript, type StoreConnection } from './connection.js';
 import type { SharedCooldown, SharedQuota } from './ports.js';
+import { TYPED_READS_LUA } from './typed-reads.js';
 
 export interface StoreQuota extends SharedQuota {
   /** The keys, for tests and operators (`<prefix>quota:<hash>:bucket|cooldown|callers`). */
@@ -31,10 +32,14 @@ export interface StoreQuotaOptions {
  * own max cooldown (ms). A cooldown ending later than now + cap (a member with a larger cap, a
  * forged or restored entry, a key without expiry) is cut to now + cap in the store, with an expiry,
  * so it ends for the whole fleet instead of lasting for ever (docs/token-store.md "What the store
- * says is never trusted").
+ * says is never trusted"). Keys of the wrong type are deleted first (typed-reads.ts): a forged one
+ * is absent, never an error that makes the store look down.
  */
-const COOLDOWN_LEFT_LUA = `
+const COOLDOWN_LEFT_LUA =
+  TYPED_READS_LUA +
+  `
 local function cooldown_left(key, cap)
+  hash_or_none(key)
   local cd = redis.call('HMGET', key, 'until', 'status')
   local until_ms = tonumber(cd[1])
   if until_ms == nil or until_ms ~= until_ms then return nil end
@@ -80,6 +85,8 @@ local period = tonumber(ARGV[2])
 local ttl = tonumber(ARGV[4])
 local max_callers = tonumber(ARGV[5])
 local interval = period / count
+hash_or_none(KEYS[1])
+hash_or_none(KEYS[3])
 local b = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
 local tokens = tonumber(b[1])
 local ts = tonumber(b[2])
@@ -198,7 +205,9 @@ return reply(granted, wait, math.floor(tokens * 1000), 0, 0)
 /** Start or extend the cooldown. KEYS: cooldown. ARGV: status, ms. Never shortens one in force. */
 const START_COOLDOWN = defineScript(
   STORE_NOW_MS_LUA +
+    TYPED_READS_LUA +
     `
+hash_or_none(KEYS[1])
 local until_ms = now_ms + tonumber(ARGV[2])
 local current = tonumber(redis.call('HGET', KEYS[1], 'until'))
 if current ~= nil and current >= until_ms then return 0 end

@@ -15,6 +15,7 @@ import {
   tokenFingerprint,
   type EntryKeys,
 } from './crypto.js';
+import { TYPED_READS_LUA } from './typed-reads.js';
 
 /** A token set as the fleet shares it. Lives only encrypted in the store. */
 export interface SharedTokenSet {
@@ -75,53 +76,63 @@ export interface TokenSetStore {
   deleteIfCurrent(accessToken: string): Promise<{ deleted: boolean; entry: StoredEntry }>;
 }
 
-/** Credentials read for one store call are reused for this long. */
-
 /** How long an entry outlives its token: keeps the generation across a short gap between tokens. */
 export const ENTRY_GRACE_MS = 3_600_000;
 
 /**
- * Lua: a lease found without an expiry, or with one longer than this reader's lease TTL (a restore
- * tool that drops TTLs, a member with a longer timeout), is given this reader's TTL: it expires
- * whatever the store holds (docs/token-store.md "What the store says is never trusted").
+ * The longest field a token-set entry holds (the sealed set): anything longer is not read
+ * (docs/token-store.md "What the store says is never trusted").
  */
-const CAP_LEASE_LUA = `
+export const MAX_TOKEN_FIELD_BYTES = 64 * 1024;
+/** A lease's value is an owner's UUID: anything longer is not one. */
+const MAX_OWNER_BYTES = 64;
+
+/**
+ * Lua: typed, bounded reads (typed-reads.ts), `fields(key, names)` of the entry, and
+ * `cap_lease`: a lease found without an expiry, or with one longer than this reader's lease TTL (a
+ * restore tool that drops TTLs, a member with a longer timeout), is given this reader's TTL: it
+ * expires whatever the store holds. `owner(key)`: the lease's holder, false when none (or forged).
+ */
+const TOKEN_LUA =
+  TYPED_READS_LUA +
+  `
 local function cap_lease(key, ttl)
   local left = redis.call('PTTL', key)
   if left == -1 or left > ttl then redis.call('PEXPIRE', key, ttl) end
 end
+local function fields(key, names) return hmget_bounded(key, ${MAX_TOKEN_FIELD_BYTES}, names) end
+local function owner(key) return (get_bounded(key, ${MAX_OWNER_BYTES})) end
 `;
+const tokenScript = (lua: string) => defineScript(TOKEN_LUA + lua);
 
 /** KEYS: entry, lease. ARGV: lease TTL (ms). */
-const READ = defineScript(
-  CAP_LEASE_LUA +
-    `
+const READ = tokenScript(`
 cap_lease(KEYS[2], tonumber(ARGV[1]))
-local v = redis.call('HMGET', KEYS[1], 'gen', 'data')
+local v = fields(KEYS[1], {'gen', 'data'})
 return {v[1], v[2], redis.call('EXISTS', KEYS[2])}
-`,
-);
+`);
 
-const TAKE_LEASE = defineScript(
-  CAP_LEASE_LUA +
-    `
+/** A lease key that is no lease (another type) is replaced. */
+const TAKE_LEASE = tokenScript(`
+string_or_none(KEYS[2])
 cap_lease(KEYS[2], tonumber(ARGV[2]))
 local got = redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
-local v = redis.call('HMGET', KEYS[1], 'gen', 'data', 'spent')
+local v = fields(KEYS[1], {'gen', 'data', 'spent'})
 local spent = 0
 if v[3] and v[1] and v[3] == v[1] then spent = 1 end
 if got then return {v[1], v[2], 1, spent} end
 return {v[1], v[2], 0, spent}
-`,
-);
+`);
 
 // Compare-and-set: only the lease holder writes, and only a generation above the stored one (the
 // fencing number of docs/design.md "Practices"). The writer chooses the generation (max of what it
 // has seen and what is stored, plus one) because it is sealed into the value's associated data.
+// An entry key of another type is replaced.
 // -1: the lease is not ours; -2: the store holds this generation or a newer one.
-const PUBLISH = defineScript(`
-if redis.call('GET', KEYS[2]) ~= ARGV[1] then return -1 end
-local g = tonumber(redis.call('HGET', KEYS[1], 'gen') or '0') or 0
+const PUBLISH = tokenScript(`
+if owner(KEYS[2]) ~= ARGV[1] then return -1 end
+hash_or_none(KEYS[1])
+local g = tonumber(fields(KEYS[1], {'gen'})[1] or '0') or 0
 local new = tonumber(ARGV[2])
 if g >= new then return -2 end
 redis.call('HSET', KEYS[1], 'gen', ARGV[2], 'fp', ARGV[3], 'data', ARGV[4])
@@ -131,21 +142,21 @@ return new
 `);
 
 /** KEYS: entry, lease. ARGV: owner, generation. 1: marked now; 0: do not present. */
-const SPEND_REFRESH = defineScript(`
-if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
-local v = redis.call('HMGET', KEYS[1], 'gen', 'spent')
+const SPEND_REFRESH = tokenScript(`
+if owner(KEYS[2]) ~= ARGV[1] then return 0 end
+local v = fields(KEYS[1], {'gen', 'spent'})
 if v[1] ~= ARGV[2] or v[2] == ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], 'spent', ARGV[2])
 return 1
 `);
 
-const RELEASE = defineScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+const RELEASE = tokenScript(`
+if owner(KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 `);
 
-const DELETE_IF_CURRENT = defineScript(`
-local v = redis.call('HMGET', KEYS[1], 'gen', 'fp', 'data')
+const DELETE_IF_CURRENT = tokenScript(`
+local v = fields(KEYS[1], {'gen', 'fp', 'data'})
 if v[2] and v[2] == ARGV[1] then
   redis.call('HDEL', KEYS[1], 'fp', 'data')
   return {v[1], false, 1}

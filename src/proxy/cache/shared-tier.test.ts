@@ -27,6 +27,8 @@ function store(reads: (n: number) => SharedRead | Error): SharedCacheEntries & {
     },
     write: () => Promise.resolve(),
     release: () => Promise.resolve(),
+    renew: () => Promise.resolve(true),
+    leaseTtlMs: 3_000,
     invalidate: () => Promise.resolve(),
     health: () => ({ up: true, connecting: false }),
   };
