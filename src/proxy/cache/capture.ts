@@ -31,6 +31,8 @@ export interface CaptureTarget {
   now(): number;
   /** The capture is over: `answer` arrived whole (undefined: cut short, or it outgrew the limit). */
   captured(answer: StoredAnswer | undefined): void;
+  /** A chunk arrived and was kept: `size` bytes of the body so far. */
+  progress?(size: number): void;
 }
 
 /** Fields the sidecar sets per answer; never stored. */
@@ -91,6 +93,7 @@ export function capture(target: CaptureTarget, spec: CaptureSpec): BodyTap {
       }
       chunks.push(data);
       size += data.length;
+      target.progress?.(size);
     },
     owning: () => active,
     end(complete) {

@@ -15,6 +15,8 @@ export interface Flight {
   abandoned: boolean;
   /** A capture took over: only its end settles the flight (after the answer is stored). */
   captured: boolean;
+  /** When the fill last made progress: its capture began, or a chunk of its answer arrived. */
+  progressAt: number;
   /** With the shared tier: the fleet's fill lease is this flight's, and the path's generation. */
   lease: { generation: string } | undefined;
   /** The answer went to the store (which gave the lease back with it). */
@@ -86,6 +88,7 @@ export class Flights {
       settled: false,
       abandoned: false,
       captured: false,
+      progressAt: 0,
       lease: undefined,
       shared: false,
       staleUse: undefined,

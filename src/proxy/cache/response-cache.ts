@@ -59,7 +59,7 @@ export interface ResponseCacheOptions {
   /**
    * The longest a request waits for an identical one's upstream answer: `upstream.timeoutMs` +
    * `upstream.bodyTimeoutMs` (the longest that answer may take); then it goes on its own. Also
-   * the fleet's fill lease TTL.
+   * the longest it waits for another member's fill while that member keeps renewing its lease.
    */
   maxWaitMs?: number;
   /** With `cache.shared` and a store: the fleet's tier. */
@@ -277,11 +277,13 @@ class Cache implements ResponseCache {
     // "stored" is said when the answer is being captured; one that then outgrows the limit is not.
     headers['cache-status'] = withCacheStatus(upstreamCacheStatus, `${p.member}; stored`);
     if (p.flight) p.flight.captured = true;
+    const declared = Number(headers['content-length'] ?? 0);
     const target = {
       entries: this.entries,
       maxEntryBytes: this.#settings.maxEntryBytes,
       now: () => this.#clock.now(),
       captured: (answer: StoredAnswer | undefined) => this.#captured(p, answer),
+      progress: p.flight && this.#shared?.capturing(p.key, p.flight, declared),
     };
     return capture(target, spec);
   }
@@ -334,6 +336,7 @@ class Cache implements ResponseCache {
     });
     // The store failed (undefined): this process decides alone, as without the shared tier.
     flight.lease = found?.lease;
+    if (flight.lease !== undefined) this.#shared!.keep(key, flight);
     const now = this.#clock.now();
     const answer = found?.answer;
     if (answer !== undefined) {
@@ -390,6 +393,7 @@ class Cache implements ResponseCache {
     }
     const flight = this.#flights.lead(exchange, key);
     flight.lease = lease;
+    if (lease !== undefined) this.#shared?.keep(key, flight);
     return this.#plan(exchange, {
       kind: 'fill',
       member: `${CACHE_NAME}; fwd=stale`,

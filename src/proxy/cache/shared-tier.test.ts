@@ -166,3 +166,66 @@ describe('shared tier lookups', () => {
     expect(answer.staleIfErrorUntil - answer.expiresAt).toBe(30_000);
   });
 });
+
+describe('the fill lease while a fill is under way', () => {
+  function renewing(answers: boolean[] = []) {
+    const port = Object.assign(
+      store(() => held),
+      {
+        renewed: 0,
+        released: 0,
+      },
+    );
+    port.renew = () => Promise.resolve(answers[port.renewed++] ?? true);
+    port.release = () => {
+      port.released += 1;
+      return Promise.resolve();
+    };
+    return port;
+  }
+  const fill = () => ({
+    settled: false,
+    lease: { generation: '0' } as { generation: string } | undefined,
+    captured: false,
+    progressAt: 0,
+  });
+
+  it('is renewed every third of its TTL while the answer makes progress, and no longer once over', async () => {
+    const entries = renewing();
+    const filling = fill();
+    tier(entries).keep('k', filling);
+    // Waiting for the head: renewed.
+    await vi.advanceTimersByTimeAsync(3_000);
+    expect(entries.renewed).toBe(3);
+    // The body arriving: renewed; stalled for a TTL: not (the lease lapses for another member).
+    filling.captured = true;
+    filling.progressAt = Date.now();
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(entries.renewed).toBe(5);
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(entries.renewed).toBe(5);
+    filling.progressAt = Date.now();
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(entries.renewed).toBe(6);
+    filling.settled = true;
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect(entries.renewed).toBe(6);
+  });
+
+  it('stops renewing once the lease is another member’s, or given back', async () => {
+    const lost = renewing([true, false]);
+    tier(lost).keep('k', fill());
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(lost.renewed).toBe(2);
+    const entries = renewing();
+    const filling = fill();
+    const shared = tier(entries);
+    shared.keep('k', filling);
+    shared.giveBack('k', filling);
+    shared.giveBack('k', filling);
+    expect(entries.released).toBe(1);
+    expect(filling.lease).toBeUndefined();
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(entries.renewed).toBe(0);
+  });
+});

@@ -21,6 +21,16 @@ export interface SharedLookup {
   held: boolean;
 }
 
+/** A fill holding the fleet's lease, as the renewal sees it (flights.ts `Flight`). */
+export interface LeasedFill {
+  settled: boolean;
+  lease: { generation: string } | undefined;
+  /** Its answer's head arrived and its body is being captured. */
+  captured: boolean;
+  /** When it last made progress: its capture began, or a chunk of its answer arrived. */
+  progressAt: number;
+}
+
 /** Who is asking: a request of this process, with this process's own rules. */
 export interface Asking {
   headers: RequestHeaders;
@@ -39,7 +49,10 @@ export interface SharedTierOptions {
   entries: SharedCacheEntries;
   /** `cache.maxSharedEntryBytes`: larger bodies stay local. */
   maxEntryBytes: number;
-  /** The fill lease's TTL: the longest a request waits for another member's fill. */
+  /**
+   * The longest a request waits for another member's fill (`upstream.timeoutMs` +
+   * `upstream.bodyTimeoutMs`), however long that member keeps renewing its lease.
+   */
   maxWaitMs: number;
   now: () => number;
   metrics: Pick<SidecarMetrics, 'cacheShared'>;
@@ -96,7 +109,7 @@ export class SharedTier {
 
   /**
    * The store's entry for `key`, taking the fill lease unless it is fresh. While another member
-   * holds the lease, wait for its entry (up to the lease's TTL, or until the client is gone),
+   * holds the lease, wait for its entry (up to `maxWaitMs`, or until the client is gone),
    * unless a stale entry may answer at once. Undefined: the store failed (a miss).
    */
   async lookup(key: string, path: string, asking: Asking): Promise<SharedLookup | undefined> {
@@ -148,6 +161,61 @@ export class SharedTier {
 
   release(key: string): void {
     this.options.entries.release(key).catch(() => undefined);
+  }
+
+  /**
+   * Give `fill`'s lease back now: its answer turned out too large for the store (or not storable),
+   * so the other members need not wait for an entry that will never come.
+   */
+  giveBack(key: string, fill: LeasedFill): void {
+    if (fill.lease === undefined) return;
+    fill.lease = undefined;
+    this.release(key);
+  }
+
+  /**
+   * A fill holding the lease starts capturing an answer of `declaredBytes` (0: not declared). Too
+   * large for the store, declared or once its body grows past the limit: the lease goes back at
+   * once. Returns what the capture calls per chunk kept (the fill's progress, which renews it).
+   */
+  capturing(key: string, fill: LeasedFill, declaredBytes: number) {
+    const { now, maxEntryBytes } = this.options;
+    if (fill.lease === undefined) return undefined;
+    fill.progressAt = now();
+    if (declaredBytes > maxEntryBytes) this.giveBack(key, fill);
+    return (size: number): void => {
+      fill.progressAt = now();
+      if (size > maxEntryBytes) this.giveBack(key, fill);
+    };
+  }
+
+  /**
+   * Renew `fill`'s lease every third of its TTL while the fill makes progress: waiting for the
+   * answer's head (bounded by `upstream.timeoutMs`), or its body arriving. A fill whose body stalls
+   * for a lease TTL lets the lease lapse, as does a member that dies or stalls: another member
+   * takes it within a TTL (docs/response-cache.md "Shared tier"). Stops once the fill is over, its
+   * lease given back, or renewing finds it another member's.
+   */
+  keep(key: string, fill: LeasedFill): void {
+    const { entries, now } = this.options;
+    const ttl = entries.leaseTtlMs;
+    const timer = setInterval(
+      () => {
+        if (fill.settled || fill.lease === undefined) {
+          clearInterval(timer);
+          return;
+        }
+        if (fill.captured && now() - fill.progressAt >= ttl) return;
+        entries.renew(key).then(
+          (held) => {
+            if (!held) clearInterval(timer);
+          },
+          () => undefined, // the store failed: the next tick tries again, the TTL bounds the rest
+        );
+      },
+      Math.max(1, Math.floor(ttl / 3)),
+    );
+    timer.unref();
   }
 
   invalidate(path: string): void {
