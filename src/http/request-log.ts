@@ -84,31 +84,12 @@ export function createRequestLog(options: {
   };
 }
 
-/** `Date#toISOString()` up to the seconds' dot, for the second last formatted. */
-let secondPrefix = '';
-let secondStart = Number.NaN;
-/** "000" … "999": the milliseconds' digits. */
-const MILLIS = Array.from({ length: 1000 }, (_, ms) => String(ms).padStart(3, '0'));
-
-/** `new Date(time).toISOString()`, formatting the date once per second (under load, thousands of lines). */
-export function isoTime(time: number): string {
-  // A clock with fractions of a millisecond: `toISOString` truncates them; so does this.
-  if (!Number.isInteger(time)) return new Date(time).toISOString();
-  const ms = time - secondStart;
-  if (!(ms >= 0 && ms < 1000)) {
-    const text = new Date(time).toISOString();
-    // Years 0–9999 only: anything else keeps the full formatting every time.
-    if (text.length !== 24) return text;
-    secondStart = time - (((time % 1000) + 1000) % 1000);
-    secondPrefix = text.slice(0, 20);
-    return text;
-  }
-  return `${secondPrefix}${MILLIS[ms] as string}Z`;
-}
-
-/** The one builder of the request line: a pino-compatible JSON line (level, time, fields, msg). */
+/**
+ * The one builder of the request line: a pino-compatible JSON line (level, time, fields, msg), the
+ * time written as pino's `stdTimeFunctions.isoTime` writes it.
+ */
 export function requestLogLine(fields: RequestLogFields, time: number): string {
-  let line = `{"level":"info","time":"${isoTime(time)}","component":"proxy","requestId":${JSON.stringify(fields.requestId)},"method":${JSON.stringify(fields.method)},"path":${JSON.stringify(pathForLog(fields.target))},"status":${fields.status},"durationMs":${fields.durationMs}`;
+  let line = `{"level":"info","time":"${new Date(time).toISOString()}","component":"proxy","requestId":${JSON.stringify(fields.requestId)},"method":${JSON.stringify(fields.method)},"path":${JSON.stringify(pathForLog(fields.target))},"status":${fields.status},"durationMs":${fields.durationMs}`;
   if (fields.upstreamStatus !== undefined) line += `,"upstreamStatus":${fields.upstreamStatus}`;
   line += `,"replayed":${fields.replayed}`;
   if (fields.result !== undefined) line += `,"result":${JSON.stringify(fields.result)}`;
