@@ -187,8 +187,10 @@ describe('deploy/ manifests', () => {
     let known: Set<string>;
     beforeAll(async () => {
       const registry = new LeanRegistry();
-      // As a sidecar with a token store configured exports them (the store gauge only then).
-      createMetrics({ registry }).bindStoreState({ status: () => ({ up: true }) });
+      // As a sidecar with a token store and tracing configured exports them (those two only then).
+      const metrics = createMetrics({ registry });
+      metrics.bindStoreState({ status: () => ({ up: true }) });
+      metrics.tracingSpansDropped().inc({ reason: 'queue_full' }, 0);
       known = exposedNames(await registry.metrics());
     });
 
@@ -196,6 +198,14 @@ describe('deploy/ manifests', () => {
       expect(known.has('oauth_sidecar_token_ready')).toBe(true);
       expect(known.has('oauth_sidecar_upstream_request_duration_seconds_bucket')).toBe(true);
       expect(unknownMetrics(everything, known)).toEqual([]);
+    });
+
+    it('the dashboard charts the token store and dropped spans', () => {
+      const dashboard = JSON.stringify(
+        find('monitoring', 'ConfigMap', 'oauth-sidecar-dashboard').data,
+      );
+      expect(dashboard).toContain('oauth_sidecar_token_store_up');
+      expect(dashboard).toContain('oauth_sidecar_tracing_spans_dropped_total');
     });
 
     it('a misspelled metric name is caught', () => {
