@@ -146,6 +146,48 @@ export class CredentialsReadError extends Error {
   }
 }
 
+/** What to fix when the egress proxy answers `CONNECT` with this status. */
+function egressAdvice(status: number): string {
+  // 407 asks for credentials; some proxies (tinyproxy) answer a wrong password with 401.
+  if (status === 407 || status === 401) {
+    return 'the proxy wants other credentials: check the user and password in the proxy URL (HTTPS_PROXY / egress.proxy)';
+  }
+  if (status === 403) {
+    return 'the proxy refuses this destination: ask for the host and port to be allowed, or list the host in NO_PROXY if it is reached directly';
+  }
+  if (status >= 500) return 'the proxy could not reach the destination or is failing';
+  return 'the proxy did not open the tunnel';
+}
+
+/**
+ * The egress proxy (docs/configuration.md "Egress proxy") refused or could not be reached, or
+ * answered `CONNECT` with something other than 200. The message names the proxy (without its
+ * password), its answer and what to fix; transient: retried like any connection failure.
+ */
+export class EgressProxyError extends OutcomeError {
+  readonly code = 'EGRESS_PROXY';
+  /** The proxy as shown: `http://user:***@proxy:3128`. */
+  readonly proxy: string;
+  /** The proxy's answer to `CONNECT`; undefined when it could not be reached. */
+  readonly status: number | undefined;
+
+  constructor(proxy: string, target: string, failure: { status: number } | { cause: unknown }) {
+    const message =
+      'status' in failure
+        ? `egress proxy ${proxy} answered CONNECT ${target} with ${failure.status}: ${egressAdvice(failure.status)}`
+        : `egress proxy ${proxy} unreachable (${egressCause(failure.cause)}): check the proxy URL (HTTPS_PROXY / egress.proxy) and that the proxy runs and may be reached from here`;
+    super(message, 'cause' in failure ? { cause: failure.cause } : undefined);
+    this.name = 'EgressProxyError';
+    this.proxy = proxy;
+    this.status = 'status' in failure ? failure.status : undefined;
+  }
+}
+
+function egressCause(cause: unknown): string {
+  const code = (cause as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : errorText(cause).slice(0, 100);
+}
+
 /** The message of an Error, or the value as text. */
 export function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

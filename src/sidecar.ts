@@ -15,7 +15,8 @@ import { createAdminApp } from './http/admin-app.js';
 import { startAdminServer } from './http/admin-server.js';
 import { createRequestLog, type RequestLog } from './http/request-log.js';
 import { startProxy, type RunningProxy } from './http/start-proxy.js';
-import { createUpstreamDispatcher, trustContext } from './proxy/dispatcher.js';
+import { egressSummary } from './config/egress.js';
+import { createApiDispatcher, createTokenDispatcher, trustContext } from './proxy/dispatcher.js';
 import type { ForwardStage } from './proxy/forwarder.js';
 import { Callers } from './proxy/quota/callers.js';
 import { QuotaGuard, type SharedQuota } from './proxy/quota/guard.js';
@@ -213,12 +214,7 @@ async function cacheFor(
  */
 export async function startProxyStack(config: Config, parts: ProxyStackParts): Promise<ProxyStack> {
   const { metrics, clock, teardown } = parts;
-  const dispatcher = createUpstreamDispatcher({
-    ca: parts.ca,
-    http2: config.upstream.http2,
-    connections: config.upstream.maxConnections,
-    origin: config.upstream.baseUrl,
-  });
+  const dispatcher = await createApiDispatcher(config, parts.ca);
   teardown.push(() => dispatcher.close());
   const cache = await cacheFor(config, parts);
   const quota = new QuotaGuard({
@@ -294,7 +290,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   const caPem = readCa(config, deps.extraCaPem);
   // TLS verification is always on: the extra CA is added to the system roots, never replaces checks.
   const ca = caPem === undefined ? undefined : trustContext(caPem);
-  const tokenDispatcher = createUpstreamDispatcher({ ca, http2: false });
+  const tokenDispatcher = await createTokenDispatcher(config, ca);
   teardown.push(() => tokenDispatcher.close());
   const requestLog =
     deps.logSink === undefined
@@ -332,7 +328,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
         version: VERSION,
         startedAt: clock.now(),
         now: () => clock.now(),
-        state: adminState(keeper, stack),
+        state: adminState(keeper, stack, config),
       }),
       listen: config.admin.listen,
     });
@@ -413,9 +409,10 @@ async function startKeeper(
   return { keeper, store, readCredentials };
 }
 
-function adminState({ keeper, store }: StartedKeeper, stack: ProxyStack) {
+function adminState({ keeper, store }: StartedKeeper, stack: ProxyStack, config: Config) {
   const { cache, quota, proxy } = stack;
   return {
+    egressStatus: () => egressSummary(config.egress, config.upstream.baseUrl, config.token.url),
     tokenReady: () => keeper.status().ready,
     isDraining: () => proxy.isDraining(),
     tokenStatus: () => ({ ...keeper.status() }),

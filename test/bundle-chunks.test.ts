@@ -13,6 +13,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandin, type Standin } from '../src/standin/index.js';
 import { startOtlpReceiver } from './helpers/otlp-receiver.js';
+import { startTinyproxy } from './helpers/tinyproxy.js';
 import { missingRedisServer, startRedisServer, type RedisServer } from './helpers/redis-server.js';
 import {
   runCli,
@@ -95,8 +96,9 @@ afterAll(async () => {
 });
 
 describe('the bundle, through every lazily loaded part', () => {
-  it('serves with --config YAML, the Redis store, the quota guard, the shared response cache and tracing', async () => {
+  it('serves with --config YAML, the Redis store, the quota guard, the shared response cache, tracing and an egress proxy', async () => {
     const receiver = await startOtlpReceiver();
+    const egress = await startTinyproxy({ connectPorts: [standin.port] });
     const dir = tempDir();
     const file = join(dir, 'sidecar.yaml');
     writeFileSync(
@@ -121,6 +123,9 @@ describe('the bundle, through every lazily loaded part', () => {
         'tracing:',
         `  endpoint: ${receiver.url}`,
         '  scheduleDelayMs: 50',
+        'egress:',
+        `  proxy: ${egress.url()}`,
+        '  noProxy: [example.internal]',
         '',
       ].join('\n'),
     );
@@ -158,9 +163,12 @@ describe('the bundle, through every lazily loaded part', () => {
         10_000,
         'a server span at the OTLP receiver',
       );
+      // The egress proxy chunk: the token endpoint and the API through its tunnels.
+      expect(egress.tunnels().length).toBeGreaterThanOrEqual(2);
     } finally {
       expect(await sidecar.stop()).toBe(0); // a clean exit writes the coverage report
       await receiver.close();
+      await egress.close();
     }
   });
 

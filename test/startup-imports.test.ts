@@ -45,6 +45,9 @@ const LOCAL_NOT_AT_START = [
   'src/proxy/cache/',
   'src/telemetry/otel.ts',
   'src/telemetry/otel-export.ts',
+  'src/proxy/egress-agent.ts',
+  'node_modules/undici/lib/dispatcher/proxy-agent.js',
+  'node_modules/undici/lib/api/',
 ];
 
 interface Metafile {
@@ -128,6 +131,12 @@ describe('what dist/main.js loads at start', () => {
       'src/standin/index.ts': 'selfsigned',
       'src/config/yaml.ts': 'yaml',
     };
+    // The egress proxy's agent (with HTTPS_PROXY): undici's ProxyAgent, in a chunk of its own.
+    const egress = chunkOf('src/proxy/egress-agent.ts');
+    expect(start.dynamic).toContain(egress);
+    expect(loadedWith(egress).inputs).toContain(
+      'node_modules/undici/lib/dispatcher/proxy-agent.js',
+    );
     for (const [input, name] of Object.entries(lazy)) {
       const chunk = chunkOf(input);
       expect(start.dynamic, input).toContain(chunk);

@@ -4,7 +4,7 @@ import { createCredentialsReader } from '../config/credentials.js';
 import { featureLine } from '../config/features.js';
 import type { ClientCredentials, Config } from '../config/types.js';
 import { TokenEndpointError } from '../errors.js';
-import { createUpstreamDispatcher } from '../proxy/dispatcher.js';
+import { createTokenDispatcher } from '../proxy/dispatcher.js';
 import { readCa, tokenEndpointFor } from '../sidecar.js';
 import { createLogger } from '../telemetry/logger.js';
 import { leaseTtlMs } from '../token/shared.js';
@@ -60,7 +60,7 @@ export async function runCheck(config: Config, io: Io, deps: CheckDeps): Promise
 
 /** `check` as the CLI runs it: the token endpoint client on its own dispatcher, closed at the end. */
 export async function check(config: Config, io: Io): Promise<number> {
-  const dispatcher = createUpstreamDispatcher({ ca: readCa(config), http2: false });
+  const dispatcher = await createTokenDispatcher(config, readCa(config));
   try {
     return await runCheck(config, io, {
       endpoint: tokenEndpointFor(config, dispatcher),

@@ -29,6 +29,10 @@ const DEMO_OWNED = new Set([
   'CLIENT_ID_FILE',
   'CLIENT_SECRET_FILE',
   'CLIENT_CREDENTIALS_CSV',
+  // The stand-in listens on loopback: an egress proxy would only stand in the way.
+  'HTTPS_PROXY',
+  'HTTP_PROXY',
+  'NO_PROXY',
 ]);
 
 /**

@@ -12,7 +12,7 @@ describe('features in effect', () => {
   it('all off by default', async () => {
     const config = await loadConfig({ env: GOOD });
     expect(featureLine(config)).toBe(
-      'cache rules: off; rate limit: off; callers: default; store: off; tracing: off',
+      'cache rules: off; rate limit: off; callers: default; store: off; tracing: off; egress proxy: off',
     );
   });
 
@@ -29,6 +29,9 @@ describe('features in effect', () => {
         CACHE_SHARED: 'true',
         OTEL_EXPORTER_OTLP_ENDPOINT: 'https://otel.internal:4318/base',
         OTEL_EXPORTER_OTLP_HEADERS: 'api-key=h3ader-secret',
+        HTTPS_PROXY: 'http://proxy-user:pr0xy-pw@proxy.corp:3128',
+        NO_PROXY: 'api.example.com',
+        TOKEN_URL: 'https://auth.example.com/oauth/token/',
       },
     });
     expect(featuresInEffect(config)).toEqual({
@@ -37,9 +40,12 @@ describe('features in effect', () => {
       callers: 'billing, header x-caller, 2 listed',
       store: 'rediss://user@redis.internal:6380/0',
       tracing: 'https://otel.internal:4318 (http/protobuf, parentbased_always_on)',
+      egressProxy:
+        'http://proxy-user:***@proxy.corp:3128 (api direct, token endpoint through it)',
     });
     const line = featureLine(config);
     expect(line).not.toContain('s3cret-pw');
     expect(line).not.toContain('h3ader-secret');
+    expect(line).not.toContain('pr0xy-pw');
   });
 });

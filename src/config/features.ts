@@ -1,9 +1,11 @@
 /**
  * The optional features in effect, as one line for the start-up log and `check`
  * (docs/reference.md "Logs"). Built from the loaded configuration; no secret reaches it: the store
- * URL loses its password, the tracing endpoint shows its origin only, headers are not shown.
+ * URL and the egress proxy lose their password, the tracing endpoint shows its origin only,
+ * headers are not shown.
  */
 import { redactStoreUrl } from '../safe-text.js';
+import { egressSummary } from './egress.js';
 import type { Config, RateLimit } from './types.js';
 
 export interface Features {
@@ -12,6 +14,7 @@ export interface Features {
   callers: string;
   store: string;
   tracing: string;
+  egressProxy: string;
 }
 
 /** Each optional feature, `off` or what it is set to. */
@@ -25,6 +28,7 @@ export function featuresInEffect(config: Config): Features {
     callers: callersFeature(config.quota),
     store: config.store.url === undefined ? 'off' : redactStoreUrl(config.store.url),
     tracing: tracingFeature(config.tracing),
+    egressProxy: egressFeature(config),
   };
 }
 
@@ -37,6 +41,7 @@ export function featureLine(config: Config): string {
     `callers: ${features.callers}`,
     `store: ${features.store}`,
     `tracing: ${features.tracing}`,
+    `egress proxy: ${features.egressProxy}`,
   ].join('; ');
 }
 
@@ -51,6 +56,15 @@ function callersFeature(quota: Config['quota']): string {
   if (quota.callerHeader !== undefined) parts.push(`header ${quota.callerHeader}`);
   if (quota.callers.length > 0) parts.push(`${quota.callers.length} listed`);
   return parts.join(', ');
+}
+
+/** `http://user:***@proxy:3128 (api through it, token endpoint direct)`: the password masked. */
+function egressFeature(config: Config): string {
+  const summary = egressSummary(config.egress, config.upstream.baseUrl, config.token.url);
+  if (summary === undefined) return 'off';
+  const route = (how: string): string => (how === 'direct' ? 'direct' : 'through it');
+  const proxy = summary.proxy ?? summary.httpProxy;
+  return `${proxy} (api ${route(summary.api)}, token endpoint ${route(summary.tokenEndpoint)})`;
 }
 
 function tracingFeature(tracing: Config['tracing']): string {

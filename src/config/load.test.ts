@@ -96,6 +96,7 @@ describe('loadConfig: defaults and precedence', () => {
         staleWhileRevalidateSeconds: 0,
       },
       quota: { caller: 'default', callerHeader: undefined, callers: [] },
+      egress: { proxy: undefined, httpProxy: undefined, noProxy: [] },
     });
   });
 
@@ -767,7 +768,7 @@ describe('loadConfig: one line per bad configuration', () => {
       'UPSTREAM_BASE_URL (upstream.baseUrl): required, e.g. https://api.sparkcommodities.com',
     ]);
     expect(await problemsFromYaml('- a\n- b\n', GOOD)).toEqual([
-      `--config ${configFile}: must be a YAML mapping with sections upstream, token, store, credentials, proxy, admin, log, cache, quota, tracing`,
+      `--config ${configFile}: must be a YAML mapping with sections upstream, token, store, credentials, proxy, admin, log, cache, quota, egress, tracing`,
     ]);
   });
 

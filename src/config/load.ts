@@ -15,6 +15,7 @@ import {
   redacted,
   type ReadTextFile,
 } from './credentials.js';
+import { foldProxyVariables, shownProxy } from './egress.js';
 import { DEFAULT_TOKEN_PATH, EXAMPLE_BASE_URL } from './defaults.js';
 import { describeUnknown, unknownSettings } from './unknown-settings.js';
 import { aliasOf, readYamlLayer } from './yaml-layer.js';
@@ -65,7 +66,7 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
     options.configFile === undefined
       ? new Map<string, unknown>()
       : await readYamlLayer(options.configFile, readFile, problems);
-  const layers = parseLayers(options.env, fromFile, problems);
+  const layers = parseLayers(foldProxyVariables(options.env), fromFile, problems);
   const { v, invalid } = layers;
   const get = resolver(v);
   checkSchemes(v, get, invalid, problems);
@@ -201,6 +202,7 @@ function buildConfig(
       staleIfErrorSeconds: get('cache.staleIfErrorSeconds'),
       staleWhileRevalidateSeconds: get('cache.staleWhileRevalidateSeconds'),
     },
+    egress: egressConfig(get('egress.proxy'), get('egress.httpProxy'), get('egress.noProxy')),
     tracing: tracingConfig(get),
     quota: {
       caller: get('quota.caller'),
@@ -253,6 +255,23 @@ function tracingConfig(get: Get): TracingConfig | undefined {
   Object.defineProperty(config, 'toJSON', { value: safe, enumerable: false });
   Object.defineProperty(config, inspect.custom, { value: safe, enumerable: false });
   return config;
+}
+
+/** `egress`: the proxy URLs may hold a password, so serialising the object never shows it. */
+function egressConfig(
+  proxy: string | undefined,
+  httpProxy: string | undefined,
+  noProxy: string[],
+): Config['egress'] {
+  const egress = { proxy, httpProxy, noProxy };
+  const safe = (): object => ({
+    proxy: proxy === undefined ? undefined : shownProxy(proxy),
+    httpProxy: httpProxy === undefined ? undefined : shownProxy(httpProxy),
+    noProxy,
+  });
+  Object.defineProperty(egress, 'toJSON', { value: safe, enumerable: false });
+  Object.defineProperty(egress, inspect.custom, { value: safe, enumerable: false });
+  return egress;
 }
 
 /** `store`: the URL may hold a password, so serialising the object never shows it. */

@@ -25,6 +25,7 @@ import {
   type Parser,
 } from './parsers.js';
 
+import { noProxy, proxyUrl } from './egress.js';
 import { callerHeader, callerName, callerPolicies } from './quota-parsers.js';
 import {
   OTLP_PROTOCOLS,
@@ -175,6 +176,11 @@ export const FIELDS = {
   'quota.caller': field('QUOTA_CALLER', callerName(), 'default'),
   'quota.callerHeader': field('QUOTA_CALLER_HEADER', callerHeader()),
   'quota.callers': field('QUOTA_CALLERS', callerPolicies(), []),
+  // The variables curl, npm and undici read (docs/configuration.md "Egress proxy"); the lower-case
+  // names are folded in by load.ts, the upper-case ones winning.
+  'egress.proxy': secretField('HTTPS_PROXY', proxyUrl()),
+  'egress.httpProxy': secretField('HTTP_PROXY', proxyUrl()),
+  'egress.noProxy': field('NO_PROXY', noProxy(), []),
   // OpenTelemetry's own variables (docs/configuration.md "Tracing"): on when an endpoint is set.
   'tracing.endpoint': field('OTEL_EXPORTER_OTLP_ENDPOINT', otlpEndpoint()),
   'tracing.tracesEndpoint': field('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', otlpEndpoint()),

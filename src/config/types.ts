@@ -1,4 +1,7 @@
 /** The validated configuration every other module receives (docs/configuration.md). */
+import type { EgressConfig } from './egress.js';
+
+export type { EgressConfig } from './egress.js';
 
 export interface HostPort {
   host: string;
@@ -123,6 +126,8 @@ export interface Config {
     /** How long past its freshness an entry answers at once while one request refreshes it. */
     staleWhileRevalidateSeconds: number;
   };
+  /** The egress proxy for the token endpoint and the API; serialised without its password. */
+  egress: EgressConfig;
   /** OpenTelemetry tracing; undefined: off (no endpoint, or OTEL_SDK_DISABLED). */
   tracing: TracingConfig | undefined;
   quota: {

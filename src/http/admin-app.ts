@@ -14,6 +14,8 @@ export interface AdminState {
   storeStatus?(): Record<string, unknown>;
   /** Response cache entries and bytes for /status; absent: not shown. */
   cacheStatus?(): Record<string, unknown>;
+  /** The egress proxy (without its password) and which origins go through it; absent without one. */
+  egressStatus?(): Record<string, unknown> | undefined;
   /** JSON-safe quota guard state (cooldown, bucket, fleet/local) for /status. */
   quotaStatus?(): unknown;
 }
@@ -72,6 +74,7 @@ export function createAdminApp(options: AdminAppOptions): Hono {
       ...(state.storeStatus !== undefined && { store: state.storeStatus() }),
       ...(state.cacheStatus ? { cache: state.cacheStatus() } : {}),
       quota: state.quotaStatus?.(),
+      egress: state.egressStatus?.(),
     }),
   );
 

@@ -6,6 +6,11 @@ import type { Dispatcher } from 'undici';
 // (package.json pins `~7.30`).
 import Agent from 'undici/lib/dispatcher/agent.js';
 import Pool from 'undici/lib/dispatcher/pool.js';
+import { proxyFor } from '../config/egress.js';
+import type { Config } from '../config/types.js';
+
+/** Idle keep-alive sockets close after this long by default: under most servers' 5 s. */
+const KEEP_ALIVE_MS = 4_000;
 
 export interface UpstreamDispatcherOptions {
   /**
@@ -45,12 +50,50 @@ export function createUpstreamDispatcher(options: UpstreamDispatcherOptions): Di
   const settings = {
     allowH2: options.http2,
     connections: options.connections ?? null,
-    keepAliveTimeout: options.keepAliveTimeoutMs ?? 4_000,
+    keepAliveTimeout: options.keepAliveTimeoutMs ?? KEEP_ALIVE_MS,
     ...(secureContext === undefined ? {} : { connect: { secureContext } }),
   };
   return options.origin === undefined
     ? new Agent(settings)
     : new Pool(new URL(options.origin).origin, settings);
+}
+
+/**
+ * {@link createUpstreamDispatcher}, or with `proxy` (the egress proxy config/egress.ts chose for
+ * the origin) a dispatcher whose connections are `CONNECT` tunnels through it, with the same
+ * limits, keep-alive and h2 offer per origin. The proxy's module and undici's proxy agent are
+ * loaded only then.
+ */
+export async function createDispatcher(
+  options: UpstreamDispatcherOptions & { proxy: string | undefined },
+): Promise<Dispatcher> {
+  if (options.proxy === undefined) return createUpstreamDispatcher(options);
+  const { createEgressDispatcher } = await import('./egress-agent.js');
+  return createEgressDispatcher({
+    proxy: options.proxy,
+    secureContext: typeof options.ca === 'string' ? trustContext(options.ca) : options.ca,
+    http2: options.http2,
+    connections: options.connections ?? null,
+    keepAliveTimeout: options.keepAliveTimeoutMs ?? KEEP_ALIVE_MS,
+  });
+}
+
+/** The API's pool (`upstream.*`), through the egress proxy when one applies to it. */
+export function createApiDispatcher(
+  config: Pick<Config, 'upstream' | 'egress'>,
+  ca: UpstreamDispatcherOptions['ca'],
+): Promise<Dispatcher> {
+  const { baseUrl, http2, maxConnections } = config.upstream;
+  const proxy = proxyFor(config.egress, baseUrl);
+  return createDispatcher({ ca, http2, connections: maxConnections, origin: baseUrl, proxy });
+}
+
+/** The token endpoint's own dispatcher, through the egress proxy when one applies to it. */
+export function createTokenDispatcher(
+  config: Pick<Config, 'token' | 'egress'>,
+  ca: UpstreamDispatcherOptions['ca'],
+): Promise<Dispatcher> {
+  return createDispatcher({ ca, http2: false, proxy: proxyFor(config.egress, config.token.url) });
 }
 
 /**

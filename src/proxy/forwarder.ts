@@ -17,6 +17,7 @@ import type { Dispatcher } from 'undici';
 import type { Clock } from '../clock.js';
 import { overloadedError, SidecarError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
+import { EgressFailures } from './egress-failure.js';
 import { createInFlightLimit, type InFlightLimit } from './admission.js';
 import { cutResult, outcomeOf } from './attempt-outcome.js';
 import type { Exchange } from './exchange.js';
@@ -109,6 +110,7 @@ export class Forwarder {
   readonly #bodyTimeout: BodyTimeout;
   readonly #streamSlots: InFlightLimit;
   readonly #logger: Logger;
+  readonly #egressFailures: EgressFailures;
   readonly #clock: ForwarderOptions['clock'];
   readonly #metrics: UpstreamMetrics;
   readonly #before: readonly ForwardStage[];
@@ -142,6 +144,7 @@ export class Forwarder {
     };
     this.#streamSlots = createInFlightLimit(options.maxBodiesStreaming ?? Number.POSITIVE_INFINITY);
     this.#logger = options.logger;
+    this.#egressFailures = new EgressFailures(options.logger, options.clock);
     this.#clock = options.clock;
     this.#metrics = new UpstreamMetrics(options.metrics);
     const stages = options.stages ?? [];
@@ -388,9 +391,7 @@ export class Forwarder {
         { cause: err },
       );
     }
-    return new SidecarError('upstream_unreachable', 'the upstream could not be reached', {
-      cause: err,
-    });
+    return this.#egressFailures.unreachable(err);
   }
 
   /** A failure after the head was written: the answer was complete, or the client's was cut. */

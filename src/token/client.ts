@@ -8,7 +8,7 @@
 import type { Dispatcher } from 'undici';
 import { systemClock, type Clock } from '../clock.js';
 import type { ClientAuth, TokenFormat } from '../config/types.js';
-import { TokenEndpointError } from '../errors.js';
+import { EgressProxyError, TokenEndpointError } from '../errors.js';
 import { describeBody, describeCause, redact, safeUrl, typeName } from '../safe-text.js';
 import { encodeGrantRequest } from './dialects.js';
 import { isObject, redirectError, statusError } from './error-answer.js';
@@ -156,6 +156,13 @@ function transportFailure(
     );
   }
   if (error instanceof TokenEndpointError) return error;
+  if (error instanceof EgressProxyError) {
+    return new TokenEndpointError(
+      'network',
+      `token endpoint ${safeUrl(options.url)} not reached: ${error.message}`,
+      { cause: error },
+    );
+  }
   if (signal.aborted || isAbort(error)) {
     return new TokenEndpointError(
       'timeout',

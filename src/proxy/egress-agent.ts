@@ -1,0 +1,121 @@
+/**
+ * The dispatcher through the egress proxy (docs/configuration.md "Egress proxy"): undici's
+ * ProxyAgent, which opens an HTTP `CONNECT` tunnel per connection and runs TLS to the origin inside
+ * it, with a Pool per origin made from the same options as the direct path (connections, keep-alive,
+ * h2 offer). Loaded by dispatcher.ts only when a proxy is configured: without one nothing of it,
+ * nor undici's proxy modules, is in the process (test/startup-imports.test.ts).
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { SecureContext } from 'node:tls';
+import type { Dispatcher } from 'undici';
+import connectApi from 'undici/lib/api/api-connect.js';
+import Client from 'undici/lib/dispatcher/client.js';
+import ProxyAgent from 'undici/lib/dispatcher/proxy-agent.js';
+import { shownProxy } from '../config/egress.js';
+import { EgressProxyError } from '../errors.js';
+
+export interface EgressDispatcherOptions {
+  /** The proxy URL (may hold user and password: sent as `Proxy-Authorization: Basic`). */
+  proxy: string;
+  /** System roots plus `upstream.caFile`: for the origin, and for an `https://` proxy. */
+  secureContext: SecureContext | undefined;
+  http2: boolean;
+  connections: number | null;
+  keepAliveTimeout: number;
+}
+
+type ConnectCallback = (err: Error | null, data: Dispatcher.ConnectData) => void;
+
+/**
+ * The client to the proxy, on which ProxyAgent calls `connect()` (undici's index would attach that
+ * API to every dispatcher; loaded by path it is this class's own). A `CONNECT` that fails, or is answered with anything but 200, becomes
+ * an {@link EgressProxyError} naming the proxy (never its password), its answer and what to fix.
+ * ProxyAgent passes the error on as the connection's failure.
+ */
+class TunnelClient extends Client {
+  readonly #shown: string;
+
+  constructor(url: URL, options: Client.Options, shown: string) {
+    super(url, options);
+    this.#shown = shown;
+  }
+
+  override connect(options: Dispatcher.ConnectOptions): Promise<Dispatcher.ConnectData>;
+  override connect(options: Dispatcher.ConnectOptions, callback: ConnectCallback): void;
+  override connect(
+    options: Dispatcher.ConnectOptions,
+    callback?: ConnectCallback,
+  ): Promise<Dispatcher.ConnectData> | void {
+    const tunnel = this.#tunnel(options);
+    if (callback === undefined) return tunnel;
+    tunnel.then(
+      (data) => callback(null, data),
+      (err: Error) => callback(err, undefined as never),
+    );
+  }
+
+  async #tunnel(options: Dispatcher.ConnectOptions): Promise<Dispatcher.ConnectData> {
+    let data: Dispatcher.ConnectData;
+    try {
+      data = await connectApi.call(this, options);
+    } catch (cause) {
+      // An abort is the request's own; a wrong proxy certificate name keeps undici's error type.
+      const code = (cause as { code?: unknown } | null)?.code;
+      if (
+        (options.signal as { aborted?: boolean } | undefined)?.aborted === true ||
+        code === 'ERR_TLS_CERT_ALTNAME_INVALID'
+      )
+        throw cause;
+      throw new EgressProxyError(this.#shown, options.path, { cause });
+    }
+    if (data.statusCode !== 200) {
+      data.socket.destroy();
+      throw new EgressProxyError(this.#shown, options.path, { status: data.statusCode });
+    }
+    return data;
+  }
+}
+
+/**
+ * Requests come with node's flat name/value header list; ProxyAgent would fold it into an object
+ * keeping only the last of repeated names, so repeated names become arrays here (sent as they came).
+ */
+function headerObject(flat: readonly string[]): IncomingHttpHeaders {
+  const out: Record<string, string | string[]> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) {
+    const name = flat[i]!;
+    const value = flat[i + 1]!;
+    const held = out[name];
+    out[name] = held === undefined ? value : Array.isArray(held) ? [...held, value] : [held, value];
+  }
+  return out;
+}
+
+class EgressAgent extends ProxyAgent {
+  override dispatch(
+    options: Dispatcher.DispatchOptions,
+    handler: Dispatcher.DispatchHandler,
+  ): boolean {
+    const { headers } = options;
+    return super.dispatch(
+      Array.isArray(headers) ? { ...options, headers: headerObject(headers) } : options,
+      handler,
+    );
+  }
+}
+
+/** A dispatcher whose connections are tunnels through `options.proxy`. */
+export function createEgressDispatcher(options: EgressDispatcherOptions): Dispatcher {
+  const shown = shownProxy(options.proxy);
+  const tls = options.secureContext === undefined ? {} : { secureContext: options.secureContext };
+  return new EgressAgent({
+    uri: options.proxy,
+    clientFactory: (url, opts) => new TunnelClient(url, opts, shown),
+    // TLS to the origin inside the tunnel: the same trust and h2 offer as a direct connection.
+    requestTls: { ...tls, allowH2: options.http2 },
+    proxyTls: tls,
+    allowH2: options.http2,
+    connections: options.connections,
+    keepAliveTimeout: options.keepAliveTimeout,
+  });
+}
