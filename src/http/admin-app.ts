@@ -15,7 +15,7 @@ export interface AdminState {
   /** Response cache entries and bytes for /status; absent: not shown. */
   cacheStatus?(): Record<string, unknown>;
   /** The egress proxy (without its password) and which origins go through it; absent without one. */
-  egressStatus?(): Record<string, unknown> | undefined;
+  egressStatus?(): object | undefined;
   /** JSON-safe quota guard state (cooldown, bucket, fleet/local) for /status. */
   quotaStatus?(): unknown;
 }
