@@ -123,7 +123,7 @@ describe('through an egress proxy (tinyproxy)', () => {
     }
   });
 
-  it('names the proxy and its answer to a wrong password: not ready, 503, a log line, check exits 1', async () => {
+  it('names the proxy and its answer to a wrong password: not ready, 503, a log line', async () => {
     const wrong = proxy.url({ user: USER, password: 'not-the-Pa55' });
     const sidecar = await startSidecarProcess(env({ HTTPS_PROXY: wrong }));
     // tinyproxy answers CONNECT with 401 to a wrong password (and 407 to none, below).
@@ -143,6 +143,11 @@ describe('through an egress proxy (tinyproxy)', () => {
     } finally {
       await sidecar.stop();
     }
+  });
+
+  it('check exits 1 with the same message: 401 to a wrong password, 407 to none', async () => {
+    const wrong = proxy.url({ user: USER, password: 'not-the-Pa55' });
+    const shown = `egress proxy http://${USER}:***@127.0.0.1:${proxy.port} answered CONNECT`;
     const check = await runCli(['check'], env({ HTTPS_PROXY: wrong }));
     expect(check.code).toBe(1);
     expect(check.stderr).toContain(`${shown} 127.0.0.1:${standin.port} with 401`);
