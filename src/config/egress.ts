@@ -7,16 +7,7 @@
 import { BlockList, isIP } from 'node:net';
 import { shown } from '../safe-text.js';
 import { INVALID, list, type Parser } from './parsers.js';
-
-/** `egress.*` of the validated configuration. */
-export interface EgressConfig {
-  /** For `https://` origins (`HTTPS_PROXY` / `https_proxy` / `egress.proxy`); may hold a password. */
-  proxy: string | undefined;
-  /** For an `http://` origin only (`HTTP_PROXY` / `http_proxy`: local tests). */
-  httpProxy: string | undefined;
-  /** `NO_PROXY` entries, lower case, validated. */
-  noProxy: string[];
-}
+import type { EgressConfig } from './types.js';
 
 const PROXY_EXPECTED =
   'must be an http:// or https:// proxy URL, e.g. http://user:password@proxy.corp:3128';

@@ -1,7 +1,13 @@
 /** The validated configuration every other module receives (docs/configuration.md). */
-import type { EgressConfig } from './egress.js';
-
-export type { EgressConfig } from './egress.js';
+/** `egress.*` of the validated configuration. */
+export interface EgressConfig {
+  /** For `https://` origins (`HTTPS_PROXY` / `https_proxy` / `egress.proxy`); may hold a password. */
+  proxy: string | undefined;
+  /** For an `http://` origin only (`HTTP_PROXY` / `http_proxy`: local tests). */
+  httpProxy: string | undefined;
+  /** `NO_PROXY` entries, lower case, validated. */
+  noProxy: string[];
+}
 
 export interface HostPort {
   host: string;
