@@ -15,7 +15,9 @@
 // What ships is measured: the sidecar at the default log level (`sidecar`, LOG_LEVEL unset) with
 // a `sidecar-warn` row beside it, and `sidecar-limit`: UPSTREAM_RATE_LIMIT set far above the load,
 // so every request takes the quota guard's slot path without ever waiting; `sidecar-traced`:
-// tracing on, every request sampled, spans exported over OTLP/HTTP to a sink in this process. Pinning (taskset, 2+ cores): every proxy under test on CPU 1,
+// tracing on, `parentbased_traceidratio` 0.1 unless --traced-env says otherwise (e.g.
+// OTEL_TRACES_SAMPLER=parentbased_always_on), spans exported over OTLP/HTTP to a sink in this
+// process. Pinning (taskset, 2+ cores): every proxy under test on CPU 1,
 // wrk, the upstream nginx and this process (token endpoint) on CPU 0, so the proxy's CPU per
 // request is its own. The footprint section runs the sidecar on the footprint node (Node 24) with
 // the Dockerfile's NODE_OPTIONS: idle RSS, peak RSS under 2 KB load and under 50 × 1 MiB.
@@ -257,14 +259,37 @@ const cpuOf = (pids) => pids.reduce((sum, pid) => sum + cpuTicks(pid), 0);
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** `--traced-env` (K=V,K=V): more environment of the traced targets. */
-const tracedEnv = () =>
-  Object.fromEntries(
+/** The traced targets' sampler unless --traced-env names another: what production tracing uses. */
+const TRACED_SAMPLER = {
+  OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+  OTEL_TRACES_SAMPLER_ARG: '0.1',
+};
+
+/** The traced targets' environment: TRACED_SAMPLER, then `--traced-env` (K=V,K=V). */
+const tracedEnv = () => ({
+  ...TRACED_SAMPLER,
+  ...Object.fromEntries(
     args['traced-env']
       .split(',')
       .filter(Boolean)
       .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
-  );
+  ),
+});
+
+/** What the traced targets sample, for labels. */
+const tracedSampling = () => {
+  const env = tracedEnv();
+  const ratio = env.OTEL_TRACES_SAMPLER.endsWith('traceidratio');
+  return ratio
+    ? `${env.OTEL_TRACES_SAMPLER} ${env.OTEL_TRACES_SAMPLER_ARG}`
+    : env.OTEL_TRACES_SAMPLER;
+};
+
+/** The bound holds at the default sampler only: every request sampled has none (docs/benchmarks.md "Tracing"). */
+const tracedAtDefault = () => {
+  const env = tracedEnv();
+  return Object.entries(TRACED_SAMPLER).every(([k, v]) => env[k] === v);
+};
 
 /** Where `sidecar-traced` exports: answers every OTLP/HTTP request 200 and counts the bytes. */
 let otlpSink;
@@ -528,7 +553,7 @@ async function main() {
       args['alt-dist'] === undefined ? 'this build' : `the build in ${dist}`,
       altFlags.length > 0 ? `flags ${altFlags.join(' ')}` : '',
       args['alt-node-options'] === undefined ? '' : `NODE_OPTIONS=${args['alt-node-options']}`,
-      args['alt-traced'] ? 'tracing on, every request sampled' : '',
+      args['alt-traced'] ? `tracing on, ${tracedSampling()}` : '',
     ].filter(Boolean);
     await addSidecar(
       'sidecar-alt',
@@ -552,9 +577,9 @@ async function main() {
     });
   }
   if (wanted.has('sidecar-traced')) {
-    // Tracing's cost: every request sampled (no traceparent: a new sampled trace each), a server
+    // Tracing's cost at the traced sampler (no traceparent: each request a new root), a server
     // and a client span per request, exported in batches to the sink.
-    await addSidecar('sidecar-traced', 'oauth-sidecar (tracing on, every request sampled)', {
+    await addSidecar('sidecar-traced', `oauth-sidecar (tracing on, ${tracedSampling()})`, {
       LOG_LEVEL: undefined,
       OTEL_EXPORTER_OTLP_ENDPOINT: otlpSink.url,
       ...shippedRuntime,
@@ -841,13 +866,13 @@ function checksOf({ rounds, summary, ratios, tokenCalls, footprint }) {
       ),
     );
   }
-  if (summary.sidecar && summary['sidecar-traced']) {
+  if (summary.sidecar && summary['sidecar-traced'] && tracedAtDefault()) {
     checks.push(
       check(
-        'tracing on, every request sampled: CPU/request ≤ 1.3× tracing off',
+        `tracing on, ${tracedSampling()}: CPU/request ≤ 1.10× tracing off`,
         ratios.cpuTracedOverSidecar,
-        '≤ 1.3',
-        ratios.cpuTracedOverSidecar <= 1.3,
+        '≤ 1.10',
+        ratios.cpuTracedOverSidecar <= 1.1,
       ),
     );
   }
