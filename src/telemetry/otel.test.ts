@@ -69,7 +69,10 @@ describe('spans on the SDK', () => {
       'GET',
       '/v1.0/contracts/?secret=1',
     );
-    request.wait('token.wait', 1_000, 1_250);
+    // Wall-clock milliseconds, as the sidecar's clock gives them. (Small numbers such as 1000 would
+    // be read by the SDK as performance.now() offsets once the process is older than they are.)
+    const waitEnd = Date.now();
+    request.wait('token.wait', waitEnd - 250, waitEnd);
     const attempt = request.attempt('GET', true);
     expect(attempt.traceparent).toMatch(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/);
     attempt.end(503);
