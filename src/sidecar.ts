@@ -3,8 +3,7 @@
  * response cache, proxy and admin listeners. Everything built is pushed on one teardown stack, which
  * both a failed start and `shutdown()` unwind.
  */
-import type { Registry } from 'prom-client';
-import { LeanRegistry } from './telemetry/lean-metrics.js';
+import { createMetricsRegistry, type MetricsRegistry } from './telemetry/exposition.js';
 import { readFileSync } from 'node:fs';
 import type { SecureContext } from 'node:tls';
 import type { Dispatcher } from 'undici';
@@ -52,7 +51,7 @@ export interface RunningSidecar {
   proxyAddress: { host: string; port: number };
   adminAddress: { host: string; port: number };
   keeper: TokenKeeper;
-  registry: Registry;
+  registry: MetricsRegistry;
   /** Writes the request lines still batched (also on an exit without shutdown). */
   flush(): void;
   /** Drain (readiness 503, stop accepting, finish in-flight up to DRAIN_TIMEOUT_MS), then close everything. */
@@ -285,7 +284,7 @@ export async function startSidecar(config: Config, deps: SidecarDeps): Promise<R
   logConfiguration(logger, config);
   const clock = deps.clock ?? systemClock;
   const teardown = new Teardown();
-  const registry = new LeanRegistry();
+  const registry = createMetricsRegistry();
   const metrics = createMetrics({ registry });
   const caPem = readCa(config, deps.extraCaPem);
   // TLS verification is always on: the extra CA is added to the system roots, never replaces checks.

@@ -5,7 +5,7 @@
  * deploy/ci/validate-manifests.sh also compares `kubectl kustomize` output with this renderer's
  * (deploy/validate/kubectl-render.test.ts) where kubectl is installed.
  */
-import { LeanRegistry } from '../src/telemetry/lean-metrics.js';
+import { expose, createMetricsRegistry } from '../src/telemetry/exposition.js';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -186,12 +186,12 @@ describe('deploy/ manifests', () => {
   describe('metric names in alerts and the dashboard', () => {
     let known: Set<string>;
     beforeAll(async () => {
-      const registry = new LeanRegistry();
+      const registry = createMetricsRegistry();
       // As a sidecar with a token store and tracing configured exports them (those two only then).
       const metrics = createMetrics({ registry });
       metrics.bindStoreState({ status: () => ({ up: true }) });
       metrics.tracingSpansDropped().inc({ reason: 'queue_full' }, 0);
-      known = exposedNames(await registry.metrics());
+      known = exposedNames((await expose(registry, undefined)).body);
     });
 
     it('all exist in the sidecar exposition', () => {

@@ -1,5 +1,5 @@
 /** A real proxy server in front of the real stand-in, for the proxy integration tests. */
-import { LeanRegistry } from '../src/telemetry/lean-metrics.js';
+import { createMetricsRegistry } from '../src/telemetry/exposition.js';
 import { connect } from 'node:net';
 import { Agent, fetch, type Dispatcher } from 'undici';
 import { systemClock } from '../src/clock.js';
@@ -173,7 +173,10 @@ export async function startStack(standin: Standin, options: StackOptions = {}): 
     },
   };
   const logger = createLogger({ level: config.log.level, destination: sink });
-  const metrics = createMetrics({ registry: new LeanRegistry(), defaultMetrics: false });
+  const metrics = createMetrics({
+    registry: createMetricsRegistry(),
+    defaultMetrics: false,
+  });
   const tokens = new StandinTokens(standin);
   const teardown = new Teardown();
   const { proxy, quota, dispatcher } = await startProxyStack(config, {

@@ -3,7 +3,7 @@
  * against a real HTTPS origin on 127.0.0.1:0 (docs/response-cache.md). The origin's answer
  * is steered by the query string, so each test owns its URLs (the query is part of the key).
  */
-import { LeanRegistry } from '../src/telemetry/lean-metrics.js';
+import { createMetricsRegistry } from '../src/telemetry/exposition.js';
 import { createHash } from 'node:crypto';
 import { connect as connectH2, constants, type ClientHttp2Session } from 'node:http2';
 import { createServer, type Server } from 'node:https';
@@ -108,7 +108,10 @@ function startOrigin(): Promise<void> {
 
 let stack: Stack;
 let cache: ResponseCache;
-const cacheMetrics = createMetrics({ registry: new LeanRegistry(), defaultMetrics: false });
+const cacheMetrics = createMetrics({
+  registry: createMetricsRegistry(),
+  defaultMetrics: false,
+});
 
 beforeAll(async () => {
   pki = await createTestPki();
@@ -426,7 +429,10 @@ describe('a fill belongs to the cache, not to its first requester', () => {
         ...NO_STALE,
       },
       clock: cacheClock,
-      metrics: createMetrics({ registry: new LeanRegistry(), defaultMetrics: false }),
+      metrics: createMetrics({
+        registry: createMetricsRegistry(),
+        defaultMetrics: false,
+      }),
       maxWaitMs: 10_000,
     });
     fillCacheStats = () => fillCache.stats();
@@ -624,7 +630,10 @@ describe('response cache over h2c', () => {
   it('stores and serves through Http2ServerResponse, coalescing included', async () => {
     const h2cache = createResponseCache({
       clock: cacheClock,
-      metrics: createMetrics({ registry: new LeanRegistry(), defaultMetrics: false }),
+      metrics: createMetrics({
+        registry: createMetricsRegistry(),
+        defaultMetrics: false,
+      }),
       settings: {
         rules: [{ prefix: '/v1.0/', ttlSeconds: 60 }],
         maxBytes: 1 << 20,

@@ -2,7 +2,7 @@
  * The real keeper with the real token client against the real stand-in over HTTPS, in real time
  * (3 s token lifetimes, so renewals happen within a test).
  */
-import { LeanRegistry } from '../src/telemetry/lean-metrics.js';
+import { createMetricsRegistry } from '../src/telemetry/exposition.js';
 import { Agent, request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../src/clock.js';
@@ -81,7 +81,10 @@ async function setup(options: { lifetime?: number; waitMs?: number } = {}): Prom
     clock: systemClock,
     random: () => 0.5,
     logger,
-    metrics: createMetrics({ registry: new LeanRegistry(), defaultMetrics: false }),
+    metrics: createMetrics({
+      registry: createMetricsRegistry(),
+      defaultMetrics: false,
+    }),
   });
   current = { standin, keeper, credentials, lines };
   return current;

@@ -1,10 +1,10 @@
-import { LeanRegistry } from '../telemetry/lean-metrics.js';
+import { createMetricsRegistry } from '../telemetry/exposition.js';
 import { describe, expect, it } from 'vitest';
 import { createMetrics } from '../telemetry/metrics.js';
 import { createAdminApp, type AdminState } from './admin-app.js';
 
 function setup(overrides: Partial<AdminState> = {}) {
-  const registry = new LeanRegistry();
+  const registry = createMetricsRegistry();
   const metrics = createMetrics({ registry, defaultMetrics: false });
   let ready = true;
   let draining = false;
@@ -61,7 +61,7 @@ describe('admin app', () => {
     metrics.upstreamUnauthorized.inc({ replayed: 'true' });
     metrics.proxyRejected.inc({ code: 'not_found' });
     metrics.tokenRequestDuration.observe({ grant: 'client_credentials' }, 0.1);
-    metrics.upstreamRequestDuration.observe({ method: 'GET' }, 0.01);
+    metrics.upstreamRequestDuration.observe({ labels: { method: 'GET' }, value: 0.01 });
     const res = await app.request('/metrics');
     expect(res.headers.get('content-type')).toContain('text/plain');
     const text = await res.text();

@@ -1,6 +1,5 @@
 import { Hono } from 'hono';
-import type { Registry } from 'prom-client';
-import { OPENMETRICS_CONTENT_TYPE, LeanRegistry } from '../telemetry/lean-metrics.js';
+import { expose, type MetricsRegistry } from '../telemetry/exposition.js';
 
 /** What the admin endpoints read; the composition root adapts the keeper and the drain flag to it. */
 export interface AdminState {
@@ -21,7 +20,7 @@ export interface AdminState {
 }
 
 export interface AdminAppOptions {
-  registry: Registry;
+  registry: MetricsRegistry;
   state: AdminState;
   version: string;
   /** When the process started (ms since epoch), for /status. */
@@ -33,11 +32,6 @@ export interface AdminAppOptions {
  * The admin listener (docs/reference.md "Admin endpoints"): liveness never depends on the token endpoint;
  * readiness is "a valid token is held and we are not draining".
  */
-/** An Accept naming OpenMetrics (Prometheus sends it first when it wants exemplars). */
-function wantsOpenMetrics(accept: string | undefined): boolean {
-  return accept !== undefined && accept.includes('application/openmetrics-text');
-}
-
 export function createAdminApp(options: AdminAppOptions): Hono {
   const { registry, state } = options;
   const app = new Hono();
@@ -56,12 +50,8 @@ export function createAdminApp(options: AdminAppOptions): Hono {
 
   app.get('/metrics', async (c) => {
     // Prometheus asks for OpenMetrics to read exemplars (the trace ids of the duration histogram).
-    if (wantsOpenMetrics(c.req.header('accept')) && registry instanceof LeanRegistry) {
-      const body = await registry.openMetrics();
-      return c.body(body, 200, { 'content-type': OPENMETRICS_CONTENT_TYPE });
-    }
-    const body = await registry.metrics();
-    return c.body(body, 200, { 'content-type': registry.contentType });
+    const { body, contentType } = await expose(registry, c.req.header('accept'));
+    return c.body(body, 200, { 'content-type': contentType });
   });
 
   app.get('/status', (c) =>

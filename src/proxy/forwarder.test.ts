@@ -2,7 +2,7 @@
  * The forwarder against undici's MockAgent (which drives a dispatch handler as the real pool does)
  * and real node responses: cases the proxy's integration tests cannot reach.
  */
-import { LeanRegistry } from '../telemetry/lean-metrics.js';
+import { createMetricsRegistry } from '../telemetry/exposition.js';
 import { once } from 'node:events';
 import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -38,7 +38,10 @@ function forwarderWith(
     tokens,
     minBodyBytesPerSecond,
     timeoutMs: 5_000,
-    metrics: createMetrics({ registry: new LeanRegistry(), defaultMetrics: false }),
+    metrics: createMetrics({
+      registry: createMetricsRegistry(),
+      defaultMetrics: false,
+    }),
     logger: createLogger({ level: 'silent' }),
     clock: systemClock,
   });

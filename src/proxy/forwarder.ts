@@ -21,7 +21,6 @@ import { EgressFailures } from './egress-failure.js';
 import { createInFlightLimit, type InFlightLimit } from './admission.js';
 import { cutResult, outcomeOf } from './attempt-outcome.js';
 import type { Exchange } from './exchange.js';
-import { ExpiryQueue } from './expiry-queue.js';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.js';
 import { CLIENT_GONE, keepAliveOf, unlessClientGone, type ForwardOutcome } from './outcome.js';
 import {
@@ -118,12 +117,9 @@ export class Forwarder {
   readonly #rescuers: readonly ForwardStage[];
   readonly #noStages: boolean;
   // undici's headersTimeout starts once the request is written; this deadline also covers the
-  // wait for a free connection (docs/configuration.md: time to response headers). One queue and
-  // one timer for every call (expiry-queue.ts).
-  readonly #headDeadlines: ExpiryQueue<UpstreamCall<Exchange>>;
-  // A client that left after its request was written: its answer is read and dropped to keep the
-  // connection, for at most CLIENT_GONE_DRAIN_MS (docs/design.md "Bounded work").
-  readonly #drainDeadlines: ExpiryQueue<UpstreamCall<Exchange>>;
+  // wait for a free connection (docs/configuration.md: time to response headers): a node timer per
+  // call, unref'd. A client that left after its request was written: its answer is read and
+  // dropped to keep the connection, for at most CLIENT_GONE_DRAIN_MS (docs/design.md "Bounded work").
   /** One set of hooks for every call: the per-request state is the call's exchange. */
   readonly #hooks: UpstreamCallHooks<Exchange>;
 
@@ -152,25 +148,18 @@ export class Forwarder {
     this.#before = stages.filter((s) => s.beforeUpstream !== undefined);
     this.#answered = stages.filter((s) => s.upstreamAnswered !== undefined);
     this.#rescuers = stages.filter((s) => s.failed !== undefined);
-    this.#headDeadlines = new ExpiryQueue(options.clock, this.#timeoutMs, (call) =>
-      call.abort(
-        'timeout',
-        new SidecarError('upstream_timeout', 'no upstream response headers in time'),
-      ),
-    );
-    this.#drainDeadlines = new ExpiryQueue(options.clock, CLIENT_GONE_DRAIN_MS, (call) =>
-      call.stopDraining(),
-    );
     this.#hooks = {
       onHead: (call, status, rawHeaders) => this.#onHead(call, status, rawHeaders),
       onError: (call, err) => this.#classify(err, call, call.info),
       onSettled: (call) => {
-        this.#headDeadlines.remove(call);
+        this.#clearHeadDeadline(call);
         // A request undici still holds after a 504 stays counted until undici lets go of it; one
         // whose client left gives its slot back at once (docs/design.md "Bounded work").
         if (!call.isReleased && call.abortedBy !== 'client') call.info.hold(call.released);
       },
-      onDraining: (call) => this.#drainDeadlines.add(call),
+      onDraining: (call) => {
+        this.#clock.setTimeout(() => call.stopDraining(), CLIENT_GONE_DRAIN_MS).unref?.();
+      },
       readers: options.readers,
     };
     for (const stage of stages) stage.attach?.((exchange) => this.forward(exchange));
@@ -296,7 +285,14 @@ export class Forwarder {
     exchange.attemptSpan = span;
     exchange.attempts += 1;
     const call = new UpstreamCall<Exchange>(res, this.#hooks, body.kind !== 'stream', exchange);
-    this.#headDeadlines.add(call);
+    call.headDeadline = this.#clock.setTimeout(() => {
+      call.headDeadline = undefined;
+      call.abort(
+        'timeout',
+        new SidecarError('upstream_timeout', 'no upstream response headers in time'),
+      );
+    }, this.#timeoutMs);
+    call.headDeadline.unref?.();
     try {
       this.#dispatcher.dispatch(
         {
@@ -326,12 +322,18 @@ export class Forwarder {
     return call.done;
   }
 
+  #clearHeadDeadline(call: UpstreamCall<Exchange>): void {
+    if (call.headDeadline === undefined) return;
+    this.#clock.clearTimeout(call.headDeadline);
+    call.headDeadline = undefined;
+  }
+
   #onHead(
     call: UpstreamCall<Exchange>,
     status: number,
     upstream: IncomingHttpHeaders,
   ): HeadDecision {
-    this.#headDeadlines.remove(call);
+    this.#clearHeadDeadline(call);
     const exchange = call.info;
     exchange.attemptSpan?.end(status);
     this.#metrics.observeDuration(

@@ -10,7 +10,7 @@
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
-import type { Expiring } from './expiry-queue.js';
+import type { TimerHandle } from '../clock.js';
 import { closesWithClient, type ClientResponse } from './outcome.js';
 import { ClientGoneError } from './request-body.js';
 import { ClientTooSlowError, SLOW_READER_DRAIN_BYTES, type SlowReaders } from './slow-readers.js';
@@ -98,9 +98,7 @@ function onClientFinish(this: WatchedClient): void {
   this[kCurrentCall]?.clientFinished();
 }
 
-export class UpstreamCall<I = undefined>
-  implements Dispatcher.DispatchHandler, UpstreamCallState, Expiring
-{
+export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, UpstreamCallState {
   abortedBy: AbortCause | undefined;
   /** Bytes handed to the client response, and when its head was written (slow-readers.ts). */
   written = 0;
@@ -109,11 +107,8 @@ export class UpstreamCall<I = undefined>
   upstreamStatus = 0;
   wrote = false;
   replay = false;
-  // The caller's deadline for the answer head (expiry-queue.ts): links owned by that queue.
-  expiryAt = 0;
-  expiryPrev: Expiring | undefined = undefined;
-  expiryNext: Expiring | undefined = undefined;
-  expiryQueued = false;
+  /** The caller's timer for the answer head; the caller arms and clears it. */
+  headDeadline: TimerHandle | undefined = undefined;
   readonly done: Promise<Attempt>;
   /** What the caller's hooks need to know about the request. */
   readonly info: I;

@@ -1,7 +1,6 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram } from 'prom-client';
+import type { MetricsRegistry } from './exposition.js';
 import { registerProcessMetrics } from './process-metrics.js';
-import type { LeanRegistry } from './lean-metrics.js';
-import { LeanCounter, LeanHistogram } from './lean-metrics.js';
 
 export const METRIC_PREFIX = 'oauth_sidecar_';
 
@@ -31,11 +30,12 @@ export type TokenOutcomeLabel = 'success' | 'rejected' | 'error';
 
 /** Every metric of docs/reference.md "Metrics", registered on an injected registry (one per instance). */
 export interface SidecarMetrics {
-  registry: Registry;
+  registry: MetricsRegistry;
   tokenRequests: Counter<'grant' | 'outcome'>;
   tokenRequestDuration: Histogram<'grant'>;
-  upstreamRequests: LeanCounter<'method' | 'code'>;
-  upstreamRequestDuration: LeanHistogram<'method'>;
+  upstreamRequests: Counter<'method' | 'code'>;
+  /** With exemplars: a sampled request's trace id on its bucket (OpenMetrics scrapes). */
+  upstreamRequestDuration: Histogram<'method'>;
   upstreamUnauthorized: Counter<'replayed'>;
   proxyRejected: Counter<'code'>;
   requestsInFlight: Gauge;
@@ -74,8 +74,8 @@ export interface StoreGaugeSource {
 }
 
 export interface MetricsOptions {
-  /** A prom-client Registry that also exposes the lean histogram (lean-metrics.ts). */
-  registry: LeanRegistry;
+  /** `createMetricsRegistry()`: prom-client keeps exemplars only there. */
+  registry: MetricsRegistry;
   /** prom-client's process metrics (CPU, memory, event loop lag, handles; no GC histogram) under the same prefix. */
   defaultMetrics?: boolean;
 }
@@ -87,7 +87,7 @@ interface Sources {
 }
 
 /** The gauges read at scrape time from what `bind*` attached. */
-function registerStateGauges(registers: Registry[], sources: Sources): void {
+function registerStateGauges(registers: MetricsRegistry[], sources: Sources): void {
   new Gauge({
     name: `${METRIC_PREFIX}token_age_seconds`,
     help: 'Age of the current access token in seconds, computed at scrape (0 while none is held).',
@@ -125,7 +125,7 @@ function registerStateGauges(registers: Registry[], sources: Sources): void {
   });
 }
 
-function tokenMetrics(registers: Registry[]) {
+function tokenMetrics(registers: MetricsRegistry[]) {
   return {
     tokenRequests: new Counter({
       name: `${METRIC_PREFIX}token_requests_total`,
@@ -148,30 +148,21 @@ function tokenMetrics(registers: Registry[]) {
   };
 }
 
-function leanHistogram(
-  registry: LeanRegistry,
-  o: { name: string; help: string; labelName: 'method'; buckets: number[] },
-): LeanHistogram<'method'> {
-  const histogram = new LeanHistogram(o.name, o.help, o.labelName, o.buckets);
-  registry.attach(histogram);
-  return histogram;
-}
-
-function proxyMetrics(registers: [LeanRegistry]) {
+function proxyMetrics(registers: MetricsRegistry[]) {
   return {
-    // Counted once per proxied request: the lean kind (lean-metrics.ts), same exposition.
-    upstreamRequests: new LeanCounter({
+    upstreamRequests: new Counter({
       name: `${METRIC_PREFIX}upstream_requests_total`,
       help: 'Requests forwarded upstream, by method and status code (error for connect/reset/timeout).',
       labelNames: ['method', 'code'] as const,
       registers,
     }),
-    // Observed once per proxied request: the lean kind, exposed by the LeanRegistry.
-    upstreamRequestDuration: leanHistogram(registers[0], {
+    upstreamRequestDuration: new Histogram({
       name: `${METRIC_PREFIX}upstream_request_duration_seconds`,
       help: 'Time to upstream response headers in seconds.',
-      labelName: 'method',
+      labelNames: ['method'] as const,
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      enableExemplars: true,
+      registers,
     }),
     upstreamUnauthorized: new Counter({
       name: `${METRIC_PREFIX}upstream_unauthorized_total`,
@@ -219,7 +210,7 @@ function proxyMetrics(registers: [LeanRegistry]) {
 }
 
 export function createMetrics({ registry, defaultMetrics = true }: MetricsOptions): SidecarMetrics {
-  const registers: [LeanRegistry] = [registry];
+  const registers = [registry];
   const sources: Sources = { inFlight: () => 0 };
   registerStateGauges(registers, sources);
   const metrics: SidecarMetrics = {

@@ -8,7 +8,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { getHeapSpaceStatistics } from 'node:v8';
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry, type RegistryContentType } from 'prom-client';
 
 /** `/proc/self/status` fields in bytes (Linux); empty elsewhere. */
 function procStatus(): Map<string, number> {
@@ -34,7 +34,12 @@ function maxFds(): number | undefined {
   }
 }
 
-function gauge(registers: Registry[], name: string, help: string, collect: (g: Gauge) => void) {
+function gauge(
+  registers: Registry<RegistryContentType>[],
+  name: string,
+  help: string,
+  collect: (g: Gauge) => void,
+) {
   return new Gauge({
     name,
     help,
@@ -45,7 +50,7 @@ function gauge(registers: Registry[], name: string, help: string, collect: (g: G
   });
 }
 
-function registerCpu(registers: Registry[], prefix: string): void {
+function registerCpu(registers: Registry<RegistryContentType>[], prefix: string): void {
   let last = process.cpuUsage();
   const user = new Counter({
     name: `${prefix}process_cpu_user_seconds_total`,
@@ -73,7 +78,7 @@ function registerCpu(registers: Registry[], prefix: string): void {
   });
 }
 
-function registerMemory(registers: Registry[], prefix: string): void {
+function registerMemory(registers: Registry<RegistryContentType>[], prefix: string): void {
   let status = new Map<string, number>();
   gauge(
     registers,
@@ -127,7 +132,7 @@ function registerMemory(registers: Registry[], prefix: string): void {
   }
 }
 
-function registerEventLoop(registers: Registry[], prefix: string): void {
+function registerEventLoop(registers: Registry<RegistryContentType>[], prefix: string): void {
   const delay = monitorEventLoopDelay({ resolution: 10 });
   delay.enable();
   const stats: [string, string, () => number][] = [
@@ -158,7 +163,7 @@ function registerEventLoop(registers: Registry[], prefix: string): void {
   );
 }
 
-function registerProcess(registers: Registry[], prefix: string): void {
+function registerProcess(registers: Registry<RegistryContentType>[], prefix: string): void {
   const startedAt = Math.round(Date.now() / 1000 - process.uptime());
   gauge(
     registers,
@@ -213,7 +218,10 @@ function registerProcess(registers: Registry[], prefix: string): void {
 }
 
 /** The process metrics, on `registry`, each name under `prefix`. */
-export function registerProcessMetrics(registry: Registry, prefix: string): void {
+export function registerProcessMetrics(
+  registry: Registry<RegistryContentType>,
+  prefix: string,
+): void {
   const registers = [registry];
   registerCpu(registers, prefix);
   registerMemory(registers, prefix);

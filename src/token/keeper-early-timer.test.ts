@@ -4,7 +4,7 @@
  * allowed", saw the same due time already recorded, and armed nothing: the keeper went silent
  * until a proxied request came (seen in the fleet e2e test as a 10 s gap after a lease was lost).
  */
-import { LeanRegistry } from '../telemetry/lean-metrics.js';
+import { createMetricsRegistry } from '../telemetry/exposition.js';
 import { afterEach, beforeEach, expect, it, vi } from 'vitest';
 import type { Clock } from '../clock.js';
 import { TokenEndpointError } from '../errors.js';
@@ -51,7 +51,10 @@ it('a retry timer that fires 1 ms early still leads to the retry', async () => {
     clock: earlyClock,
     random: () => 0.5,
     logger: createLogger({ level: 'silent' }),
-    metrics: createMetrics({ registry: new LeanRegistry(), defaultMetrics: false }),
+    metrics: createMetrics({
+      registry: createMetricsRegistry(),
+      defaultMetrics: false,
+    }),
   });
   keeper.start();
   await vi.advanceTimersByTimeAsync(0);

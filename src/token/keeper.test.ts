@@ -1,4 +1,4 @@
-import { LeanRegistry } from '../telemetry/lean-metrics.js';
+import { expose, createMetricsRegistry, type MetricsRegistry } from '../telemetry/exposition.js';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { busiestWindow } from '../../test/helpers/windows.js';
 import { systemClock } from '../clock.js';
@@ -92,7 +92,7 @@ interface Harness {
   keeper: TokenKeeper;
   endpoint: FakeEndpoint;
   lines: string[];
-  registry: LeanRegistry;
+  registry: MetricsRegistry;
   credentials: ClientCredentials;
   readCredentials: ReturnType<typeof vi.fn<() => Promise<ClientCredentials>>>;
 }
@@ -113,7 +113,7 @@ function setup(
     level: 'trace',
     destination: { write: (line: string) => void lines.push(line) },
   });
-  const registry = new LeanRegistry();
+  const registry = createMetricsRegistry();
   const metrics = createMetrics({ registry, defaultMetrics: false });
   const harness = {
     endpoint,
@@ -153,7 +153,7 @@ function outcome<T>(promise: Promise<T>): Promise<T | Error> {
   );
 }
 
-async function counter(registry: LeanRegistry, grant: string, result: string): Promise<number> {
+async function counter(registry: MetricsRegistry, grant: string, result: string): Promise<number> {
   const metric = await registry.getSingleMetric('oauth_sidecar_token_requests_total')!.get();
   return (
     metric.values.find((v) => v.labels.grant === grant && v.labels.outcome === result)?.value ?? 0
@@ -615,7 +615,7 @@ describe('TokenKeeper observability', () => {
     await advanceTo(790);
     expect(await counter(h.registry, 'client_credentials', 'success')).toBe(2);
     expect(await counter(h.registry, 'refresh_token', 'rejected')).toBe(1);
-    const text = await h.registry.metrics();
+    const text = (await expose(h.registry, undefined)).body;
     expect(text).toContain(
       'oauth_sidecar_token_request_duration_seconds_bucket{le="0.25",grant="client_credentials"} 2',
     );

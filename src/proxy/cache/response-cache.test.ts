@@ -3,7 +3,7 @@
  * with hand-made requests and responses and fake timers.
  * test/response-cache.test.ts runs the same rules through the real proxy stack.
  */
-import { LeanRegistry } from '../../telemetry/lean-metrics.js';
+import { createMetricsRegistry } from '../../telemetry/exposition.js';
 import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -189,7 +189,10 @@ async function count(result: string): Promise<number> {
 
 beforeEach(() => {
   vi.useFakeTimers({ now: new Date('2026-01-01T00:00:00Z') });
-  metrics = createMetrics({ registry: new LeanRegistry(), defaultMetrics: false });
+  metrics = createMetrics({
+    registry: createMetricsRegistry(),
+    defaultMetrics: false,
+  });
 });
 afterEach(() => {
   vi.useRealTimers();

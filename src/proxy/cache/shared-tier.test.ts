@@ -4,7 +4,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { SharedAnswer, SharedCacheEntries, SharedRead } from '../../fleet/ports.js';
-import { LeanRegistry } from '../../telemetry/lean-metrics.js';
+import { expose, createMetricsRegistry } from '../../telemetry/exposition.js';
 import { createMetrics, type SidecarMetrics } from '../../telemetry/metrics.js';
 import { SharedTier, type Asking } from './shared-tier.js';
 
@@ -60,7 +60,10 @@ function tier(entries: SharedCacheEntries) {
 
 beforeEach(() => {
   vi.useFakeTimers({ now: new Date('2026-01-01T00:00:00Z') });
-  metrics = createMetrics({ registry: new LeanRegistry(), defaultMetrics: false });
+  metrics = createMetrics({
+    registry: createMetricsRegistry(),
+    defaultMetrics: false,
+  });
 });
 afterEach(() => {
   vi.useRealTimers();
@@ -130,7 +133,7 @@ describe('shared tier lookups', () => {
       ask({}, () => false),
     );
     expect(result).toBeUndefined();
-    const text = await metrics.registry.metrics();
+    const text = (await expose(metrics.registry, undefined)).body;
     expect(text).toContain('oauth_sidecar_cache_shared_requests_total{result="error"} 1');
   });
 
