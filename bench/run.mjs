@@ -6,7 +6,7 @@
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."] [--peer-flags "..."]
 //     [--alt-dist ../other-worktree/dist] [--alt-flags "..."] [--alt-node-options "..."] [--alt-traced]
 //     [--traced-env K=V,...] [--fresh [--warm-up SECONDS]]
-//     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,sidecar-traced,floor,floor-shipped,http-proxy,hono]
+//     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,sidecar-traced,sidecar-egress,floor,floor-shipped,http-proxy,hono]
 //     [--footprint-tracing]
 //     [--no-pin]
 //     [--footprint-node /path/to/node24] [--no-footprint] [--keep] [--only-2kb] [--no-shipped-runtime]
@@ -17,7 +17,8 @@
 // so every request takes the quota guard's slot path without ever waiting; `sidecar-traced`:
 // tracing on, `parentbased_traceidratio` 0.1 unless --traced-env says otherwise (e.g.
 // OTEL_TRACES_SAMPLER=parentbased_always_on), spans exported over OTLP/HTTP to a sink in this
-// process. Pinning (taskset, 2+ cores): every proxy under test on CPU 1,
+// process; `sidecar-egress`: HTTPS_PROXY names a tinyproxy on the load side (the API and the token
+// endpoint reached through CONNECT; the proxy's own CPU is not the sidecar's). Pinning (taskset, 2+ cores): every proxy under test on CPU 1,
 // wrk, the upstream nginx and this process (token endpoint) on CPU 0, so the proxy's CPU per
 // request is its own. The footprint section runs the sidecar on the footprint node (Node 24) with
 // the Dockerfile's NODE_OPTIONS: idle RSS, peak RSS under 2 KB load and under 50 × 1 MiB.
@@ -36,6 +37,7 @@ import { promisify } from 'node:util';
 import { parseArgs } from 'node:util';
 import { request } from 'undici';
 import { roundOrder } from './order.mjs';
+import { startTinyproxy } from './tinyproxy.mjs';
 import {
   CLK_TCK,
   ROOT,
@@ -501,6 +503,7 @@ async function main() {
     wanted.has('sidecar-warn') ||
     wanted.has('sidecar-limit') ||
     wanted.has('sidecar-traced') ||
+    wanted.has('sidecar-egress') ||
     !args['no-footprint']
   ) {
     const { startStandin } = await import(join(ROOT, 'dist', 'standin', 'index.js'));
@@ -584,6 +587,18 @@ async function main() {
       OTEL_EXPORTER_OTLP_ENDPOINT: otlpSink.url,
       ...shippedRuntime,
       ...tracedEnv(),
+    });
+  }
+  if (wanted.has('sidecar-egress')) {
+    const egress = await startTinyproxy({
+      connectPorts: [upstreamPort, Number(new URL(standin.url).port)],
+      dir: join(work, 'tinyproxy'),
+    });
+    cleanups.push(() => egress.close());
+    await addSidecar('sidecar-egress', 'oauth-sidecar (HTTPS_PROXY: tinyproxy)', {
+      LOG_LEVEL: undefined,
+      HTTPS_PROXY: egress.url(),
+      ...shippedRuntime,
     });
   }
   await startPeers(wanted, add, { upstream, pki, imageFlags, imageEnv });
@@ -803,6 +818,8 @@ function ratiosOf(summary, rounds) {
     cpuLimitOverSidecar: ratio('sidecar-limit', 'sidecar', 'cpuUsPerRequest'),
     tracedOverSidecar: ratio('sidecar-traced', 'sidecar', 'rps'),
     cpuTracedOverSidecar: ratio('sidecar-traced', 'sidecar', 'cpuUsPerRequest'),
+    egressOverSidecar: ratio('sidecar-egress', 'sidecar', 'rps'),
+    cpuEgressOverSidecar: ratio('sidecar-egress', 'sidecar', 'cpuUsPerRequest'),
     cpuTracedOverAltTraced: ratio('sidecar-traced', 'sidecar-alt', 'cpuUsPerRequest'),
     cpuAltTracedOverSidecar: ratio('sidecar-alt', 'sidecar', 'cpuUsPerRequest'),
     mb1SidecarOverNginx: ratio('sidecar', 'nginx', 'mbPerSecond', 'mb1'),
@@ -988,6 +1005,8 @@ function markdown({ meta, summary, ratios, tokenCalls, checks, footprint }, targ
     `| sidecar with a rate limit / without (CPU per request) | ${fmt.x(ratios.cpuLimitOverSidecar)} |`,
     `| sidecar with tracing on / off (2 KB req/s) | ${fmt.x(ratios.tracedOverSidecar)} |`,
     `| sidecar with tracing on / off (CPU per request) | ${fmt.x(ratios.cpuTracedOverSidecar)} |`,
+    `| sidecar through an egress proxy / direct (2 KB req/s) | ${fmt.x(ratios.egressOverSidecar)} |`,
+    `| sidecar through an egress proxy / direct (CPU per request) | ${fmt.x(ratios.cpuEgressOverSidecar)} |`,
     ...(args['alt-traced'] && summary['sidecar-alt']
       ? [
           `| tracing on: this build / the other build (CPU per request) | ${fmt.x(ratios.cpuTracedOverAltTraced)} |`,

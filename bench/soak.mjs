@@ -12,7 +12,10 @@
 //   f) a fleet that trusts nothing its store says: three processes, a slow token endpoint that
 //      rejects any refresh token presented twice (the stand-in's are single-use), short tokens, one
 //      store restart (emptied) and one rollback of the entry to an older copy: no refresh token
-//      presented twice, at most 1 failed request in 1,000, one grant per lifetime afterwards.
+//      presented twice, at most 1 failed request in 1,000, one grant per lifetime afterwards;
+//   g) behind an egress proxy: one sidecar with HTTPS_PROXY naming a real tinyproxy with Basic
+//      credentials, token and API through CONNECT, short tokens, the proxy restarted mid-phase:
+//      requests fail only while it is down, 200s again after, the proxy's password in no output.
 //
 //   npm run build && node bench/soak.mjs [--duration 60] [--ci] [--node /path/to/node]
 //
@@ -48,6 +51,7 @@ import {
   startRedisServer,
   waitForStatus,
 } from './lib.mjs';
+import { startTinyproxy } from './tinyproxy.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -71,6 +75,8 @@ const PLAN = {
   e: { seconds: CI ? 20 : D, lifetime: 5, failRatio: 0.3, processes: 3 },
   // Renewal ~2.1 s before expiry (35 % of 6 s), token calls answered in 1.5 s.
   f: { seconds: CI ? 32 : Math.max(32, D), lifetime: 6, delayMs: 1500, processes: 3 },
+  // The proxy is stopped and started again at 40 % of the phase.
+  g: { seconds: CI ? 16 : Math.max(16, D), lifetime: 5 },
 };
 const CONCURRENCY = Number(args.concurrency);
 /**
@@ -128,6 +134,8 @@ function phaseStats(name) {
     samples: [],
     /** outcome -> the first few requests that had it: `+start ms (took N ms)`, for diagnosis. */
     timings: new Map(),
+    /** When each answer that was not a 2xx arrived (the first 10,000). */
+    failedAt: [],
   };
 }
 let phase = phaseStats('warm-up');
@@ -135,6 +143,7 @@ const phases = [];
 const count = (key, start) => {
   phase.byOutcome.set(key, (phase.byOutcome.get(key) ?? 0) + 1);
   if (start === undefined) return;
+  if (phase.failedAt.length < 10_000) phase.failedAt.push(Date.now());
   const seen = phase.timings.get(key) ?? [];
   if (seen.length < 4) seen.push(`+${start - phase.start} ms (took ${Date.now() - start} ms)`);
   phase.timings.set(key, seen);
@@ -526,6 +535,85 @@ async function distrustPhase(pki, front, frontUrl) {
   await Promise.all(members.map((m) => m.child.stop()));
 }
 
+/**
+ * Phase g: one sidecar behind a real forward proxy (tinyproxy with Basic credentials), the token
+ * endpoint and the API both reached through `CONNECT`, short tokens, the proxy stopped and started
+ * again mid-phase. Requests may fail only from the stop until shortly after the start.
+ */
+async function egressPhase(pki, frontUrl) {
+  const password = 'soak-proxy-pass-5c1e';
+  const targets = [new URL(standin.url).host, new URL(frontUrl).host];
+  const dir = join(work, 'tinyproxy');
+  const proxy = await startTinyproxy({
+    user: 'soak',
+    password,
+    connectPorts: targets.map((host) => Number(host.split(':')[1])),
+    dir,
+  });
+  cleanups.push(() => proxy.close());
+  const [proxyPort, adminPort] = await freePorts(2);
+  const logFile = join(work, 'egress.log');
+  const child = startChild(args.node, [join(ROOT, 'dist', 'main.js')], {
+    env: soakEnv(pki, frontUrl, proxyPort, adminPort, { HTTPS_PROXY: proxy.url() }),
+    logFile,
+  });
+  cleanups.push(() => child.stop());
+  const admin = `http://127.0.0.1:${adminPort}`;
+  setLifetime(PLAN.g.lifetime);
+  await waitForStatus(`${admin}/readyz`, { isAlive: () => !child.exited, timeoutMs: 20000 });
+  phase = phaseStats(`g through an egress proxy (tinyproxy), proxy restarted`);
+  phases.push(phase);
+  const tokensBefore = issued().length;
+  const sampler = setInterval(() => {
+    if (child.exited) return;
+    phase.maxRss = Math.max(phase.maxRss, procStatusBytes(child.pid, 'VmRSS'));
+    phase.maxFds = Math.max(phase.maxFds, fdCount(child.pid));
+  }, 1000);
+  mix = () => 'normal';
+  const stop = startLoad(`http://127.0.0.1:${proxyPort}`, CONCURRENCY);
+  await sleep(PLAN.g.seconds * 400);
+  const downAt = Date.now();
+  await proxy.stop();
+  await proxy.start();
+  const upAt = Date.now();
+  await sleep(PLAN.g.seconds * 600);
+  await stop();
+  clearInterval(sampler);
+  for (const r of standin.apiRequests.splice(0)) if (r.status === 401) phase.upstream401++;
+  phase.renewals = issued().length - tokensBefore;
+  const outputs = [
+    readFileSync(logFile, 'utf8'),
+    await (await request(`${admin}/status`)).body.text(),
+    await (await request(`${admin}/metrics`)).body.text(),
+  ];
+  await child.stop();
+
+  const allowedUntil = upAt + RECOVERY_SLACK_MS;
+  const outside = phase.failedAt.filter((at) => at < downAt || at > allowedUntil).length;
+  only(
+    phase,
+    (k) =>
+      /^normal:2\d\d$/.test(k) ||
+      k === 'normal:502 upstream_unreachable' ||
+      k.startsWith('normal:503 token_unavailable'),
+  );
+  check(outside === 0, `g: ${outside} failed answers outside the proxy's restart window`);
+  check(phase.renewals >= 2, `g: ${phase.renewals} renewals through the proxy (want ≥ 2)`);
+  const tunnels = new Set(proxy.tunnels());
+  for (const host of targets) check(tunnels.has(host), `g: no CONNECT ${host} in the proxy's log`);
+  check(
+    outputs.every((text) => !text.includes(password)),
+    "g: the proxy's password in the sidecar's log, /status or /metrics",
+  );
+  phase.notes.push(
+    `proxy down +${downAt - phase.start} ms, up again +${upAt - phase.start} ms; ` +
+      `${phase.failedAt.length} failed answers, ${outside} outside the window to +${allowedUntil - phase.start} ms; ` +
+      `${proxy.tunnels().length} tunnels (CONNECT) in the proxy's log`,
+  );
+  phase.sidecarLagMs = 0;
+  phase.soakLagMs = 0;
+}
+
 let only;
 
 async function main() {
@@ -807,6 +895,7 @@ async function main() {
     return phase;
   });
   await distrustPhase(pki, front, frontUrl);
+  await egressPhase(pki, frontUrl);
 
   say();
   say(
