@@ -2,16 +2,21 @@
  * The callers that share the rate (docs/quota-guard.md "Fair share between callers"): this
  * sidecar's own (`quota.caller`) or, in gateway mode, the one a request names in
  * `quota.callerHeader`; each with the weight and priority `quota.callers` gives it (else 1,
- * `interactive`). Bounded: at most MAX_CALLERS are tracked; idle ones are forgotten first.
+ * `interactive`). Names cost nothing to invent, so they buy nothing: callers not listed count
+ * together as one, `other`, once FEW_UNLISTED of them are active; only the listed ones, this
+ * sidecar's own, `other` and FEW_UNLISTED recent unlisted names are tracked (memory bounded).
  */
 import { CALLER_NAME } from '../../config/quota-parsers.js';
 import type { CallerPolicy, NamedCallerPolicy, Priority } from '../../config/types.js';
 import { CallerState } from './fair-queue.js';
 
-/** Most callers tracked at once; beyond it new names share the state of `other`. */
-export const MAX_CALLERS = 1_000;
+/**
+ * Most unlisted callers with a state of their own at once: a gateway's few unlisted apps are
+ * shared between fairly; beyond them a new name is `other`'s while these are active.
+ */
+export const FEW_UNLISTED = 4;
 
-/** The metric label of callers that are neither configured nor this sidecar's own. */
+/** The caller (and metric label) of the unlisted names: neither configured nor this sidecar's own. */
 export const OTHER_CALLER = 'other';
 
 /** Most callers `/status` lists (the most recent first). */
@@ -43,6 +48,10 @@ export interface CallersOptions {
 export class Callers {
   readonly #states = new Map<string, CallerState>();
   readonly #own: CallerState;
+  /** Every unlisted name together, once FEW_UNLISTED of them are active. */
+  readonly #other: CallerState;
+  /** The unlisted names with a state of their own (at most FEW_UNLISTED). */
+  readonly #loose: CallerState[] = [];
   readonly #header: string | undefined;
   readonly #policies: ReadonlyMap<string, CallerPolicy>;
 
@@ -52,6 +61,7 @@ export class Callers {
       options.policies.map(({ name, weight, priority }) => [name, { weight, priority }]),
     );
     this.#own = this.#create(options.own);
+    this.#other = this.#states.get(OTHER_CALLER) ?? this.#create(OTHER_CALLER);
   }
 
   /** This sidecar's own caller (`quota.caller`). */
@@ -64,15 +74,34 @@ export class Callers {
     return this.#header !== undefined;
   }
 
-  /** The caller a request belongs to (its header's name when valid, else this sidecar's own). */
-  of(headers: Record<string, string | string[] | undefined>): CallerState {
+  /**
+   * The caller a request belongs to (its header's name when valid, else this sidecar's own); an
+   * unlisted name is `other`'s while FEW_UNLISTED unlisted callers are active (`now`, `periodMs`:
+   * the rate limit's period, as for the shares).
+   */
+  of(
+    headers: Record<string, string | string[] | undefined>,
+    now: number,
+    periodMs: number,
+  ): CallerState {
     if (this.#header === undefined) return this.#own;
     const raw = headers[this.#header];
     if (typeof raw !== 'string') return this.#own;
     // Case folded as `quota.caller` is: `Reports-UI` and `reports-ui` are one caller.
     const value = raw.toLowerCase();
     if (!CALLER_NAME.test(value)) return this.#own;
-    return this.#states.get(value) ?? this.#admit(value);
+    const known = this.#states.get(value);
+    if (known !== undefined) return known;
+    if (this.#policies.has(value)) return this.#create(value);
+    return this.#unlisted(value, now, periodMs);
+  }
+
+  /** Waiters that count against `caller`'s half of the queue: every unlisted one's together. */
+  waiting(caller: CallerState): number {
+    if (caller !== this.#other && !this.#loose.includes(caller)) return caller.waiters.size;
+    let total = this.#other.waiters.size;
+    for (const c of this.#loose) total += c.waiters.size;
+    return total;
   }
 
   /** Every caller tracked, for shares and `/status`. */
@@ -116,11 +145,20 @@ export class Callers {
     return total;
   }
 
-  #admit(name: string): CallerState {
-    if (this.#states.size >= MAX_CALLERS) this.#forgetIdle();
-    if (this.#states.size >= MAX_CALLERS)
-      return this.#states.get(OTHER_CALLER) ?? this.#create(OTHER_CALLER);
-    return this.#create(name);
+  /** A state of its own while fewer than FEW_UNLISTED unlisted callers are active, else `other`. */
+  #unlisted(name: string, now: number, periodMs: number): CallerState {
+    if (this.#loose.length < FEW_UNLISTED) {
+      const state = this.#create(name);
+      this.#loose.push(state);
+      return state;
+    }
+    // An idle one's place is free: it waits for nothing, and idle time banks no credit.
+    const idle = this.#loose.findIndex((c) => !isActive(c, now, periodMs));
+    if (idle === -1) return this.#other;
+    this.#states.delete(this.#loose[idle]!.name);
+    const state = this.#create(name);
+    this.#loose[idle] = state;
+    return state;
   }
 
   #create(name: string): CallerState {
@@ -128,15 +166,6 @@ export class Callers {
     const state = new CallerState(name, policy.weight, policy.priority);
     this.#states.set(name, state);
     return state;
-  }
-
-  /** Forget callers that wait for nothing and are not configured: the least recent half. */
-  #forgetIdle(): void {
-    const idle = [...this.#states.values()]
-      .filter((c) => c !== this.#own && c.waiters.size === 0 && !this.#policies.has(c.name))
-      .sort((a, b) => a.lastAsked - b.lastAsked);
-    for (const caller of idle.slice(0, Math.ceil(idle.length / 2)))
-      this.#states.delete(caller.name);
   }
 }
 

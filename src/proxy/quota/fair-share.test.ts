@@ -8,7 +8,7 @@ import { systemClock } from '../../clock.js';
 import type { NamedCallerPolicy } from '../../config/types.js';
 import { SidecarError } from '../../errors.js';
 import { createLogger } from '../../telemetry/logger.js';
-import { Callers } from './callers.js';
+import { Callers, FEW_UNLISTED, OTHER_CALLER } from './callers.js';
 import type { CallerState } from './fair-queue.js';
 import { QuotaGuard } from './guard.js';
 
@@ -35,7 +35,7 @@ function gateway(policies: NamedCallerPolicy[] = [], maxQueued = 1_000) {
       },
     },
   });
-  const caller = (name: string) => guard.callers.of({ 'x-caller': name });
+  const caller = (name: string) => guard.callerOf({ 'x-caller': name });
   return { guard, caller, counts, waits };
 }
 
@@ -168,7 +168,10 @@ describe('fair share between callers (one process)', () => {
   });
 
   it("in gateway mode one caller's waiters hold at most half of the queue (proxy.maxInFlight)", () => {
-    const { guard, caller, counts } = gateway([], 8);
+    const { guard, caller, counts } = gateway(
+      [{ name: 'polite', weight: 1, priority: 'interactive' }],
+      8,
+    );
     const greedy = caller('greedy');
     for (let i = 0; i < 10; i++) expect(guard.admit(undefined, greedy)).toBeUndefined();
     for (let i = 0; i < 4; i++) void guard.admit(undefined, greedy)!.catch(() => undefined);
@@ -214,26 +217,89 @@ describe('fair share between callers (one process)', () => {
     });
   });
 
-  it('unknown callers beyond the tracked maximum share one state; configured ones keep their own', () => {
+  it('unlisted names: a few have a state of their own, more share `other`; memory stays bounded at the limit', () => {
     const { guard, caller } = gateway([{ name: 'named', weight: 5, priority: 'batch' }]);
     const waiting = caller('waiting');
     for (let i = 0; i < 10; i++) expect(guard.admit(undefined, waiting)).toBeUndefined();
     void guard.admit(undefined, waiting)!.catch(() => undefined);
-    for (let i = 0; i < 5_000; i++) caller(`caller-${i}`);
-    expect([...guard.callers.all()].length).toBeLessThanOrEqual(1_001);
-    // A caller with a waiter and a configured one are never forgotten.
+    // FEW_UNLISTED active at once (waiting is one of them) each keep their own state.
+    const few = Array.from({ length: FEW_UNLISTED - 1 }, (_, i) => caller(`few-${i}`));
+    for (const c of few) void guard.admit(undefined, c)?.catch(() => undefined);
+    expect(new Set(few).size).toBe(FEW_UNLISTED - 1);
+    for (const c of few) expect(c.name).toMatch(/^few-/);
+    // Beyond them every new name is `other`, and nothing more is kept however many come.
+    for (let i = 0; i < 5_000; i++) expect(caller(`invented-${i}`).name).toBe(OTHER_CALLER);
     expect(caller('waiting')).toBe(waiting);
     expect(caller('named').weight).toBe(5);
+    expect(caller('named').name).toBe('named');
+    // listed + own + other + the unlisted few
+    expect([...guard.callers.all()].length).toBe(1 + 1 + 1 + FEW_UNLISTED);
+    // A period later (every waiter served) the idle few give their places to new names.
+    vi.advanceTimersByTime(1_001);
+    expect(guard.status().rateLimit?.queued).toBe(0);
+    expect(caller('late').name).toBe('late');
+    expect([...guard.callers.all()].length).toBe(1 + 1 + 1 + FEW_UNLISTED);
+  });
+
+  it('a new name per request (1,500 at once, then 30 loops) leaves a listed interactive caller of weight 3 every request within 1 s', async () => {
+    const { guard, caller } = gateway([{ name: 'alice', weight: 3, priority: 'interactive' }], 512);
+    let names = 0;
+    const fresh = () => caller(`invented-${names++}`);
+    const refusedAtOnce = { count: 0 };
+    for (let i = 0; i < 1_500; i++) {
+      try {
+        void guard.admit(undefined, fresh())?.catch(() => undefined);
+      } catch {
+        refusedAtOnce.count += 1;
+      }
+    }
+    // The invented names queue as one caller: all but what fits in queueMs (10 s here) are refused.
+    expect(refusedAtOnce.count).toBeGreaterThan(1_350);
+    const loops = Array.from({ length: 30 }, () => flood(guard, fresh(), 1));
+    const alice = caller('alice');
+    const waits: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      await vi.advanceTimersByTimeAsync(400);
+      const start = Date.now();
+      await slot(guard.admit(undefined, alice));
+      waits.push(Date.now() - start);
+    }
+    for (const loop of loops) loop.stopped = true;
+    expect(Math.max(...waits)).toBeLessThanOrEqual(1_000);
+    expect([...guard.callers.all()].length).toBeLessThanOrEqual(1 + 1 + 1 + FEW_UNLISTED);
+  });
+
+  it("in gateway mode the unlisted callers' waiters together hold at most half of the queue", () => {
+    const { guard, caller } = gateway([{ name: 'listed', weight: 1, priority: 'interactive' }], 8);
+    const one = caller('one');
+    for (let i = 0; i < 10; i++) expect(guard.admit(undefined, one)).toBeUndefined();
+    const names = ['a', 'b', 'c', 'd', 'e', 'f'];
+    let refusal: SidecarError | undefined;
+    for (const name of names) {
+      try {
+        void guard.admit(undefined, caller(name))?.catch(() => undefined);
+      } catch (err) {
+        refusal = err as SidecarError;
+        break;
+      }
+    }
+    expect(refusal?.code).toBe('rate_limited');
+    expect(refusal?.message).toContain('waiters fill its share');
+    expect(guard.status().rateLimit?.queued).toBe(4);
+    // A listed caller still finds room.
+    const listed = guard.admit(undefined, caller('listed'));
+    expect(listed).toBeInstanceOf(Promise);
+    listed?.catch(() => undefined);
   });
 
   it("the caller header: case folded, and anything not a valid name is this sidecar's own caller", () => {
     const { guard, caller } = gateway();
-    expect(guard.callers.of({ 'x-caller': 'Reports-UI' })).toBe(caller('reports-ui'));
+    expect(guard.callerOf({ 'x-caller': 'Reports-UI' })).toBe(caller('reports-ui'));
     const own = guard.callers.own;
     expect(own.name).toBe('default');
-    expect(guard.callers.of({})).toBe(own);
-    expect(guard.callers.of({ 'x-caller': 'two words' })).toBe(own);
-    expect(guard.callers.of({ 'x-caller': 'x'.repeat(65) })).toBe(own);
-    expect(guard.callers.of({ 'x-caller': ['a', 'b'] })).toBe(own);
+    expect(guard.callerOf({})).toBe(own);
+    expect(guard.callerOf({ 'x-caller': 'two words' })).toBe(own);
+    expect(guard.callerOf({ 'x-caller': 'x'.repeat(65) })).toBe(own);
+    expect(guard.callerOf({ 'x-caller': ['a', 'b'] })).toBe(own);
   });
 });

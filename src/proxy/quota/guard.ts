@@ -175,9 +175,14 @@ export class QuotaGuard {
     if (expected > this.queueMs) throw this.refuse(who, expected, 'no slot');
     if (this.queue.size >= this.maxQueued)
       throw this.refuse(who, expected, 'the wait queue is full');
-    if (who.waiters.size >= this.maxQueuedPerCaller)
+    if (this.callers.waiting(who) >= this.maxQueuedPerCaller)
       throw this.refuse(who, expected, `${who.name}'s waiters fill its share of the queue`);
     return this.queue.add(who, now, signal, () => this.pump());
+  }
+
+  /** The caller a request belongs to (callers.ts), active callers judged over the rate's period. */
+  callerOf(headers: Record<string, string | string[] | undefined>): CallerState {
+    return this.callers.of(headers, this.clock.now(), this.limit?.periodMs ?? 0);
   }
 
   /**

@@ -7,7 +7,7 @@ import { ClientGoneError } from '../request-body.js';
 import type { ExchangeView, ForwardStage, UpstreamHead } from '../stages.js';
 import { mayStartCooldown, type QuotaGuard } from './guard.js';
 
-type Guard = Pick<QuotaGuard, 'admit' | 'observe' | 'limited' | 'callers' | 'fieldsFor'>;
+type Guard = Pick<QuotaGuard, 'admit' | 'observe' | 'limited' | 'callerOf' | 'fieldsFor'>;
 
 /**
  * Without a rate limit `beforeUpstream` is synchronous: it returns undefined, or throws the
@@ -30,7 +30,7 @@ export function quotaStage(guard: Guard): ForwardStage {
       if (mayStartCooldown(status)) guard.observe(status, head.headers);
       // Under a limit the caller learns where it stands (the API's own fields are replaced).
       if (guard.limited)
-        Object.assign(head.headers, guard.fieldsFor(guard.callers.of(exchange.req.headers)));
+        Object.assign(head.headers, guard.fieldsFor(guard.callerOf(exchange.req.headers)));
       return undefined;
     },
   };
@@ -45,7 +45,7 @@ function waitForSlot(
   exchange.res.once('close', onClose);
   let wait: Promise<void> | undefined;
   try {
-    wait = guard.admit(controller.signal, guard.callers.of(exchange.req.headers));
+    wait = guard.admit(controller.signal, guard.callerOf(exchange.req.headers));
   } finally {
     if (wait === undefined) exchange.res.off('close', onClose);
   }
