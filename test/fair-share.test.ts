@@ -190,7 +190,7 @@ describe('fair share with real processes', () => {
     expect(apiSeen('alone', since)).toBeGreaterThanOrEqual(0.85 * 10 * (elapsed / 1000));
   });
 
-  it('RateLimit fields: r counts down and never below 0; no fields without a rate limit', async () => {
+  it('RateLimit fields: r counts down and never below 0, t on a 429 is its Retry-After; no fields without a rate limit', async () => {
     const limited = await start({});
     const seen: number[] = [];
     for (let i = 0; i < 14; i++) {
@@ -213,6 +213,11 @@ describe('fair share with real processes', () => {
     await refusedUnderFlood.stop();
     for (const answer of refusedUnderFlood.state.answers) {
       expect(String(answer.headers.ratelimit)).toMatch(/^"upstream";r=\d+;t=\d+$/);
+      // On a 429 `t` never understates the wait: it is the Retry-After sent with it.
+      if (answer.status === 429)
+        expect(String(answer.headers.ratelimit)).toMatch(
+          new RegExp(`;t=${String(answer.headers['retry-after'])}$`),
+        );
     }
     const free = await start({ UPSTREAM_RATE_LIMIT: '' });
     const plain = await get(free, '/v1.0/contracts/?no-limit');

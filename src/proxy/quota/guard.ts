@@ -187,14 +187,15 @@ export class QuotaGuard {
 
   /**
    * Where `caller` stands, for the IETF RateLimit fields on its answer; undefined without a limit.
+   * On a refusal `retryAfterSeconds` is its `Retry-After`, and `t` says the same.
    */
-  fieldsFor(caller?: CallerState): RateLimitFields | undefined {
+  fieldsFor(caller?: CallerState, retryAfterSeconds?: number): RateLimitFields | undefined {
     if (this.limit === undefined || this.policy === undefined) return undefined;
     const now = this.clock.now();
     const who = caller ?? this.callers.own;
     const bucket = this.estimate(this.fleetActive());
     const share = who.weight / this.callers.activeWeight(who, now, this.limit.periodMs);
-    return rateLimitFields(this.policy, this.limit, bucket, share, now);
+    return rateLimitFields(this.policy, this.limit, bucket, share, now, retryAfterSeconds);
   }
 
   /**
@@ -306,7 +307,7 @@ export class QuotaGuard {
     return new SidecarError(
       'rate_limited',
       `${why} under the upstream rate limit within ${this.queueMs} ms; retry in ${seconds} s`,
-      { retryAfterSeconds: seconds, fields: this.fieldsFor(caller) },
+      { retryAfterSeconds: seconds, fields: this.fieldsFor(caller, seconds) },
     );
   }
 

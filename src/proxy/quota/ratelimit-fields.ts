@@ -17,7 +17,9 @@ export function rateLimitPolicy(limit: RateLimit): string {
 
 /**
  * Where a caller stands now: `r` the whole slots free (never below 0), `t` the whole seconds until
- * the bucket again holds the caller's share of it (`share`: its weight ÷ the active weights).
+ * the bucket again holds the caller's share of it (`share`: its weight ÷ the active weights) — or,
+ * on a 429 the sidecar answers, its `Retry-After` (`retryAfterSeconds`): `t` never understates the
+ * wait the refusal names (draft-ietf-httpapi-ratelimit-headers).
  */
 export function rateLimitFields(
   policy: string,
@@ -25,9 +27,10 @@ export function rateLimitFields(
   bucket: TokenBucket,
   share: number,
   now: number,
+  retryAfterSeconds?: number,
 ): RateLimitFields {
   const free = Math.max(0, Math.floor(bucket.available(now) + 1e-9));
   const slots = Math.max(1, Math.floor(limit.count * share));
-  const seconds = Math.ceil(bucket.msUntil(slots, now) / 1000);
+  const seconds = retryAfterSeconds ?? Math.ceil(bucket.msUntil(slots, now) / 1000);
   return { 'ratelimit-policy': policy, ratelimit: `"upstream";r=${free};t=${seconds}` };
 }
