@@ -86,6 +86,39 @@ describe('bad configuration', () => {
     expect(result.stderr).toMatch(/https/);
   });
 
+  it('a YAML alias bomb hits the parser limit: exit 78, one line naming the file, no stack', async () => {
+    const levels = ['a: &a ["x","x","x","x","x","x","x","x","x","x"]'];
+    for (const [name, below] of [
+      ['b', 'a'],
+      ['c', 'b'],
+      ['d', 'c'],
+      ['e', 'd'],
+    ])
+      levels.push(`${name}: &${name} [${Array(10).fill(`*${below}`).join(',')}]`);
+    const file = writeTemp('bomb.yaml', `${levels.join('\n')}\n`);
+    const result = await runCli(['check', '--config', file], baseEnv());
+    expect(result.code).toBe(78);
+    expect(result.stderr).toContain(file);
+    expect(result.stderr).toMatch(/alias/i);
+    expect(result.stderr).not.toMatch(/^\s+at /m);
+    expect(result.stderr).not.toContain('Error');
+  });
+
+  it('keys named like Object.prototype members get no "did you mean" made from them', async () => {
+    const file = writeTemp(
+      'proto.yaml',
+      '__proto__:\n  x: 1\ntoString: 1\nupstream:\n  constructor: 2\n',
+    );
+    const result = await runCli(['check', '--config', file], baseEnv());
+    expect(result.code).toBe(78);
+    const lines = result.stderr.split('\n');
+    for (const key of ['__proto__', 'toString', 'upstream.constructor']) {
+      const line = lines.find((l) => l.includes(`${key}: unknown key`));
+      expect(line, key).toBeDefined();
+      expect(line).not.toContain('did you mean');
+    }
+  });
+
   it('answers an unknown command with usage and exit 64', async () => {
     const result = await runCli(['frobnicate'], {});
     expect(result.code).toBe(64);

@@ -32,7 +32,9 @@ const SUBSECTIONS = new Set(
   }),
 );
 
-const isKnown = (dotted: string): boolean => dotted in FIELDS || ALIAS_KEYS.has(dotted);
+// Own keys only: `in` would find `toString` or `__proto__` on Object.prototype.
+const isField = (dotted: string): dotted is FieldKey => Object.hasOwn(FIELDS, dotted);
+const isKnown = (dotted: string): boolean => isField(dotted) || ALIAS_KEYS.has(dotted);
 
 /** Read and flatten the YAML file into `section.key` → raw value; problems name the file. */
 export async function readYamlLayer(
@@ -116,7 +118,7 @@ function suggest(dotted: string): string | undefined {
     (key) => FIELDS[key].env === dotted || aliasOf(key)?.env === dotted,
   );
   if (byEnv !== undefined) return byEnv;
-  if (dotted in FIELDS) {
+  if (isField(dotted)) {
     const [section, key] = dotted.split('.');
     return `${dotted} written nested (${section ?? ''}: { ${key ?? ''}: ... })`;
   }

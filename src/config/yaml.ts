@@ -8,7 +8,10 @@ import { LineCounter, parseDocument } from 'yaml';
 
 export type YamlResult = { ok: true; value: unknown } | { ok: false; problem: string };
 
-/** Parse one YAML document; a syntax error is a one-line problem naming its line and column. */
+/**
+ * Parse one YAML document; a syntax error is a one-line problem naming its line and column, and
+ * too many aliases (the parser's limit) a one-line problem too.
+ */
 export function parseYaml(text: string): YamlResult {
   const lineCounter = new LineCounter();
   // prettyErrors is off: a pretty message carries a source excerpt, which may hold a secret.
@@ -22,5 +25,12 @@ export function parseYaml(text: string): YamlResult {
       problem: `invalid YAML at line ${where.line}, column ${where.col}: ${reason}`,
     };
   }
-  return { ok: true, value: doc.toJS() };
+  try {
+    // The parser's own alias limit (maxAliasCount) throws here: a "billion laughs" file is a
+    // configuration problem like any other, not a crash with a stack.
+    return { ok: true, value: doc.toJS() };
+  } catch (error) {
+    const reason = error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error);
+    return { ok: false, problem: `invalid YAML: ${reason}` };
+  }
 }
