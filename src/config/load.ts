@@ -6,15 +6,8 @@
 import { inspect } from 'node:util';
 import { ConfigError } from '../errors.js';
 import { redactStoreUrl } from '../safe-text.js';
-import {
-  CredentialsFileError,
-  readClientCredentials,
-  readFailure,
-  readTextFile,
-  readValueFile,
-  redacted,
-  type ReadTextFile,
-} from './credentials.js';
+import { checkCaFile, checkCredentialFiles, credentialSource } from './credential-checks.js';
+import { readTextFile, type ReadTextFile } from './credentials.js';
 import { foldProxyVariables, shownProxy } from './egress.js';
 import { DEFAULT_TOKEN_PATH, EXAMPLE_BASE_URL } from './defaults.js';
 import { describeUnknown, unknownSettings } from './unknown-settings.js';
@@ -149,6 +142,35 @@ function checkSchemes(
   }
 }
 
+function upstreamConfig(get: Get, origin: string): Config['upstream'] {
+  return {
+    baseUrl: origin,
+    pathPrefixes: get('upstream.pathPrefixes'),
+    caFile: get('upstream.caFile'),
+    timeoutMs: get('upstream.timeoutMs'),
+    allowInsecureHttp: get('upstream.allowInsecureHttp'),
+    http2: get('upstream.http2'),
+    maxConnections: get('upstream.maxConnections'),
+    bodyTimeoutMs: get('upstream.bodyTimeoutMs'),
+    rateLimit: get('upstream.rateLimit'),
+    queueMs: get('upstream.queueMs'),
+    maxCooldownSeconds: get('upstream.maxCooldownSeconds'),
+  };
+}
+
+function cacheConfig(get: Get): Config['cache'] {
+  return {
+    rules: get('cache.rules'),
+    maxBytes: get('cache.maxBytes'),
+    maxEntryBytes: get('cache.maxEntryBytes'),
+    maxEntries: get('cache.maxEntries'),
+    shared: get('cache.shared'),
+    maxSharedEntryBytes: get('cache.maxSharedEntryBytes'),
+    staleIfErrorSeconds: get('cache.staleIfErrorSeconds'),
+    staleWhileRevalidateSeconds: get('cache.staleWhileRevalidateSeconds'),
+  };
+}
+
 function buildConfig(
   get: Get,
   origin: string,
@@ -156,19 +178,7 @@ function buildConfig(
   credentials: CredentialsConfig,
 ): Config {
   return {
-    upstream: {
-      baseUrl: origin,
-      pathPrefixes: get('upstream.pathPrefixes'),
-      caFile: get('upstream.caFile'),
-      timeoutMs: get('upstream.timeoutMs'),
-      allowInsecureHttp: get('upstream.allowInsecureHttp'),
-      http2: get('upstream.http2'),
-      maxConnections: get('upstream.maxConnections'),
-      bodyTimeoutMs: get('upstream.bodyTimeoutMs'),
-      rateLimit: get('upstream.rateLimit'),
-      queueMs: get('upstream.queueMs'),
-      maxCooldownSeconds: get('upstream.maxCooldownSeconds'),
-    },
+    upstream: upstreamConfig(get, origin),
     token: {
       url: tokenUrl ?? `${origin}${DEFAULT_TOKEN_PATH}`,
       format: get('token.format'),
@@ -192,16 +202,7 @@ function buildConfig(
     },
     admin: { listen: get('admin.listen') },
     log: { level: get('log.level') },
-    cache: {
-      rules: get('cache.rules'),
-      maxBytes: get('cache.maxBytes'),
-      maxEntryBytes: get('cache.maxEntryBytes'),
-      maxEntries: get('cache.maxEntries'),
-      shared: get('cache.shared'),
-      maxSharedEntryBytes: get('cache.maxSharedEntryBytes'),
-      staleIfErrorSeconds: get('cache.staleIfErrorSeconds'),
-      staleWhileRevalidateSeconds: get('cache.staleWhileRevalidateSeconds'),
-    },
+    cache: cacheConfig(get),
     egress: egressConfig(get('egress.proxy'), get('egress.httpProxy'), get('egress.noProxy')),
     tracing: tracingConfig(get),
     quota: {
@@ -328,123 +329,4 @@ export function formatConfigProblems(error: ConfigError): string {
     `oauth-sidecar: invalid configuration (${count} problem${count === 1 ? '' : 's'}):`,
     ...lines,
   ].join('\n');
-}
-
-const SOURCES = {
-  inline: ['credentials.clientId', 'credentials.clientSecret'],
-  files: ['credentials.clientIdFile', 'credentials.clientSecretFile'],
-  csv: ['credentials.csvFile'],
-} as const satisfies Record<CredentialsConfig['source'], readonly FieldKey[]>;
-
-const ALL_SOURCES =
-  'CLIENT_ID + CLIENT_SECRET, CLIENT_ID_FILE + CLIENT_SECRET_FILE, or CLIENT_CREDENTIALS_CSV (credentials.*)';
-
-/** Exactly one complete credential source; `undefined` (with problems) otherwise. */
-function credentialSource(
-  v: FieldValues,
-  invalid: ReadonlySet<FieldKey>,
-  problems: string[],
-): CredentialsConfig | undefined {
-  const present = (key: FieldKey): boolean => v[key] !== undefined || invalid.has(key);
-  const configured = (Object.keys(SOURCES) as (keyof typeof SOURCES)[]).filter((source) =>
-    SOURCES[source].some(present),
-  );
-  if (configured.length === 0) {
-    problems.push(`${ALL_SOURCES}: one credential source is required, none is set`);
-    return undefined;
-  }
-  if (configured.length > 1) {
-    const found = configured
-      .map(
-        (source) =>
-          `${source} (${SOURCES[source]
-            .filter(present)
-            .map((k) => FIELDS[k].env)
-            .join(', ')})`,
-      )
-      .join(' and ');
-    problems.push(`${ALL_SOURCES}: exactly one credential source may be set, found ${found}`);
-  }
-  for (const source of configured) {
-    const keys: readonly FieldKey[] = SOURCES[source];
-    const [first, second] = keys;
-    if (first === undefined || second === undefined) continue;
-    if (present(first) && !present(second)) {
-      problems.push(`${label(second)}: required with ${label(first)}`);
-    } else if (!present(first) && present(second)) {
-      problems.push(`${label(first)}: required with ${label(second)}`);
-    }
-  }
-  if (configured.length > 1) return undefined;
-  const clientId = v['credentials.clientId'];
-  const clientSecret = v['credentials.clientSecret'];
-  const clientIdFile = v['credentials.clientIdFile'];
-  const clientSecretFile = v['credentials.clientSecretFile'];
-  const csvFile = v['credentials.csvFile'];
-  switch (configured[0]) {
-    case 'inline':
-      return clientId !== undefined && clientSecret !== undefined
-        ? redacted<CredentialsConfig>({ source: 'inline', clientId, clientSecret })
-        : undefined;
-    case 'files':
-      return clientIdFile !== undefined && clientSecretFile !== undefined
-        ? { source: 'files', clientIdFile, clientSecretFile }
-        : undefined;
-    case 'csv':
-      return csvFile !== undefined ? { source: 'csv', csvFile } : undefined;
-    default:
-      return undefined;
-  }
-}
-
-/** Load-time check that the credential files can be read now, each fault on its own line. */
-async function checkCredentialFiles(
-  credentials: CredentialsConfig,
-  readFile: ReadTextFile,
-  problems: string[],
-): Promise<void> {
-  const attempt = async (key: FieldKey, read: () => Promise<unknown>): Promise<void> => {
-    try {
-      await read();
-    } catch (error) {
-      if (!(error instanceof CredentialsFileError)) throw error;
-      problems.push(`${label(key)}: ${error.path}: ${error.fault}`);
-    }
-  };
-  switch (credentials.source) {
-    case 'inline':
-      return;
-    case 'files':
-      await Promise.all([
-        attempt('credentials.clientIdFile', () =>
-          readValueFile(readFile, credentials.clientIdFile, 'client id file'),
-        ),
-        attempt('credentials.clientSecretFile', () =>
-          readValueFile(readFile, credentials.clientSecretFile, 'client secret file'),
-        ),
-      ]);
-      return;
-    case 'csv':
-      await attempt('credentials.csvFile', () => readClientCredentials(credentials, readFile));
-      return;
-  }
-}
-
-async function checkCaFile(
-  path: string,
-  readFile: ReadTextFile,
-  problems: string[],
-): Promise<void> {
-  let text: string;
-  try {
-    text = await readFile(path);
-  } catch (error) {
-    problems.push(`${label('upstream.caFile')}: ${path}: cannot read (${readFailure(error)})`);
-    return;
-  }
-  if (!text.includes('-----BEGIN CERTIFICATE-----')) {
-    problems.push(
-      `${label('upstream.caFile')}: ${path}: no PEM certificate (-----BEGIN CERTIFICATE-----) in the file`,
-    );
-  }
 }

@@ -61,6 +61,30 @@ interface Watched {
 /** Not yet seen quiet since its last request. */
 const UNKNOWN = -1;
 
+/** Update `state` from the socket's byte counts; true when it has been quiet for `closeAfterMs`. */
+function quietTooLong<S extends SweptSocket>(
+  socket: S,
+  state: Watched,
+  at: number,
+  closeAfterMs: number,
+  busy: (socket: S) => boolean,
+): boolean {
+  const read = socket.bytesRead;
+  const written = socket.bytesWritten;
+  if (busy(socket)) {
+    // Its request ends after this sweep: quiet from a later sweep on.
+    state.quietSince = UNKNOWN;
+  } else if (read !== state.read || written !== state.written || state.quietSince === UNKNOWN) {
+    // Its last byte moved before now.
+    state.quietSince = at;
+  } else if (at - state.quietSince >= closeAfterMs) {
+    return true;
+  }
+  state.read = read;
+  state.written = written;
+  return false;
+}
+
 export function createIdleSweep<S extends SweptSocket>(options: IdleSweepOptions<S>): IdleSweep<S> {
   const { closeAfterMs, busy } = options;
   const intervalMs = options.intervalMs ?? SWEEP_INTERVAL_MS;
@@ -85,21 +109,10 @@ export function createIdleSweep<S extends SweptSocket>(options: IdleSweepOptions
   function sweep(): void {
     const at = now();
     for (const [socket, state] of watched) {
-      const read = socket.bytesRead;
-      const written = socket.bytesWritten;
-      if (busy(socket)) {
-        // Its request ends after this sweep: quiet from a later sweep on.
-        state.quietSince = UNKNOWN;
-      } else if (read !== state.read || written !== state.written || state.quietSince === UNKNOWN) {
-        // Its last byte moved before now.
-        state.quietSince = at;
-      } else if (at - state.quietSince >= closeAfterMs) {
+      if (quietTooLong(socket, state, at, closeAfterMs, busy)) {
         watched.delete(socket);
         socket.destroy();
-        continue;
       }
-      state.read = read;
-      state.written = written;
     }
   }
 

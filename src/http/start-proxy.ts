@@ -53,10 +53,10 @@ export interface RunningProxy extends ProxyServer {
   isDraining(): boolean;
 }
 
-export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Promise<RunningProxy> {
-  const clock = deps.clock ?? systemClock;
-  const { logger, metrics, requestLog } = deps;
-  const forwarder = new Forwarder({
+/** The forwarder with the pool's and the slots' halves for slow bodies and slow readers. */
+function createForwarder(settings: ProxySettings, deps: ProxyDeps, clock: Clock): Forwarder {
+  const { logger, metrics } = deps;
+  return new Forwarder({
     upstream: settings.upstream.baseUrl,
     dispatcher: deps.dispatcher,
     tokens: deps.tokens,
@@ -80,6 +80,12 @@ export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Prom
       clock,
     }),
   });
+}
+
+export async function startProxy(settings: ProxySettings, deps: ProxyDeps): Promise<RunningProxy> {
+  const clock = deps.clock ?? systemClock;
+  const { logger, metrics, requestLog } = deps;
+  const forwarder = createForwarder(settings, deps, clock);
   const inFlight = createInFlightLimit(settings.proxy.maxInFlight);
   metrics.bindRequestsInFlight(() => inFlight.count);
   const drainState = createDrainState();

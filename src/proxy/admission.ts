@@ -87,6 +87,21 @@ export interface PipelineGate<Q extends GatedRequest, R extends GatedResponse> {
   busy(this: void, socket: PausableSocket): boolean;
 }
 
+/** Stop reading the connection's next requests until one of its requests ends. */
+function pauseReading(
+  state: { paused: boolean; watching: boolean },
+  socket: PausableSocket,
+  keepPaused: (this: PausableSocket) => void,
+): void {
+  if (state.paused) return;
+  state.paused = true;
+  socket.pause();
+  if (!state.watching) {
+    state.watching = true;
+    socket.on('resume', keepPaused);
+  }
+}
+
 export function createPipelineGate<Q extends GatedRequest, R extends GatedResponse>(
   max: number,
   start: (req: Q, res: R) => void,
@@ -138,14 +153,7 @@ export function createPipelineGate<Q extends GatedRequest, R extends GatedRespon
         return;
       }
       state.waiting.push(req, res);
-      if (!state.paused) {
-        state.paused = true;
-        socket.pause();
-        if (!state.watching) {
-          state.watching = true;
-          socket.on('resume', keepPaused);
-        }
-      }
+      pauseReading(state, socket, keepPaused);
     },
   };
 }

@@ -1,0 +1,135 @@
+/**
+ * Load-time checks of where the credentials and the CA bundle come from: exactly one complete
+ * credential source, and the files it names readable now (docs/configuration.md "Credentials").
+ * Each fault is one line of the configuration error.
+ */
+import {
+  CredentialsFileError,
+  readClientCredentials,
+  readFailure,
+  readValueFile,
+  redacted,
+  type ReadTextFile,
+} from './credentials.js';
+import { FIELDS, label, type FieldKey, type FieldValues } from './schema.js';
+import type { CredentialsConfig } from './types.js';
+
+const SOURCES = {
+  inline: ['credentials.clientId', 'credentials.clientSecret'],
+  files: ['credentials.clientIdFile', 'credentials.clientSecretFile'],
+  csv: ['credentials.csvFile'],
+} as const satisfies Record<CredentialsConfig['source'], readonly FieldKey[]>;
+
+const ALL_SOURCES =
+  'CLIENT_ID + CLIENT_SECRET, CLIENT_ID_FILE + CLIENT_SECRET_FILE, or CLIENT_CREDENTIALS_CSV (credentials.*)';
+
+/** Exactly one complete credential source; `undefined` (with problems) otherwise. */
+export function credentialSource(
+  v: FieldValues,
+  invalid: ReadonlySet<FieldKey>,
+  problems: string[],
+): CredentialsConfig | undefined {
+  const present = (key: FieldKey): boolean => v[key] !== undefined || invalid.has(key);
+  const configured = (Object.keys(SOURCES) as (keyof typeof SOURCES)[]).filter((source) =>
+    SOURCES[source].some(present),
+  );
+  if (configured.length === 0) {
+    problems.push(`${ALL_SOURCES}: one credential source is required, none is set`);
+    return undefined;
+  }
+  if (configured.length > 1) {
+    const found = configured
+      .map(
+        (source) =>
+          `${source} (${SOURCES[source]
+            .filter(present)
+            .map((k) => FIELDS[k].env)
+            .join(', ')})`,
+      )
+      .join(' and ');
+    problems.push(`${ALL_SOURCES}: exactly one credential source may be set, found ${found}`);
+  }
+  for (const source of configured) {
+    const keys: readonly FieldKey[] = SOURCES[source];
+    const [first, second] = keys;
+    if (first === undefined || second === undefined) continue;
+    if (present(first) && !present(second)) {
+      problems.push(`${label(second)}: required with ${label(first)}`);
+    } else if (!present(first) && present(second)) {
+      problems.push(`${label(first)}: required with ${label(second)}`);
+    }
+  }
+  if (configured.length > 1) return undefined;
+  const clientId = v['credentials.clientId'];
+  const clientSecret = v['credentials.clientSecret'];
+  const clientIdFile = v['credentials.clientIdFile'];
+  const clientSecretFile = v['credentials.clientSecretFile'];
+  const csvFile = v['credentials.csvFile'];
+  switch (configured[0]) {
+    case 'inline':
+      return clientId !== undefined && clientSecret !== undefined
+        ? redacted<CredentialsConfig>({ source: 'inline', clientId, clientSecret })
+        : undefined;
+    case 'files':
+      return clientIdFile !== undefined && clientSecretFile !== undefined
+        ? { source: 'files', clientIdFile, clientSecretFile }
+        : undefined;
+    case 'csv':
+      return csvFile !== undefined ? { source: 'csv', csvFile } : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/** Load-time check that the credential files can be read now, each fault on its own line. */
+export async function checkCredentialFiles(
+  credentials: CredentialsConfig,
+  readFile: ReadTextFile,
+  problems: string[],
+): Promise<void> {
+  const attempt = async (key: FieldKey, read: () => Promise<unknown>): Promise<void> => {
+    try {
+      await read();
+    } catch (error) {
+      if (!(error instanceof CredentialsFileError)) throw error;
+      problems.push(`${label(key)}: ${error.path}: ${error.fault}`);
+    }
+  };
+  switch (credentials.source) {
+    case 'inline':
+      return;
+    case 'files':
+      await Promise.all([
+        attempt('credentials.clientIdFile', () =>
+          readValueFile(readFile, credentials.clientIdFile, 'client id file'),
+        ),
+        attempt('credentials.clientSecretFile', () =>
+          readValueFile(readFile, credentials.clientSecretFile, 'client secret file'),
+        ),
+      ]);
+      return;
+    case 'csv':
+      await attempt('credentials.csvFile', () => readClientCredentials(credentials, readFile));
+      return;
+  }
+}
+
+/** The CA bundle (`upstream.caFile`) is readable and holds a PEM certificate. */
+export async function checkCaFile(
+  path: string,
+  readFile: ReadTextFile,
+  problems: string[],
+): Promise<void> {
+  let text: string;
+  try {
+    text = await readFile(path);
+  } catch (error) {
+    problems.push(`${label('upstream.caFile')}: ${path}: cannot read (${readFailure(error)})`);
+    return;
+  }
+  if (!text.includes('-----BEGIN CERTIFICATE-----')) {
+    problems.push(
+      `${label('upstream.caFile')}: ${path}: no PEM certificate (-----BEGIN CERTIFICATE-----) in the file`,
+    );
+  }
+}
