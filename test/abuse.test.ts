@@ -218,6 +218,24 @@ describe('raw protocol abuse', () => {
     }
   });
 
+  it('rejects percent-encoded control characters (%00-%1F, %7F) in the path or query with 400 bad_request, never forwarded', async () => {
+    const codes = ['%00', '%0a', '%0D', '%1f', '%1F', '%7f', '%7F', '%09'];
+    for (const code of codes) {
+      for (const target of [`/v1.0/contracts/p${code}`, `/v1.0/contracts/?q=a${code}b`]) {
+        const answer = await expectRejected(
+          `GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+          [400],
+        );
+        expect(envelopeCode(answer), target).toBe('bad_request');
+      }
+    }
+    // Printable escapes still pass: %20, %7E, %80 and above are no control characters.
+    const fine = await exchange(
+      'GET /v1.0/contracts/?q=%20%7E%C3%A9 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+    );
+    expect(fine.status).toBe(200);
+  });
+
   it('answers authority-form CONNECT and TRACE with 405', async () => {
     await expectRejected(
       'CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n',

@@ -21,6 +21,21 @@ describe('checkRequestTarget', () => {
     expect(result.ok).toBe(true);
   });
 
+  it.each(['/v1.0/c/p%00', '/v1.0/c/%0d%0aX: y', '/v1.0/c/?q=%0A', '/v1.0/c/%1F', '/v1.0/c/%7f'])(
+    'refuses the encoded control character in %s',
+    (target) => {
+      expect(verdict(target.replace(' ', '%20'))).toEqual({
+        ok: false,
+        code: 'bad_request',
+        reason: 'encoded control character in the request target',
+      });
+    },
+  );
+
+  it.each(['/v1.0/c/%20', '/v1.0/c/%7E', '/v1.0/c/?q=%2A%80%C3%A9'])('forwards %s', (target) => {
+    expect(verdict(target).ok).toBe(true);
+  });
+
   it('splits path and query without touching either', () => {
     expect(verdict('/v1.0/a%41?b=%2F&c')).toEqual({
       ok: true,

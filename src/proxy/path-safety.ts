@@ -25,6 +25,11 @@ const PRINTABLE_ASCII = /^[\x21-\x7e]*$/;
 const MALFORMED_ESCAPE = /%(?![0-9a-fA-F]{2})/;
 /** Encoded slash or backslash, also double-encoded (`%252f`), which some servers decode twice. */
 const ENCODED_SEPARATOR = /%(?:25)?(?:2f|5c)/i;
+/**
+ * An encoded control character (`%00`–`%1F`, `%7F`) anywhere in the target: a NUL or CR/LF that
+ * an upstream decodes can end a string or a header line early (docs/design.md "Bounded work").
+ */
+const ENCODED_CONTROL = /%(?:[01][0-9a-f]|7f)/i;
 /** Double-encoded dot, for the same reason. */
 const DOUBLE_ENCODED_DOT = /%252e/i;
 
@@ -56,6 +61,8 @@ export function checkRequestTarget(rawTarget: string, prefixes: readonly string[
   // `//host/...` reads as a network-path reference (RFC 3986 §4.2) to anything that resolves it.
   if (rawTarget.startsWith('//')) return bad('request target starts with "//"');
   if (rawTarget.includes('#')) return bad('fragment in the request target');
+  if (ENCODED_CONTROL.test(rawTarget))
+    return bad('encoded control character in the request target');
 
   const queryAt = rawTarget.indexOf('?');
   const path = queryAt === -1 ? rawTarget : rawTarget.slice(0, queryAt);
