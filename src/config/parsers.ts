@@ -7,7 +7,7 @@
 import { isIPv6 } from 'node:net';
 import { shown } from '../safe-text.js';
 import { DEFAULT_LISTEN_HOST } from './defaults.js';
-import type { CacheRule, ClientAuth, HostPort, LogLevel, RateLimit, TokenFormat } from './types.js';
+import type { ClientAuth, HostPort, LogLevel, TokenFormat } from './types.js';
 
 /** What a parser returns when the value is unusable (after reporting why). */
 export const INVALID: unique symbol = Symbol('invalid');
@@ -33,7 +33,10 @@ export function parseValue<T>(
 }
 
 /** `first`, then `next` on its value; `next` never runs after `first` reported a problem. */
-function pipe<A, B>(first: Parser<A>, next: (value: A, report: Report) => B | Invalid): Parser<B> {
+export function pipe<A, B>(
+  first: Parser<A>,
+  next: (value: A, report: Report) => B | Invalid,
+): Parser<B> {
   return (raw, report) => {
     let failed = false;
     const value = first(raw, (message) => {
@@ -286,71 +289,6 @@ export const LOG_LEVELS = [
   'silent',
 ] as const satisfies readonly LogLevel[];
 
-/** `upstream.rateLimit`: `N/s`, `N/m` or `N/h` (docs/configuration.md "Upstream (the API)"). */
-const RATE_PERIODS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000 };
-
-export function rateLimit(): Parser<RateLimit> {
-  return pipe(text('N/s, N/m or N/h, e.g. 500/h'), (raw, report): RateLimit | Invalid => {
-    const match = /^(\d{1,9})\s*\/\s*([smh])$/i.exec(raw);
-    const count = match === null ? 0 : Number(match[1]);
-    const periodMs = match === null ? undefined : RATE_PERIODS[(match[2] ?? '').toLowerCase()];
-    if (periodMs === undefined || count < 1) {
-      report(`must be N/s, N/m or N/h with N at least 1, e.g. 500/h (got ${shown(raw)})`);
-      return INVALID;
-    }
-    return { count, periodMs };
-  });
-}
-
-/** The longest cache TTL a rule may name: one day (answers are data that changes). */
-const MAX_CACHE_TTL_SECONDS = 86_400;
-
-/** One `PREFIX=SECONDS` (env) or `{prefix, ttlSeconds}` (YAML) cache rule. */
-function cacheRule(item: unknown, report: Report): CacheRule | undefined {
-  let prefix: unknown;
-  let ttl: unknown;
-  if (typeof item === 'string') {
-    const at = item.lastIndexOf('=');
-    prefix = at < 0 ? item : item.slice(0, at).trim();
-    ttl = at < 0 ? undefined : item.slice(at + 1).trim();
-  } else if (typeof item === 'object' && item !== null && !Array.isArray(item)) {
-    const { prefix: p, ttlSeconds, ...rest } = item as Record<string, unknown>;
-    const extra = Object.keys(rest);
-    if (extra.length > 0) {
-      report(`a rule has only prefix and ttlSeconds (unknown: ${extra.join(', ')})`);
-      return undefined;
-    }
-    prefix = p;
-    ttl = ttlSeconds;
-  } else {
-    report('each rule must be PREFIX=SECONDS or a mapping {prefix, ttlSeconds}');
-    return undefined;
-  }
-  const seconds = typeof ttl === 'string' && /^\d{1,9}$/.test(ttl) ? Number(ttl) : ttl;
-  let ok = true;
-  if (typeof prefix !== 'string' || !prefix.startsWith('/') || /[\s?#\\%]/.test(prefix)) {
-    report(
-      `each rule's prefix must start with "/" and hold no whitespace, "?", "#", "\\" or "%" (got ${shown(prefix)})`,
-    );
-    ok = false;
-  } else if (prefix.split('/').some((segment) => segment === '..' || segment === '.')) {
-    report(`a rule's prefix must not contain "." or ".." segments (got ${shown(prefix)})`);
-    ok = false;
-  }
-  if (
-    typeof seconds !== 'number' ||
-    !Number.isInteger(seconds) ||
-    seconds < 1 ||
-    seconds > MAX_CACHE_TTL_SECONDS
-  ) {
-    report(
-      `each rule's TTL must be a whole number of seconds from 1 to ${MAX_CACHE_TTL_SECONDS} (got ${shown(ttl ?? 'nothing')}), e.g. /v1.0/contracts/=300`,
-    );
-    ok = false;
-  }
-  return ok ? { prefix: prefix as string, ttlSeconds: seconds as number } : undefined;
-}
-
 /** The items of a list key: a comma list from the environment (trimmed, empties dropped) or a YAML sequence; null for anything else. */
 export function listItems(raw: unknown): unknown[] | null {
   if (typeof raw === 'string') {
@@ -360,23 +298,6 @@ export function listItems(raw: unknown): unknown[] | null {
       .filter((item) => item !== '');
   }
   return Array.isArray(raw) ? (raw as unknown[]) : null;
-}
-
-/** `cache.rules`: env `PREFIX=SECONDS,...`; YAML a list of `{prefix, ttlSeconds}` (or strings). */
-export function cacheRules(): Parser<CacheRule[]> {
-  return (raw, report) => {
-    const items = listItems(raw);
-    if (items === null) {
-      report('must be PREFIX=SECONDS,... or a YAML list of {prefix, ttlSeconds}');
-      return INVALID;
-    }
-    const rules: CacheRule[] = [];
-    for (const item of items) {
-      const rule = cacheRule(item, report);
-      if (rule !== undefined) rules.push(rule);
-    }
-    return rules.length === items.length ? rules : INVALID;
-  };
 }
 
 /**

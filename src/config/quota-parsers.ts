@@ -1,10 +1,19 @@
 /**
- * Parsers of the `quota.*` keys (docs/quota-guard.md "Fair share between callers"): a caller's
- * name, the gateway-mode header, and the weights and priorities of named callers.
+ * Parsers of the quota guard's keys (docs/quota-guard.md): `upstream.rateLimit`, and the
+ * `quota.*` keys of "Fair share between callers": a caller's name, the gateway-mode header, and
+ * the weights and priorities of named callers.
  */
 import { shown } from '../safe-text.js';
-import { INVALID, listItems, type Parser, type Report } from './parsers.js';
-import type { CallerPolicy, NamedCallerPolicy } from './types.js';
+import {
+  INVALID,
+  listItems,
+  pipe,
+  text,
+  type Invalid,
+  type Parser,
+  type Report,
+} from './parsers.js';
+import type { CallerPolicy, NamedCallerPolicy, RateLimit } from './types.js';
 
 /** What a caller's name may hold (and a caller header must): it becomes a metric label and a field in the store. */
 export const CALLER_NAME = /^[a-z0-9._-]{1,64}$/;
@@ -138,4 +147,20 @@ export function callerPolicies(): Parser<NamedCallerPolicy[]> {
     }
     return ok ? [...policies].map(([name, policy]) => ({ name, ...policy })) : INVALID;
   };
+}
+
+/** `upstream.rateLimit`: `N/s`, `N/m` or `N/h` (docs/configuration.md "Upstream (the API)"). */
+const RATE_PERIODS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000 };
+
+export function rateLimit(): Parser<RateLimit> {
+  return pipe(text('N/s, N/m or N/h, e.g. 500/h'), (raw, report): RateLimit | Invalid => {
+    const match = /^(\d{1,9})\s*\/\s*([smh])$/i.exec(raw);
+    const count = match === null ? 0 : Number(match[1]);
+    const periodMs = match === null ? undefined : RATE_PERIODS[(match[2] ?? '').toLowerCase()];
+    if (periodMs === undefined || count < 1) {
+      report(`must be N/s, N/m or N/h with N at least 1, e.g. 500/h (got ${shown(raw)})`);
+      return INVALID;
+    }
+    return { count, periodMs };
+  });
 }

@@ -1,7 +1,7 @@
 /**
  * The configuration schema: one entry per key, naming its environment variable, its parser
- * (parsers.ts) and its default. Cross-key rules (https vs `allowInsecureHttp`, the credential
- * source) live in `load.ts`.
+ * (parsers.ts and the `*-parsers.ts` beside it) and its default. Cross-key rules (https vs
+ * `allowInsecureHttp`) live in `load.ts`, the credential source in `credential-checks.ts`.
  */
 import {
   CLIENT_AUTHS,
@@ -9,7 +9,6 @@ import {
   TOKEN_FORMATS,
   baseUrl,
   boolean,
-  cacheRules,
   endpointUrl,
   fraction,
   integer,
@@ -17,7 +16,6 @@ import {
   listen,
   oneOf,
   pathPrefixes,
-  rateLimit,
   scopes,
   secret,
   storeUrl,
@@ -25,8 +23,9 @@ import {
   type Parser,
 } from './parsers.js';
 
+import { cacheRules } from './cache-parsers.js';
 import { noProxy, proxyUrl } from './egress.js';
-import { callerHeader, callerName, callerPolicies } from './quota-parsers.js';
+import { callerHeader, callerName, callerPolicies, rateLimit } from './quota-parsers.js';
 import {
   OTLP_PROTOCOLS,
   SAMPLERS,
