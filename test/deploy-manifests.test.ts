@@ -41,14 +41,17 @@ const podSpec = (deployment: Manifest): any =>
 describe('deploy/ manifests', () => {
   it('render to the expected objects', () => {
     const ids = (name: string) => rendered.get(name)!.map((d) => `${d.kind}/${d.metadata.name}`);
-    const fromComponent = [
-      'ConfigMap/oauth-sidecar',
-      'NetworkPolicy/oauth-sidecar-egress',
-      'Service/oauth-sidecar-metrics',
+    // The component's objects carry the name of the app's Deployment.
+    const withComponent = (app: string) => [
+      `ConfigMap/${app}-oauth-sidecar`,
+      `Deployment/${app}`,
+      `NetworkPolicy/${app}-oauth-sidecar-egress`,
+      `Service/${app}-oauth-sidecar-metrics`,
     ];
-    expect(ids('base').sort()).toEqual([...fromComponent, 'Deployment/legacy-app'].sort());
-    expect(ids('examples/your-app').sort()).toEqual(
-      [...fromComponent, 'Deployment/price-reports'].sort(),
+    expect(ids('base').sort()).toEqual(withComponent('legacy-app'));
+    expect(ids('examples/your-app').sort()).toEqual(withComponent('price-reports'));
+    expect(ids('examples/two-apps').sort()).toEqual(
+      [...withComponent('curve-builder'), ...withComponent('price-reports')].sort(),
     );
     expect(ids('monitoring').sort()).toEqual([
       'ConfigMap/oauth-sidecar-dashboard',
@@ -126,8 +129,10 @@ describe('deploy/ manifests', () => {
       .map((d) => d.metadata.name);
     // The gateway Service renders in both gateway overlays.
     expect([...new Set(selected)].sort()).toEqual([
+      'curve-builder-oauth-sidecar-metrics',
+      'legacy-app-oauth-sidecar-metrics',
       'oauth-sidecar-gateway',
-      'oauth-sidecar-metrics',
+      'price-reports-oauth-sidecar-metrics',
     ]);
   });
 
@@ -136,7 +141,7 @@ describe('deploy/ manifests', () => {
     const pod = podSpec(deployment);
     const sidecar = pod.initContainers.find((c: { name: string }) => c.name === 'oauth-sidecar');
     expect(sidecar.restartPolicy).toBe('Always');
-    expect(find('base', 'ConfigMap', 'oauth-sidecar').data).toMatchObject({
+    expect(find('base', 'ConfigMap', 'legacy-app-oauth-sidecar').data).toMatchObject({
       PROXY_LISTEN: '127.0.0.1:8080',
     });
     expect(
@@ -165,7 +170,13 @@ describe('deploy/ manifests', () => {
       replicas: 2,
       selector: { matchLabels: { app: 'price-reports' } },
       template: {
-        metadata: { labels: { app: 'price-reports', 'oauth-sidecar/injected': 'true' } },
+        metadata: {
+          labels: {
+            app: 'price-reports',
+            'oauth-sidecar/injected': 'true',
+            'oauth-sidecar/app': 'price-reports',
+          },
+        },
       },
     });
     // The Service and the NetworkPolicy select the pod through the label the patch adds.
@@ -179,7 +190,7 @@ describe('deploy/ manifests', () => {
     ).template;
     delete template.metadata.labels['oauth-sidecar/injected'];
     expect(crossReferences(unlabelled, secretExample).join('\n')).toMatch(
-      /NetworkPolicy\/oauth-sidecar-egress: selector matches no/,
+      /NetworkPolicy\/price-reports-oauth-sidecar-egress: selector matches no/,
     );
   });
 
@@ -198,6 +209,17 @@ describe('deploy/ manifests', () => {
       expect(known.has('oauth_sidecar_token_ready')).toBe(true);
       expect(known.has('oauth_sidecar_upstream_request_duration_seconds_bucket')).toBe(true);
       expect(unknownMetrics(everything, known)).toEqual([]);
+    });
+
+    it('every runbook_url starts with the base of the runbook ConfigMap', () => {
+      const rule = find('monitoring', 'PrometheusRule', 'oauth-sidecar');
+      const urls = JSON.stringify(rule.spec).match(/"runbook_url":"[^"]*"/g) ?? [];
+      expect(urls.length).toBeGreaterThan(0);
+      for (const url of urls) {
+        expect(url).toMatch(
+          /^"runbook_url":"https:\/\/github\.com\/example\/oauth-sidecar\/blob\/main\/docs\/runbook\.md#/,
+        );
+      }
     });
 
     it('the dashboard charts the token store and dropped spans', () => {
@@ -232,7 +254,7 @@ describe('deploy/ manifests', () => {
     });
 
     it('a wrong type or enum is caught by schema validation', () => {
-      const service = find('base', 'Service', 'oauth-sidecar-metrics');
+      const service = find('base', 'Service', 'legacy-app-oauth-sidecar-metrics');
       (service.spec as { ports: { protocol: string }[] }).ports[0]!.protocol = 'HTTP';
       expect(validateSchemas([service])).toEqual([expect.stringContaining('protocol')]);
     });

@@ -250,6 +250,7 @@ export function crossReferences(docs: Manifest[], others: Manifest[] = []): stri
       problems.push(`${id}: pod securityContext needs seccompProfile RuntimeDefault`);
     }
     const volumes = new Map((pod.volumes ?? []).map((volume) => [volume.name, volume]));
+    problems.push(...portClashes(id, podContainers(spec.template)));
     for (const container of podContainers(spec.template)) {
       const where = `${id} container ${container.name}`;
       const sc = container.securityContext;
@@ -389,6 +390,27 @@ export function crossReferences(docs: Manifest[], others: Manifest[] = []): stri
   return problems;
 }
 
+/** Container ports of one pod: a number or a name declared by two containers clash. */
+function portClashes(id: string, containers: Container[]): string[] {
+  const problems: string[] = [];
+  const seen = new Map<string | number, string>();
+  for (const container of containers) {
+    for (const port of container.ports ?? []) {
+      for (const key of [port.containerPort, port.name]) {
+        if (key === undefined) continue;
+        const other = seen.get(key);
+        if (other !== undefined && other !== container.name) {
+          problems.push(
+            `${id}: containers ${other} and ${container.name} both declare port ${key}`,
+          );
+        }
+        seen.set(key, container.name);
+      }
+    }
+  }
+  return problems;
+}
+
 function checkSidecar(
   where: string,
   container: Container,
@@ -432,16 +454,18 @@ function checkSidecar(
     }
   }
 
-  const ports = new Map((container.ports ?? []).map((port) => [port.name, port.containerPort]));
-  for (const [variable, portName] of [
-    ['PROXY_LISTEN', 'proxy'],
-    ['ADMIN_LISTEN', 'admin'],
-  ] as const) {
-    const port = portOf(env.get(variable));
-    if (port !== undefined && port !== ports.get(portName)) {
-      problems.push(
-        `${where}: ${variable} port ${port} is not the container port named ${portName}`,
-      );
+  // The listen ports are ports of the container, and the probes ask the admin listener.
+  const numbers = new Map((container.ports ?? []).map((port) => [port.name, port.containerPort]));
+  const proxyPort = portOf(env.get('PROXY_LISTEN') ?? '127.0.0.1:8080');
+  if (!(container.ports ?? []).some((port) => port.containerPort === proxyPort)) {
+    problems.push(`${where}: PROXY_LISTEN port ${proxyPort} is not a port of the container`);
+  }
+  const adminPort = portOf(env.get('ADMIN_LISTEN') ?? '0.0.0.0:9090');
+  for (const [kind] of probes) {
+    const port = (container[kind] as Probe | undefined)?.httpGet?.port;
+    const number = typeof port === 'string' ? numbers.get(port) : port;
+    if (number !== adminPort) {
+      problems.push(`${where}: ${kind} port ${port} is not ADMIN_LISTEN's port ${adminPort}`);
     }
   }
   const proxyHost = (env.get('PROXY_LISTEN') ?? '127.0.0.1:8080').replace(/:\d+$/, '');

@@ -1,13 +1,20 @@
 /**
  * A small renderer for the kustomizations in deploy/: just the features they use (resources,
- * configMapGenerator without hash suffixes, components, strategic merge patches on labelled
- * targets). It lets `npm test` validate the manifests on machines
+ * configMapGenerator without hash suffixes, components, strategic merge patches on their own
+ * object or on targets by kind/name/label, replacements (./replacements.ts), local-config objects
+ * left out of the output). It lets `npm test` validate the manifests on machines
  * without kubectl; deploy/ci/validate-manifests.sh compares its output with `kubectl kustomize`.
  * Anything else in a kustomization is refused, so the two cannot silently drift apart.
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
+import {
+  applyReplacements,
+  selects,
+  type Replacement,
+  type ResourceSelector,
+} from './replacements.js';
 
 export interface Manifest {
   apiVersion: string;
@@ -24,12 +31,16 @@ const SUPPORTED_KEYS = new Set([
   'generatorOptions',
   'components',
   'patches',
+  'replacements',
 ]);
 
-/** A strategic merge patch from a file, applied to the objects of `kind` carrying a label. */
+/**
+ * A strategic merge patch from a file, applied to the objects `target` selects (kind, name,
+ * labelSelector), or without a target to the object of the patch's own kind and name.
+ */
 interface Patch {
   path: string;
-  target: { kind: string; labelSelector: string };
+  target?: ResourceSelector;
 }
 
 interface ConfigMapGenerator {
@@ -46,6 +57,8 @@ interface Kustomization {
   patches?: Patch[];
   configMapGenerator?: ConfigMapGenerator[];
   generatorOptions?: { disableNameSuffixHash?: boolean };
+  /** Inline, or `path:` a file holding one replacement (or a list of them). */
+  replacements?: (Replacement | { path: string })[];
 }
 
 /**
@@ -65,6 +78,8 @@ export const KUSTOMIZATIONS = [
   'overlays/shared-gateway',
   'overlays/shared-gateway-redis',
   'examples/your-app',
+  'examples/curve-builder',
+  'examples/two-apps',
 ] as const;
 
 /** Each of {@link KUSTOMIZATIONS} rendered, by name; `root` is the repository. */
@@ -84,8 +99,20 @@ export function readManifests(file: string): Manifest[] {
     .filter((doc): doc is Manifest => doc !== null);
 }
 
-/** Renders the kustomization in `dir` (recursively through directory resources). */
+/**
+ * Renders the kustomization in `dir` (recursively through directory resources), as `kubectl
+ * kustomize` would print it: objects annotated `config.kubernetes.io/local-config` are left out.
+ */
 export function renderKustomization(dir: string): Manifest[] {
+  return accumulate(dir).filter(
+    (doc) => (doc.metadata.annotations as LocalConfig)?.[LOCAL_CONFIG] !== 'true',
+  );
+}
+
+const LOCAL_CONFIG = 'config.kubernetes.io/local-config';
+type LocalConfig = Record<string, string> | undefined;
+
+function readKustomization(dir: string): { file: string; kustomization: Kustomization } {
   const file = ['kustomization.yaml', 'kustomization.yml']
     .map((name) => join(dir, name))
     .find((path) => existsSync(path));
@@ -96,11 +123,27 @@ export function renderKustomization(dir: string): Manifest[] {
       throw new Error(`${file}: "${key}" is not supported by deploy/validate/kustomize.ts`);
     }
   }
+  return { file, kustomization };
+}
 
+/**
+ * The objects of the kustomization in `dir`, local-config ones included. A Component's own
+ * patches and replacements are left to {@link accumulate} of the kustomization that lists it:
+ * they act on that kustomization's objects.
+ */
+function accumulate(dir: string): Manifest[] {
+  const { file, kustomization } = readKustomization(dir);
   const out: Manifest[] = [];
   for (const resource of kustomization.resources ?? []) {
     const path = resolve(dir, resource);
-    out.push(...(statSync(path).isDirectory() ? renderKustomization(path) : readManifests(path)));
+    out.push(...(statSync(path).isDirectory() ? accumulate(path) : readManifests(path)));
+  }
+  for (const component of kustomization.components ?? []) {
+    const path = resolve(dir, component);
+    const included = readKustomization(path).kustomization;
+    if (included.kind !== 'Component') throw new Error(`${path}: not a kustomize Component`);
+    out.push(...accumulate(path));
+    transform(path, included, out);
   }
   for (const generator of kustomization.configMapGenerator ?? []) {
     // kustomize's name hash is not reproduced here; the dashboard needs no rollout on change.
@@ -109,61 +152,96 @@ export function renderKustomization(dir: string): Manifest[] {
     }
     out.push(generateConfigMap(dir, generator));
   }
-  // A Component's resources and patches act on the including kustomization's objects.
-  for (const component of kustomization.components ?? []) {
-    const path = resolve(dir, component);
-    const included = parse(readFileSync(join(path, 'kustomization.yaml'), 'utf8')) as Kustomization;
-    if (included.kind !== 'Component') throw new Error(`${path}: not a kustomize Component`);
-    out.push(...renderKustomization(path));
-    applyPatches(path, included.patches ?? [], out);
-  }
-  if (kustomization.kind !== 'Component') applyPatches(dir, kustomization.patches ?? [], out);
+  if (kustomization.kind !== 'Component') transform(dir, kustomization, out);
 
-  const seen = new Set<string>();
-  for (const doc of out) {
-    const id = `${doc.kind}/${doc.metadata.name}`;
-    if (seen.has(id)) throw new Error(`${file}: ${id} is defined twice`);
-    seen.add(id);
-  }
+  const duplicates = duplicateIds(out);
+  if (duplicates.length > 0) throw new Error(`${file}: ${duplicates.join(', ')} defined twice`);
   return out;
+}
+
+/** Patches, then replacements: kustomize runs its ReplacementTransformer after the patches. */
+function transform(dir: string, kustomization: Kustomization, docs: Manifest[]): void {
+  applyPatches(dir, kustomization.patches ?? [], docs);
+  const replacements = (kustomization.replacements ?? []).flatMap((entry) =>
+    'path' in entry
+      ? ([parse(readFileSync(resolve(dir, entry.path), 'utf8'))].flat() as Replacement[])
+      : [entry],
+  );
+  applyReplacements(replacements, docs);
+}
+
+/** `kind/namespace/name` of every object that is there more than once (namespace `-` if none). */
+export function duplicateIds(docs: Manifest[]): string[] {
+  const id = (doc: Manifest) =>
+    `${doc.kind}/${(doc.metadata.namespace as string | undefined) ?? '-'}/${doc.metadata.name}`;
+  const ids = docs.map(id);
+  return [...new Set(ids.filter((item, index) => ids.indexOf(item) !== index))];
 }
 
 function applyPatches(dir: string, patches: Patch[], docs: Manifest[]): void {
   for (const { path, target } of patches) {
     const [patch] = readManifests(resolve(dir, path));
-    const [label, value] = target.labelSelector.split('=') as [string, string];
+    const selector = target ?? { kind: patch!.kind, name: patch!.metadata.name };
+    let applied = 0;
     for (const [index, doc] of docs.entries()) {
-      if (doc.kind !== target.kind || doc.metadata.labels?.[label] !== value) continue;
+      if (!selects(selector, doc)) continue;
       const { metadata, ...rest } = patch!;
+      // With a target, the patch's own name is a placeholder: each target keeps its name.
       const { name: _name, ...otherMetadata } = metadata;
-      docs[index] = merge(doc, { ...rest, metadata: otherMetadata }) as Manifest;
+      docs[index] = merge(doc, { ...rest, metadata: otherMetadata }, []) as Manifest;
+      applied += 1;
+    }
+    if (applied === 0 && target === undefined) {
+      throw new Error(`${resolve(dir, path)}: no ${patch!.kind}/${patch!.metadata.name} to patch`);
     }
   }
 }
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
-const named = (value: unknown): value is { name: string }[] =>
-  Array.isArray(value) && value.every((item) => isObject(item) && typeof item.name === 'string');
 
 /**
- * Strategic merge as kustomize does it for what deploy/ patches: maps merge key by key; lists of
- * named objects (containers, volumes) merge by name, the patch's items first; other lists replace.
+ * The merge keys of a list at `path` (field names from the document root), as the Kubernetes
+ * schema declares them for the lists deploy/ patches; other lists are replaced whole.
  */
-function merge(base: unknown, patch: unknown): unknown {
+function mergeKeys(path: string[]): string[] | undefined {
+  const [parent, field] = path.slice(-2);
+  if (['containers', 'initContainers', 'volumes', 'env'].includes(field!)) return ['name'];
+  if (field === 'volumeMounts') return ['mountPath'];
+  if (field === 'ports' && (parent === 'containers' || parent === 'initContainers')) {
+    return ['containerPort', 'protocol'];
+  }
+  if (field === 'ports' && path.length === 2 && parent === 'spec') return ['port', 'protocol']; // a Service's
+  return undefined;
+}
+
+/**
+ * Strategic merge as kustomize does it for what deploy/ patches: maps merge key by key; lists with
+ * merge keys ({@link mergeKeys}) merge item by item, the patch's items first, unless the patch's
+ * list holds `{$patch: replace}`; other lists replace.
+ */
+function merge(base: unknown, patch: unknown, path: string[]): unknown {
   if (isObject(base) && isObject(patch)) {
     const out: Record<string, unknown> = { ...base };
-    for (const [key, value] of Object.entries(patch)) out[key] = merge(base[key], value);
+    for (const [key, value] of Object.entries(patch)) {
+      out[key] = merge(base[key], value, [...path, key]);
+    }
     return out;
   }
-  if (named(base) && named(patch)) {
-    const fromPatch = patch.map((item) =>
+  if (Array.isArray(patch)) {
+    const items = patch.filter((item) => !(isObject(item) && item.$patch === 'replace'));
+    const keys = mergeKeys(path);
+    if (items.length < patch.length || keys === undefined || !Array.isArray(base)) return items;
+    const same = (a: unknown, b: unknown) =>
+      isObject(a) && isObject(b) && keys.every((key) => a[key] === b[key]);
+    const fromPatch = items.map((item) =>
       merge(
-        base.find((b) => b.name === item.name),
+        base.find((b) => same(b, item)),
         item,
+        path,
       ),
     );
-    return [...fromPatch, ...base.filter((b) => !patch.some((item) => item.name === b.name))];
+    return [...fromPatch, ...base.filter((b) => !items.some((item) => same(b, item)))];
   }
   return patch === undefined ? base : patch;
 }
