@@ -90,17 +90,6 @@ export function safeLocation(location: string): string {
   }
 }
 
-/** `redis://user:secret@host:6379/0` → `redis://user@host:6379/0`: the password never leaves. */
-export function redactStoreUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    parsed.password = '';
-    return parsed.toString().replace(/\/$/, '');
-  } catch {
-    return '(invalid URL)';
-  }
-}
-
 /** A wire value that cannot be a secret (a lifetime, a token type), as JSON, shortened. */
 export function showValue(value: unknown): string {
   if (value === undefined) return 'nothing';

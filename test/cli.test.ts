@@ -76,6 +76,44 @@ describe('bad configuration', () => {
     expect(result.stdout).not.toContain('listening');
   });
 
+  it('refuses inconsistent store settings (mode, hosts, Sentinel, db) all at once, exit 78, no password', async () => {
+    const run = (env: Record<string, string>) =>
+      runCli(['check'], {
+        UPSTREAM_BASE_URL: 'https://api.example.com',
+        CLIENT_ID: 'id',
+        CLIENT_SECRET: SECRET,
+        ...env,
+      });
+    const standalone = await run({
+      STORE_URL: 'redis://:store-pw@127.0.0.1:7000,127.0.0.1:7001',
+      STORE_SENTINEL_PASSWORD: 'sentinel-pw',
+    });
+    const cluster = await run({ STORE_MODE: 'cluster', STORE_URL: 'redis://127.0.0.1:7000/2' });
+    const sentinel = await run({ STORE_MODE: 'sentinel', STORE_URL: 'redis://127.0.0.1:26379' });
+    const unknown = await run({ STORE_MODE: 'sharded', STORE_URL: 'redis://127.0.0.1:7000' });
+    for (const result of [standalone, cluster, sentinel, unknown]) {
+      expect(result.code).toBe(78);
+      expect(result.stdout + result.stderr).not.toMatch(/store-pw|sentinel-pw/);
+    }
+    const lines = (result: { stderr: string }) =>
+      result.stderr
+        .trim()
+        .split('\n')
+        .slice(1)
+        .map((line) => line.replace(/^\s*- /, ''));
+    expect(lines(standalone)).toEqual([
+      expect.stringMatching(/^STORE_URL \(store\.url\): names 2 hosts, but STORE_MODE/),
+      expect.stringMatching(/^STORE_SENTINEL_PASSWORD \(store\.sentinelPassword\): only used with/),
+    ]);
+    expect(lines(cluster)).toEqual([expect.stringMatching(/^STORE_URL .*names database 2/)]);
+    expect(lines(sentinel)).toEqual([
+      expect.stringMatching(/^STORE_SENTINEL_PRIMARY \(store\.sentinelPrimary\): required/),
+    ]);
+    expect(lines(unknown)).toEqual([
+      expect.stringMatching(/^STORE_MODE \(store\.mode\): must be one of/),
+    ]);
+  });
+
   it('refuses an http:// upstream with exit 78', async () => {
     const result = await runCli(['check'], {
       ...baseEnv(),

@@ -87,6 +87,9 @@ async function checkStore(
   // A one-shot command may wait for the connection (TLS, DNS) longer than a serving process would.
   const connection = createStoreConnection({
     url,
+    mode: config.store.mode,
+    sentinelPrimary: config.store.sentinelPrimary,
+    sentinelPassword: config.store.sentinelPassword,
     logger: createLogger({ level: 'silent' }),
     clock: systemClock,
     commandTimeoutMs: 5_000,
@@ -102,7 +105,9 @@ async function checkStore(
       readIdentity: () => Promise.resolve(credentials),
       now: () => Date.now(),
     }).read();
-    io.out(`store: ok (redis ${version})`);
+    const { mode, nodes } = connection.health();
+    const where = mode === 'standalone' ? '' : `, ${mode}: ${nodes.join(',')}`;
+    io.out(`store: ok (redis ${version}${where})`);
     return undefined;
   } catch (error) {
     return `${redactStoreUrl(url)}: ${error instanceof Error ? error.message : String(error)}`;

@@ -4,7 +4,7 @@
  * URL and the egress proxy lose their password, the tracing endpoint shows its origin only,
  * headers are not shown.
  */
-import { redactStoreUrl } from '../safe-text.js';
+import { redactStoreUrl } from '../store-url.js';
 import { egressSummary } from './egress.js';
 import type { Config, RateLimit } from './types.js';
 
@@ -26,7 +26,10 @@ export function featuresInEffect(config: Config): Features {
         ? 'off'
         : `${perPeriod(config.upstream.rateLimit)} (queue ${config.upstream.queueMs} ms)`,
     callers: callersFeature(config.quota),
-    store: config.store.url === undefined ? 'off' : redactStoreUrl(config.store.url),
+    store:
+      config.store.url === undefined
+        ? 'off'
+        : `${redactStoreUrl(config.store.url)}${config.store.mode === 'standalone' ? '' : ` (${config.store.mode})`}`,
     tracing: tracingFeature(config.tracing),
     egressProxy: egressFeature(config),
   };

@@ -72,7 +72,7 @@ describe('loadConfig: defaults and precedence', () => {
         refreshMarginSeconds: 60,
         refreshFraction: 0.2,
       },
-      store: { url: undefined, keyPrefix: 'oauth-sidecar:' },
+      store: { url: undefined, mode: 'standalone', keyPrefix: 'oauth-sidecar:' },
       credentials: { source: 'inline', clientId: 'the-id', clientSecret: 'the-secret' },
       proxy: {
         listen: { host: '127.0.0.1', port: 8080 },
@@ -216,6 +216,7 @@ describe('loadConfig: defaults and precedence', () => {
     });
     expect(config.store).toEqual({
       url: 'rediss://user:pw@redis.example:6380/2',
+      mode: 'standalone',
       keyPrefix: 'team-a:',
     });
     // The store URL's password never shows when the config is logged or inspected.
@@ -250,7 +251,11 @@ describe('loadConfig: defaults and precedence', () => {
       ].join('\n'),
     );
     const config = await loadConfig({ env: INLINE, configFile });
-    expect(config.store).toEqual({ url: 'redis://127.0.0.1:6379', keyPrefix: 'x:' });
+    expect(config.store).toEqual({
+      url: 'redis://127.0.0.1:6379',
+      mode: 'standalone',
+      keyPrefix: 'x:',
+    });
     expect(config.cache.rules).toEqual([
       { prefix: '/v1.0/contracts/', ttlSeconds: 30 },
       { prefix: '/v1.0/releases/', ttlSeconds: 5 },
@@ -264,12 +269,12 @@ describe('loadConfig: defaults and precedence', () => {
     const canonical = await loadConfig({
       env: { ...GOOD, STORE_URL: 'redis://a:6379', STORE_KEY_PREFIX: 'a:' },
     });
-    expect(canonical.store).toEqual({ url: 'redis://a:6379', keyPrefix: 'a:' });
+    expect(canonical.store).toEqual({ url: 'redis://a:6379', mode: 'standalone', keyPrefix: 'a:' });
     const fromYaml = await loadConfig({
       env: GOOD,
       configFile: await file('store.yaml', 'store: { url: redis://b:6379, keyPrefix: "b:" }\n'),
     });
-    expect(fromYaml.store).toEqual({ url: 'redis://b:6379', keyPrefix: 'b:' });
+    expect(fromYaml.store).toEqual({ url: 'redis://b:6379', mode: 'standalone', keyPrefix: 'b:' });
     const both = await problemsOf({
       env: { ...GOOD, STORE_URL: 'redis://a:6379', TOKEN_STORE_URL: 'redis://user:hunter2@b:6379' },
     });
@@ -339,6 +344,52 @@ describe('loadConfig: defaults and precedence', () => {
       expect.stringContaining('CACHE_STALE_IF_ERROR_SECONDS (cache.staleIfErrorSeconds)'),
       'CACHE_SHARED (cache.shared): needs a store (STORE_URL (store.url)) to share entries through',
     ]);
+  });
+
+  it('store.mode: several hosts, Sentinel settings and a cluster db, every problem at once', async () => {
+    const problems = await problemsOf({
+      env: {
+        ...GOOD,
+        STORE_URL: 'redis://:hunter2@a:6379,b:6379',
+        STORE_SENTINEL_PRIMARY: 'mymaster',
+        STORE_SENTINEL_PASSWORD: 'sentinel-pw',
+      },
+    });
+    expect(problems.join('\n')).not.toMatch(/hunter2|sentinel-pw/);
+    expect(problems).toEqual([
+      expect.stringMatching(/^STORE_URL \(store\.url\): names 2 hosts, but STORE_MODE/),
+      'STORE_SENTINEL_PRIMARY (store.sentinelPrimary): only used with STORE_MODE (store.mode) sentinel (it is standalone)',
+      'STORE_SENTINEL_PASSWORD (store.sentinelPassword): only used with STORE_MODE (store.mode) sentinel (it is standalone)',
+    ]);
+    expect(
+      await problemsOf({ env: { ...GOOD, STORE_MODE: 'cluster', STORE_URL: 'redis://a:1,b:2/3' } }),
+    ).toEqual([
+      expect.stringMatching(/^STORE_URL \(store\.url\): names database 3, but a Redis Cluster/),
+    ]);
+    expect(await problemsOf({ env: { ...GOOD, STORE_MODE: 'sentinel' } })).toEqual([
+      'STORE_URL (store.url): required with STORE_MODE (store.mode) is sentinel',
+      'STORE_SENTINEL_PRIMARY (store.sentinelPrimary): required with STORE_MODE (store.mode) is sentinel',
+    ]);
+    expect(await problemsOf({ env: { ...GOOD, STORE_MODE: 'replicated' } })).toEqual([
+      'STORE_MODE (store.mode): must be one of standalone, cluster, sentinel (got "replicated")',
+    ]);
+    expect(
+      await problemsOf({ env: { ...GOOD, STORE_MODE: 'cluster', STORE_URL: 'redis://a:1,,b:2' } }),
+    ).toEqual([
+      expect.stringContaining('STORE_URL (store.url): must be a redis:// or rediss:// URL'),
+    ]);
+    const sentinel = await loadConfig({
+      env: {
+        ...GOOD,
+        STORE_MODE: 'sentinel',
+        STORE_URL: 'rediss://app:pw@s1:26379,s2:26379,[::1]:26379/1',
+        STORE_SENTINEL_PRIMARY: 'mymaster',
+        STORE_SENTINEL_PASSWORD: 'sentinel-pw',
+      },
+    });
+    expect(sentinel.store).toMatchObject({ mode: 'sentinel', sentinelPrimary: 'mymaster' });
+    expect(JSON.stringify(sentinel.store)).not.toMatch(/:pw@|sentinel-pw/);
+    expect(inspect(sentinel.store)).toContain('rediss://app@s1:26379,s2:26379,[::1]:26379/1');
   });
 
   it('loads config/example.yaml, which documents exactly the defaults', async () => {

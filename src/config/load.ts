@@ -5,13 +5,13 @@
  */
 import { inspect } from 'node:util';
 import { ConfigError } from '../errors.js';
-import { redactStoreUrl } from '../safe-text.js';
 import { checkCaFile, checkCredentialFiles, credentialSource } from './credential-checks.js';
 import { readTextFile, type ReadTextFile } from './credentials.js';
 import { foldProxyVariables, shownProxy } from './egress.js';
 import { DEFAULT_TOKEN_PATH, EXAMPLE_BASE_URL } from './defaults.js';
 import { describeUnknown, unknownSettings } from './unknown-settings.js';
 import { aliasOf, readYamlLayer } from './yaml-layer.js';
+import { checkStore, storeConfig } from './store-config.js';
 import {
   FIELDS,
   label,
@@ -64,6 +64,7 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
   const get = resolver(v);
   checkSchemes(v, get, invalid, problems);
   checkCacheRules(get, invalid, problems);
+  checkStore(get, invalid, problems);
   const unknown = unknownSettings(options.env).map(describeUnknown);
   // Strict when asked, else a warning: other tools in the pod may share a prefix.
   if (get('strictConfig')) problems.push(...unknown);
@@ -189,7 +190,7 @@ function buildConfig(
       refreshMarginSeconds: get('token.refreshMarginSeconds'),
       refreshFraction: get('token.refreshFraction'),
     },
-    store: storeConfig(get('store.url'), get('store.keyPrefix')),
+    store: storeConfig(get),
     credentials,
     proxy: {
       listen: get('proxy.listen'),
@@ -273,18 +274,6 @@ function egressConfig(
   Object.defineProperty(egress, 'toJSON', { value: safe, enumerable: false });
   Object.defineProperty(egress, inspect.custom, { value: safe, enumerable: false });
   return egress;
-}
-
-/** `store`: the URL may hold a password, so serialising the object never shows it. */
-function storeConfig(url: string | undefined, keyPrefix: string): Config['store'] {
-  const store = { url, keyPrefix };
-  const safe = (): object => ({
-    url: url === undefined ? undefined : redactStoreUrl(url),
-    keyPrefix,
-  });
-  Object.defineProperty(store, 'toJSON', { value: safe, enumerable: false });
-  Object.defineProperty(store, inspect.custom, { value: safe, enumerable: false });
-  return store;
 }
 
 /**

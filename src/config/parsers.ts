@@ -6,8 +6,9 @@
  */
 import { isIPv6 } from 'node:net';
 import { shown } from '../safe-text.js';
+import { parseStoreUrl } from '../store-url.js';
 import { DEFAULT_LISTEN_HOST } from './defaults.js';
-import type { ClientAuth, HostPort, LogLevel, TokenFormat } from './types.js';
+import type { ClientAuth, HostPort, LogLevel, StoreMode, TokenFormat } from './types.js';
 
 /** What a parser returns when the value is unusable (after reporting why). */
 export const INVALID: unique symbol = Symbol('invalid');
@@ -279,6 +280,11 @@ export function listen(): Parser<HostPort> {
 
 export const TOKEN_FORMATS = ['json', 'form'] as const satisfies readonly TokenFormat[];
 export const CLIENT_AUTHS = ['body', 'basic'] as const satisfies readonly ClientAuth[];
+export const STORE_MODES = [
+  'standalone',
+  'cluster',
+  'sentinel',
+] as const satisfies readonly StoreMode[];
 export const LOG_LEVELS = [
   'fatal',
   'error',
@@ -301,38 +307,36 @@ export function listItems(raw: unknown): unknown[] | null {
 }
 
 /**
- * `store.url` (alias `token.store.url`): a `redis://` or `rediss://` URL. It may hold a password, so no message
+ * `store.url` (alias `token.store.url`): a `redis://` or `rediss://` URL naming one host, or several
+ * (comma-separated) for `store.mode` cluster or sentinel. It may hold a password, so no message
  * ever repeats it (the field is secret).
  */
 export function storeUrl(): Parser<string> {
   return (raw, report) => {
     const expected =
-      'must be a redis:// or rediss:// URL, e.g. rediss://user:password@redis:6380/0';
+      'must be a redis:// or rediss:// URL, e.g. rediss://user:password@redis:6380/0 (several hosts: redis://a:6379,b:6379)';
     if (typeof raw !== 'string' || raw.trim() === '') {
       report(expected);
       return INVALID;
     }
-    let url: URL;
-    try {
-      url = new URL(raw.trim());
-    } catch {
-      report(expected);
-      return INVALID;
-    }
-    if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
-      report(`${expected} (the scheme is neither)`);
-      return INVALID;
-    }
-    if (url.hostname === '') {
-      report(`${expected} (no host)`);
-      return INVALID;
-    }
-    if (url.pathname !== '' && url.pathname !== '/' && !/^\/\d{1,2}$/.test(url.pathname)) {
-      report(`${expected} (the path may only name a database number, e.g. /0)`);
+    const parsed = parseStoreUrl(raw);
+    if ('problem' in parsed) {
+      report(`${expected} (${parsed.problem})`);
       return INVALID;
     }
     return raw.trim();
   };
+}
+
+/** `store.sentinelPrimary`: the name the sentinels know the primary by. */
+export function sentinelPrimary(): Parser<string> {
+  return pipe(text('the name of the primary the sentinels watch'), (raw, report) => {
+    if (!/^[\x21-\x7e]{1,128}$/.test(raw)) {
+      report(`must be 1 to 128 printable ASCII characters without spaces (got ${shown(raw)})`);
+      return INVALID;
+    }
+    return raw;
+  });
 }
 
 /** `token.store.keyPrefix`: printable, no whitespace, at most 64 characters. */

@@ -6,6 +6,7 @@
 import {
   CLIENT_AUTHS,
   LOG_LEVELS,
+  STORE_MODES,
   TOKEN_FORMATS,
   baseUrl,
   boolean,
@@ -18,6 +19,7 @@ import {
   pathPrefixes,
   scopes,
   secret,
+  sentinelPrimary,
   storeUrl,
   text,
   type Parser,
@@ -116,6 +118,9 @@ export const FIELDS = {
   ),
   'token.refreshFraction': field('TOKEN_REFRESH_FRACTION', fraction(), 0.2),
   'store.url': aliased(secretField('STORE_URL', storeUrl()), 'token.store.url', 'TOKEN_STORE_URL'),
+  'store.mode': field('STORE_MODE', oneOf(STORE_MODES), 'standalone'),
+  'store.sentinelPrimary': field('STORE_SENTINEL_PRIMARY', sentinelPrimary()),
+  'store.sentinelPassword': secretField('STORE_SENTINEL_PASSWORD', secret()),
   'store.keyPrefix': aliased(
     field('STORE_KEY_PREFIX', keyPrefix(), 'oauth-sidecar:'),
     'token.store.keyPrefix',

@@ -16,6 +16,8 @@ export interface HostPort {
 
 export type TokenFormat = 'json' | 'form';
 export type ClientAuth = 'body' | 'basic';
+/** How the store is reached (docs/token-store.md "Redis Cluster and Sentinel"). */
+export type StoreMode = 'standalone' | 'cluster' | 'sentinel';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 /** `upstream.rateLimit`: at most `count` requests per `periodMs` (a token bucket of `count`). */
@@ -93,6 +95,12 @@ export interface Config {
   store: {
     /** `redis://` / `rediss://` URL of the fleet's shared store (may hold a password); unset: none. */
     url: string | undefined;
+    /** `standalone`: one server; `cluster`: the URL's hosts are seed nodes; `sentinel`: the sentinels. */
+    mode: StoreMode;
+    /** With `sentinel`: the name of the primary the sentinels watch. */
+    sentinelPrimary: string | undefined;
+    /** The sentinels' own password, if they ask for one (secret). */
+    sentinelPassword: string | undefined;
     keyPrefix: string;
   };
   credentials: CredentialsConfig;

@@ -5,11 +5,11 @@
  * (docs/token-store.md "What the store says is never trusted").
  */
 import { randomUUID } from 'node:crypto';
+import { CacheNaming, HeldLeases } from './cache-names.js';
 import { defineScript, type StoreConnection } from './connection.js';
 import {
   IdentityKeys,
   deriveCacheKeys,
-  hashedName,
   seal,
   unseal,
   type CacheKeys,
@@ -127,7 +127,7 @@ return 0
 `);
 
 export interface StoreCacheOptions {
-  connection: Pick<StoreConnection, 'runScript' | 'health'>;
+  connection: Pick<StoreConnection, 'runScript' | 'health' | 'hashTags'>;
   keyPrefix: string;
   tokenUrl: string;
   readIdentity: IdentityReader;
@@ -162,11 +162,14 @@ class StoreCacheEntries implements StoreCache {
   readonly #owner = randomUUID();
   readonly #maxValueBytes: number;
   readonly leaseTtlMs: number;
+  readonly #held = new HeldLeases();
+  readonly #naming: CacheNaming;
 
   constructor(options: StoreCacheOptions) {
     this.#options = options;
     this.#maxValueBytes = maxSealedBytes(options.maxEntryBytes);
     this.leaseTtlMs = options.leaseTtlMs ?? FILL_LEASE_TTL_MS;
+    this.#naming = new CacheNaming(options.keyPrefix, options.connection.hashTags === true);
     this.#keys = new IdentityKeys(options.readIdentity, options.now, ({ clientSecret }) =>
       deriveCacheKeys(clientSecret, options.tokenUrl),
     );
@@ -177,18 +180,19 @@ class StoreCacheEntries implements StoreCache {
   }
 
   async keysOf(key: string, path: string) {
-    return this.#names(await this.#keys.get(), key, path);
+    return this.#naming.names(await this.#keys.get(), key, path);
   }
 
   async read(key: string, path: string, takeLease: boolean): Promise<SharedRead> {
     const keys = await this.#keys.get();
-    const names = this.#names(keys, key, path);
+    const names = this.#naming.names(keys, key, path);
     const reply = await this.#options.connection.runScript(
       READ,
       [names.entry, names.generation, names.lease],
       [this.#owner, String(this.leaseTtlMs), takeLease ? '1' : '0', String(this.#maxValueBytes)],
     );
     const [value, ttl, generation, lease] = Array.isArray(reply) ? (reply as unknown[]) : [];
+    if (lease === 'taken') this.#held.hold(key, names.lease);
     const read: SharedRead = {
       answer: undefined,
       ageMs: 0,
@@ -203,7 +207,7 @@ class StoreCacheEntries implements StoreCache {
 
   async write(key: string, path: string, answer: SharedAnswer, generation: string): Promise<void> {
     const keys = await this.#keys.get();
-    const names = this.#names(keys, key, path);
+    const names = this.#naming.names(keys, key, path);
     const lifetime =
       answer.freshMs + Math.max(answer.staleIfErrorMs, answer.staleWhileRevalidateMs);
     const clear = `${FORMAT}.${generation}.${answer.freshMs}.${lifetime}.${this.#options.now()}`;
@@ -221,6 +225,7 @@ class StoreCacheEntries implements StoreCache {
       await this.release(key);
       return;
     }
+    this.#held.forget(key);
     await this.#options.connection.runScript(
       WRITE,
       [names.entry, names.generation, names.lease],
@@ -229,45 +234,38 @@ class StoreCacheEntries implements StoreCache {
   }
 
   async release(key: string): Promise<void> {
-    const keys = await this.#keys.get();
-    await this.#options.connection.runScript(
-      RELEASE,
-      [this.#named('cache-lease', hashedName(keys, key))],
-      [this.#owner],
-    );
+    const lease = await this.#leaseName(key);
+    this.#held.forget(key);
+    if (lease === undefined) return;
+    await this.#options.connection.runScript(RELEASE, [lease], [this.#owner]);
   }
 
   async renew(key: string): Promise<boolean> {
-    const keys = await this.#keys.get();
+    const lease = await this.#leaseName(key);
+    if (lease === undefined) return false;
     const reply = await this.#options.connection.runScript(
       RENEW,
-      [this.#named('cache-lease', hashedName(keys, key))],
+      [lease],
       [this.#owner, String(this.leaseTtlMs)],
     );
     return reply === 1;
+  }
+
+  /**
+   * The store key of `key`'s fill lease: the one this process took (a cluster's is named after
+   * its path), else the standalone name; undefined in a cluster when this process holds none.
+   */
+  async #leaseName(key: string): Promise<string | undefined> {
+    return this.#held.get(key) ?? this.#naming.plainLease(await this.#keys.get(), key);
   }
 
   async invalidate(path: string): Promise<void> {
     const keys = await this.#keys.get();
     await this.#options.connection.runScript(
       INVALIDATE,
-      [this.#named('cache-gen', hashedName(keys, path))],
+      [this.#naming.generation(keys, path)],
       [String(GENERATION_TTL_MS)],
     );
-  }
-
-  #names(keys: CacheKeys, key: string, path: string) {
-    const name = hashedName(keys, key);
-    return {
-      entry: this.#named('cache', name),
-      lease: this.#named('cache-lease', name),
-      generation: this.#named('cache-gen', hashedName(keys, path)),
-    };
-  }
-
-  /** A store key: the prefix, its kind, and a hashed name (of a cache key or a path). */
-  #named(kind: 'cache' | 'cache-lease' | 'cache-gen', name: string): string {
-    return `${this.#options.keyPrefix}${kind}:${name}`;
   }
 
   /**

@@ -5,13 +5,14 @@
  * settles within `commandTimeoutMs`, a store that is down fails calls at once, and the client
  * reconnects on its own with capped backoff.
  */
-import { createHash } from 'node:crypto';
-import { createClient } from '@redis/client';
 import type { Clock, TimerHandle } from '../clock.js';
 import { StoreError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
-import { redactStoreUrl } from '../safe-text.js';
-import type { StoreHealth } from './ports.js';
+import { redactStoreUrl } from '../store-url.js';
+import { callLate, describe, reconnectDelayMs, setIntervalOn } from './connection-parts.js';
+import { makeStoreClient, type StoreAddressOptions, type StoreClient } from './clients.js';
+import { allScripts, type StoreScript } from './scripts.js';
+import type { StoreConnection, StoreHealth } from './ports.js';
 
 /** Every store call settles within this (docs/token-store.md: no answer in 500 ms counts as down). */
 export const STORE_COMMAND_TIMEOUT_MS = 500;
@@ -25,56 +26,21 @@ export const STORE_HEALTH_INTERVAL_MS = 2_000;
  * connection is still being set up.
  */
 export const STORE_CONNECT_TIMEOUT_MS = 2_000;
-/** Reconnect backoff: 100 ms doubling to 2 s, full jitter (a restarted store is found within ~2 s). */
-export const RECONNECT_BASE_MS = 100;
-export const RECONNECT_CAP_MS = 2_000;
+export { RECONNECT_BASE_MS, RECONNECT_CAP_MS, reconnectDelayMs } from './connection-parts.js';
 
-/** A Lua script run atomically by the server (EVALSHA, EVAL when the server does not know it yet). */
-export interface StoreScript {
-  readonly lua: string;
-  readonly sha1: string;
-}
-
-/**
- * Define a script once (module scope). Scripts may read the store's clock, so every process of a
- * fleet agrees on "now": start with {@link STORE_NOW_MS_LUA} to get `now_ms`. Keys the script
- * touches must be passed in `keys` (Redis Cluster / ACL key patterns depend on it).
- */
-export function defineScript(lua: string): StoreScript {
-  return { lua, sha1: createHash('sha1').update(lua).digest('hex') };
-}
-
-/**
- * Lua prelude: `local now_ms = <the store's clock in ms>`. Allowed before writes since Redis 5
- * (scripts replicate their effects, not themselves).
- */
-export const STORE_NOW_MS_LUA =
-  "local __t = redis.call('TIME')\nlocal now_ms = tonumber(__t[1]) * 1000 + math.floor(tonumber(__t[2]) / 1000)\n";
+export {
+  STORE_NOW_MS_LUA,
+  allScripts,
+  defineScript,
+  hashTagged,
+  type StoreScript,
+} from './scripts.js';
 
 export type { StoreHealth } from './ports.js';
 
-/** What the rest of the sidecar sees of Redis. */
-export interface StoreConnection {
-  /**
-   * Run `script` atomically. Settles within `commandTimeoutMs`; rejects with StoreError when the
-   * store is down, slow, or answers an error. Lua tables come back as arrays, nil as null.
-   * `onLateReply`: the call was given up (timed out) but the server ran the script after all; it
-   * gets the reply then, so the caller can undo what it can no longer use (a lease it took).
-   */
-  runScript(
-    script: StoreScript,
-    keys: readonly string[],
-    args: readonly string[],
-    onLateReply?: (reply: unknown) => void,
-  ): Promise<unknown>;
-  /** PING now and return the server's version (for `check`); rejects with StoreError. */
-  probe(): Promise<string>;
-  health(): StoreHealth;
-  close(): Promise<void>;
-}
+export type { StoreConnection } from './ports.js';
 
-export interface StoreConnectionOptions {
-  url: string;
+export interface StoreConnectionOptions extends StoreAddressOptions {
   logger: Logger;
   clock: Clock;
   commandTimeoutMs?: number;
@@ -86,19 +52,20 @@ export interface StoreConnectionOptions {
 
 export { redactStoreUrl };
 
-/** Reconnect delay after `retries` failed attempts: full jitter over 100 ms doubling to 2 s. */
-export function reconnectDelayMs(retries: number, random: number): number {
-  const ceiling = Math.min(RECONNECT_CAP_MS, RECONNECT_BASE_MS * 2 ** Math.min(retries, 16));
-  return Math.max(RECONNECT_BASE_MS / 2, Math.round(random * ceiling));
-}
-
 /** Connect (in the background) and return at once; calls made before it is ready wait within their bound. */
 export function createStoreConnection(options: StoreConnectionOptions): StoreConnection {
   return new Connection(options);
 }
 
 class Connection implements StoreConnection {
-  readonly #client: ReturnType<typeof createClient>;
+  /** Made on first use or after the current task, with every script defined by then. */
+  #made: StoreClient | undefined;
+  readonly #options: StoreConnectionOptions;
+  /** Redis Cluster: the keys of one script share a hash tag (fleet/scripts.ts `hashTagged`). */
+  readonly hashTags: boolean;
+  readonly #mode: NonNullable<StoreAddressOptions['mode']>;
+  readonly #random: () => number;
+  #connectRetries = 0;
   readonly #timeoutMs: number;
   readonly #maxPending: number;
   readonly #clock: Clock;
@@ -125,25 +92,12 @@ class Connection implements StoreConnection {
     this.#clock = options.clock;
     this.#log = options.logger;
     this.#url = redactStoreUrl(options.url);
-    const random = options.random ?? Math.random;
-    this.#client = createClient({
-      url: options.url,
-      // Fail at once while disconnected instead of queueing: the keeper falls back to its own token.
-      disableOfflineQueue: true,
-      socket: {
-        connectTimeout: STORE_CONNECT_TIMEOUT_MS,
-        reconnectStrategy: (retries) => reconnectDelayMs(retries, random()),
-      },
-    });
-    this.#client.on('error', (error: unknown) => this.#attemptFailed(error));
-    this.#client.on('ready', () => {
-      this.#firstAttemptSettled = true;
-      this.#connectError = undefined;
-      this.#wakeReadyWaiters();
-      // Learn the version and show `up` at once, not at the next health tick.
-      this.probe().catch(() => undefined);
-    });
-    this.#client.connect().catch((error: unknown) => this.#attemptFailed(error));
+    this.#random = options.random ?? Math.random;
+    this.#mode = options.mode ?? 'standalone';
+    this.#options = options;
+    this.hashTags = this.#mode === 'cluster';
+    // Scripts defined in the same task as the connection (a test's) are registered too.
+    queueMicrotask(() => void this.#client);
     this.#healthTimer = setIntervalOn(
       this.#clock,
       options.healthIntervalMs ?? STORE_HEALTH_INTERVAL_MS,
@@ -151,6 +105,30 @@ class Connection implements StoreConnection {
         this.probe().catch(() => undefined); // markDown already recorded it
       },
     );
+  }
+
+  get #client(): StoreClient {
+    if (this.#made !== undefined) return this.#made;
+    const client = makeStoreClient(
+      this.#options,
+      {
+        connectTimeout: STORE_CONNECT_TIMEOUT_MS,
+        reconnectStrategy: (retries) => reconnectDelayMs(retries, this.#random()),
+      },
+      allScripts(),
+    );
+    this.#made = client;
+    client.onError((error: unknown) => this.#clientError(error));
+    client.onReady(() => {
+      this.#firstAttemptSettled = true;
+      this.#connectError = undefined;
+      this.#connectRetries = 0;
+      this.#wakeReadyWaiters();
+      // Learn the version and show `up` at once, not at the next health tick.
+      this.probe().catch(() => undefined);
+    });
+    if (!this.#closed) this.#connect();
+    return client;
   }
 
   runScript(
@@ -162,24 +140,18 @@ class Connection implements StoreConnection {
     const client = this.#client;
     return this.#call(
       'store script',
-      async (): Promise<unknown> => {
-        const tail = [String(keys.length), ...keys, ...args];
-        try {
-          return await client.sendCommand(['EVALSHA', script.sha1, ...tail]);
-        } catch (error) {
-          if (!describe(error).startsWith('NOSCRIPT')) throw error;
-          return client.sendCommand(['EVAL', script.lua, ...tail]);
-        }
-      },
+      () => client.script(script.name, keys, args),
       onLateReply,
+      // In a cluster one call reaches one master: only the health probe (every master) says `up`.
+      this.#mode !== 'cluster',
     );
   }
 
   probe(): Promise<string> {
     return this.#call('store PING', async () => {
-      await this.#client.sendCommand(['PING']);
+      await this.#client.ping();
       if (this.#serverVersion === null) {
-        const info: unknown = await this.#client.sendCommand(['INFO', 'server']);
+        const info: unknown = await this.#client.info();
         const text = typeof info === 'string' ? info : Buffer.isBuffer(info) ? info.toString() : '';
         this.#serverVersion = /redis_version:([^\r\n]+)/.exec(text)?.[1] ?? 'unknown';
       }
@@ -190,6 +162,8 @@ class Connection implements StoreConnection {
   health(): StoreHealth {
     return {
       url: this.#url,
+      mode: this.#mode,
+      nodes: this.#made?.nodes() ?? [],
       up: this.#up,
       connecting: !this.#firstAttemptSettled,
       lastError: this.#lastError === null ? null : { ...this.#lastError },
@@ -202,11 +176,50 @@ class Connection implements StoreConnection {
     this.#closed = true;
     this.#healthTimer.stop();
     this.#wakeReadyWaiters();
+    const client = this.#made;
+    if (client === undefined) return;
     try {
-      if (this.#client.isOpen) await this.#client.close();
+      if (client.isOpen) await client.close();
     } catch {
-      this.#client.destroy();
+      client.destroy();
     }
+  }
+
+  /**
+   * Connect in the background. A standalone client reconnects on its own; a cluster or Sentinel
+   * client whose first discovery fails (no seed node or sentinel answers) is asked again after
+   * the same backoff.
+   */
+  #connect(): void {
+    this.#client.connect().catch((error: unknown) => {
+      this.#attemptFailed(error);
+      if (this.#mode === 'standalone' || this.#closed) return;
+      const retry = this.#clock.setTimeout(
+        () => {
+          if (!this.#closed && !this.#client.isOpen) this.#connect();
+        },
+        reconnectDelayMs(this.#connectRetries++, this.#random()),
+      );
+      retry.unref?.();
+    });
+  }
+
+  /**
+   * An error the client reports. A standalone client's is a failed connection attempt. A cluster
+   * or Sentinel client reports one per seed node or sentinel that fails while it goes on with the
+   * next: the attempt has failed only when `connect()` rejects (`#connect`), so a member does not
+   * act alone while its discovery is still under way.
+   */
+  #clientError(error: unknown): void {
+    if (this.#mode === 'standalone' || this.#firstAttemptSettled) {
+      this.#attemptFailed(error);
+      return;
+    }
+    this.#connectError = describe(error);
+    this.#lastError = {
+      message: this.#connectError,
+      at: new Date(this.#clock.now()).toISOString(),
+    };
   }
 
   #attemptFailed(error: unknown): void {
@@ -264,6 +277,7 @@ class Connection implements StoreConnection {
     what: string,
     send: () => Promise<T>,
     onLateReply?: (reply: T) => void,
+    showsUp = true,
   ): Promise<T> {
     if (this.#closed) throw new StoreError(`${what}: the store connection is closed`);
     if (this.#pending >= this.#maxPending) {
@@ -272,9 +286,9 @@ class Connection implements StoreConnection {
       throw error;
     }
     this.#pending += 1;
-    const budget = this.#firstAttemptSettled
-      ? this.#timeoutMs
-      : STORE_CONNECT_TIMEOUT_MS + this.#timeoutMs;
+    // A cluster's first attempt is a discovery and a connection to each master.
+    const connecting = STORE_CONNECT_TIMEOUT_MS * (this.#mode === 'standalone' ? 1 : 3);
+    const budget = this.#firstAttemptSettled ? this.#timeoutMs : connecting + this.#timeoutMs;
     const deadline = this.#clock.now() + budget;
     const late = { givenUp: false };
     let timer: TimerHandle | undefined;
@@ -294,7 +308,7 @@ class Connection implements StoreConnection {
         () => undefined, // a late rejection after the timeout is not unhandled
       );
       const result = await Promise.race([attempt, timeout]);
-      this.#markUp();
+      if (showsUp) this.#markUp();
       return result;
     } catch (error) {
       const wrapped =
@@ -325,41 +339,4 @@ class Connection implements StoreConnection {
         : `${what}: no answer within ${budget} ms`,
     );
   }
-}
-
-/** The call was given up but the server ran it after all: the caller may undo what it can. */
-function callLate<T>(onLateReply: ((reply: T) => void) | undefined, reply: T): void {
-  if (onLateReply === undefined) return;
-  try {
-    onLateReply(reply);
-  } catch {
-    // An undo that throws leaves what it would have undone to its TTL; never unhandled.
-  }
-}
-
-/** A repeating timer on the injected clock, unref'd. */
-function setIntervalOn(clock: Clock, everyMs: number, fn: () => void): { stop(): void } {
-  let handle: TimerHandle | undefined;
-  let stopped = false;
-  const arm = (): void => {
-    handle = clock.setTimeout(() => {
-      if (stopped) return;
-      fn();
-      arm();
-    }, everyMs);
-    handle.unref?.();
-  };
-  arm();
-  return {
-    stop() {
-      stopped = true;
-      if (handle !== undefined) clock.clearTimeout(handle);
-    },
-  };
-}
-
-function describe(error: unknown): string {
-  if (error instanceof AggregateError && error.errors.length > 0) return describe(error.errors[0]);
-  if (error instanceof Error) return error.message || error.name;
-  return String(error);
 }

@@ -12,6 +12,7 @@ import {
   hkdfSync,
   randomBytes,
 } from 'node:crypto';
+import { hashTagged } from './scripts.js';
 
 const SALT = 'oauth-sidecar token store v1';
 // v2: the generation is part of the associated data (v1 entries read as unreadable: one grant).
@@ -22,6 +23,8 @@ const TAG_BYTES = 16;
 /** Who shares an entry: every sidecar with the same token URL, client id and scopes. */
 export interface EntryIdentity {
   keyPrefix: string;
+  /** Redis Cluster: the entry and its lease share one hash tag (one slot, one node). */
+  hashTags?: boolean;
   tokenUrl: string;
   clientId: string;
   clientSecret: string;
@@ -54,9 +57,10 @@ export function deriveEntryKeys(identity: EntryIdentity): EntryKeys {
     .slice(0, 32);
   const derive = (purpose: string): Buffer =>
     deriveKey(identity.clientSecret, identity.tokenUrl, purpose);
+  const tagged = hashTagged(name, identity.hashTags === true);
   return {
-    entry: `${identity.keyPrefix}token:${name}`,
-    lease: `${identity.keyPrefix}lease:${name}`,
+    entry: `${identity.keyPrefix}token:${tagged}`,
+    lease: `${identity.keyPrefix}lease:${tagged}`,
     seal: derive('aes-256-gcm'),
     fingerprint: derive('fingerprint'),
   };

@@ -2,11 +2,38 @@
  * What the rest of the sidecar sees of the fleet store: types only, no Redis, so proxy/ and token/
  * import them and the store's side implements them (fleet/quota.ts, fleet/connection.ts).
  */
+import type { StoreScript } from './scripts.js';
+
+/** What the rest of the sidecar sees of Redis. */
+export interface StoreConnection {
+  /**
+   * Run `script` atomically. Settles within `commandTimeoutMs`; rejects with StoreError when the
+   * store is down, slow, or answers an error. Lua tables come back as arrays, nil as null.
+   * `onLateReply`: the call was given up (timed out) but the server ran the script after all; it
+   * gets the reply then, so the caller can undo what it can no longer use (a lease it took).
+   */
+  runScript(
+    script: StoreScript,
+    keys: readonly string[],
+    args: readonly string[],
+    onLateReply?: (reply: unknown) => void,
+  ): Promise<unknown>;
+  /** PING now and return the server's version (for `check`); rejects with StoreError. */
+  probe(): Promise<string>;
+  health(): StoreHealth;
+  close(): Promise<void>;
+  /** Redis Cluster: the keys one script touches must share a hash tag (fleet/scripts.ts). */
+  readonly hashTags?: boolean;
+}
 
 /** The store's one view of its health: the connection's (the only timeout, the only `up`). */
 export interface StoreHealth {
   /** The configured URL without its password. */
   url: string;
+  /** How the store is reached (docs/token-store.md "Redis Cluster and Sentinel"). */
+  mode: 'standalone' | 'cluster' | 'sentinel';
+  /** `host:port` of the node(s) in use: the server, the cluster's masters, the current primary. */
+  nodes: string[];
   up: boolean;
   /** The first connection attempt has not settled yet: callers wait for it rather than act alone. */
   connecting: boolean;

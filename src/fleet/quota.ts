@@ -4,7 +4,7 @@
  * decision is one atomic script on the store's clock (`TIME`), so process clocks do not matter.
  */
 import { createHash } from 'node:crypto';
-import { STORE_NOW_MS_LUA, defineScript, type StoreConnection } from './connection.js';
+import { STORE_NOW_MS_LUA, defineScript, hashTagged, type StoreConnection } from './connection.js';
 import type { SharedCooldown, SharedQuota } from './ports.js';
 import { TYPED_READS_LUA } from './typed-reads.js';
 
@@ -14,7 +14,7 @@ export interface StoreQuota extends SharedQuota {
 }
 
 export interface StoreQuotaOptions {
-  connection: Pick<StoreConnection, 'runScript' | 'health'>;
+  connection: Pick<StoreConnection, 'runScript' | 'health' | 'hashTags'>;
   keyPrefix: string;
   /** The upstream whose quota this is (`upstream.baseUrl`); hashed into the keys. */
   upstream: string;
@@ -263,7 +263,11 @@ export function demandTtlMs(rateLimit: { count: number; periodMs: number }): num
 
 /** The fleet-wide quota of one upstream. Keys hold no secret: a hash of the upstream URL. */
 export function createStoreQuota(options: StoreQuotaOptions): StoreQuota {
-  const id = createHash('sha256').update(options.upstream).digest('hex').slice(0, 16);
+  const id = hashTagged(
+    createHash('sha256').update(options.upstream).digest('hex').slice(0, 16),
+    // Redis Cluster: the bucket, its cooldown and its callers share a hash tag.
+    options.connection.hashTags === true,
+  );
   const keys = {
     bucket: `${options.keyPrefix}quota:${id}:bucket`,
     cooldown: `${options.keyPrefix}quota:${id}:cooldown`,

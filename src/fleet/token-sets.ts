@@ -180,6 +180,8 @@ function entryKeysFor(options: TokenSetStoreOptions): IdentityKeys<EntryKeys> {
   return new IdentityKeys(options.readIdentity, options.now, ({ clientId, clientSecret }) =>
     deriveEntryKeys({
       keyPrefix: options.keyPrefix,
+      // Redis Cluster: the keys of one entry share a hash tag.
+      hashTags: options.connection.hashTags === true,
       tokenUrl: options.tokenUrl,
       clientId,
       clientSecret,

@@ -44,6 +44,9 @@ export class LeaseWaitError extends Error {
 
 export interface StoreStatus {
   url: string;
+  /** How the store is reached, and the node(s) in use (the server, the masters, the primary). */
+  mode?: string;
+  nodes?: string[];
   up: boolean;
   lastError: { message: string; at: string } | null;
   /** Generation of the shared entry this process last read or wrote; null before any. */
@@ -53,7 +56,13 @@ export interface StoreStatus {
 export interface TokenCoordinatorOptions {
   store: TokenSetStore;
   /** The connection's health (URL without password, up, last error). */
-  health(): { url: string; up: boolean; lastError: { message: string; at: string } | null };
+  health(): {
+    url: string;
+    mode?: string;
+    nodes?: string[];
+    up: boolean;
+    lastError: { message: string; at: string } | null;
+  };
   settings: RenewalSettings & { timeoutMs: number };
   now: () => number;
   sleep: (ms: number) => Promise<void>;

@@ -96,6 +96,7 @@ class Coordinator implements TokenCoordinator {
     const health = this.options.health();
     return {
       url: health.url,
+      ...(health.mode !== undefined && { mode: health.mode, nodes: health.nodes ?? [] }),
       up: health.up,
       lastError: health.lastError,
       generation: this.#generation,

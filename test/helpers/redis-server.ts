@@ -149,7 +149,7 @@ export async function startRedisServer(options: { password?: string } = {}): Pro
 }
 
 /** One command over a fresh connection (RESP2), raw reply. Test helper only: no pipelining. */
-function send(port: number, args: string[], password?: string): Promise<string> {
+export function send(port: number, args: string[], password?: string): Promise<string> {
   const encode = (parts: string[]): string =>
     `*${parts.length}\r\n` + parts.map((p) => `$${Buffer.byteLength(p)}\r\n${p}\r\n`).join('');
   const frames = (password === undefined ? '' : encode(['AUTH', password])) + encode(args);

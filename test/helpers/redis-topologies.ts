@@ -1,0 +1,268 @@
+/**
+ * A real Redis Cluster and a real Sentinel setup from Debian's `redis-server` 7.0, on free loopback
+ * ports, for the tests of `STORE_MODE=cluster` and `sentinel`: nodes started with
+ * `--cluster-enabled yes` and joined by `redis-cli --cluster create`; a primary, its replica and
+ * three `redis-server FILE --sentinel`. Short timeouts so a fail-over takes seconds. No persistence.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { REDIS_SERVER_BIN, freePort, missingRedisServer, send } from './redis-server.js';
+
+export const REDIS_CLI_BIN = process.env.REDIS_CLI_BIN ?? 'redis-cli';
+
+interface Proc {
+  port: number;
+  child: ChildProcess;
+  output: string;
+}
+
+function launch(args: string[], port: number): Proc {
+  const child = spawn(REDIS_SERVER_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc: Proc = { port, child, output: '' };
+  const keep = (d: Buffer) => (proc.output = (proc.output + d.toString()).slice(-4000));
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  return proc;
+}
+
+async function until(what: string, fn: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if (await fn()) return;
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function killAll(procs: Iterable<Proc>): Promise<void> {
+  return Promise.all(
+    [...procs].map(async ({ child }) => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGKILL');
+      await exited;
+    }),
+  ).then(() => undefined);
+}
+
+/** `field:value` of an INFO reply. */
+function infoField(info: string, field: string): string | undefined {
+  return new RegExp(`^${field}:(.*)$`, 'm').exec(info)?.[1]?.trim();
+}
+
+export interface RedisCluster {
+  /** `redis://` naming two seed nodes (one reachable seed is enough). */
+  readonly url: string;
+  readonly ports: readonly number[];
+  /** Ports of the nodes that are masters now (asked of a live node). */
+  masters(): Promise<number[]>;
+  /** Keys held by each master now, by port. */
+  keysByMaster(): Promise<Map<number, number>>;
+  /** SIGKILL one node. */
+  kill(port: number): Promise<void>;
+  /** Every slot served by a live master again (`cluster_state:ok` on every live node). */
+  waitHealthy(timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** `masters` masters with `replicas` replicas each; `cluster-node-timeout` 1000 ms. */
+export async function startRedisCluster(
+  options: { masters?: number; replicas?: number } = {},
+): Promise<RedisCluster> {
+  const missing = missingRedisServer();
+  if (missing !== undefined) throw new Error(missing);
+  const count = (options.masters ?? 3) * (1 + (options.replicas ?? 0));
+  const dir = mkdtempSync(join(tmpdir(), 'oauth-sidecar-cluster-'));
+  const procs = new Map<number, Proc>();
+  for (let i = 0; i < count; i++) {
+    const [port, bus] = [await freePort(), await freePort()];
+    const nodeDir = join(dir, String(port));
+    mkdirSync(nodeDir);
+    // Debian's redis-server reads the bus port from --cluster-port (Redis 7).
+    const args = ['--port', String(port), '--cluster-port', String(bus), '--bind', '127.0.0.1'];
+    args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(nodeDir, 'nodes.conf'));
+    args.push('--cluster-node-timeout', '1000', '--save', '', '--appendonly', 'no');
+    args.push('--dir', nodeDir, '--daemonize', 'no');
+    procs.set(port, launch(args, port));
+  }
+  const ports = [...procs.keys()];
+  const closeAll = async () => {
+    await killAll(procs.values());
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    for (const port of ports) {
+      await until(`cluster node ${port}`, async () =>
+        (await send(port, ['PING'])).includes('PONG'),
+      );
+    }
+    const create = spawnSync(
+      REDIS_CLI_BIN,
+      [
+        '--cluster',
+        'create',
+        ...ports.map((p) => `127.0.0.1:${p}`),
+        '--cluster-replicas',
+        String(options.replicas ?? 0),
+        '--cluster-yes',
+      ],
+      { encoding: 'utf8', timeout: 30_000 },
+    );
+    if (create.status !== 0)
+      throw new Error(`redis-cli --cluster create:\n${create.stdout}${create.stderr}`);
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+  const live = () =>
+    ports.filter(
+      (p) => procs.get(p)!.child.exitCode === null && procs.get(p)!.child.signalCode === null,
+    );
+  const cluster: RedisCluster = {
+    url: `redis://127.0.0.1:${ports[0]},127.0.0.1:${ports[1]}`,
+    ports,
+    async masters() {
+      const out: number[] = [];
+      for (const port of live()) {
+        const role = await send(port, ['ROLE']);
+        if (role.includes('master')) out.push(port);
+      }
+      return out;
+    },
+    async keysByMaster() {
+      const out = new Map<number, number>();
+      for (const port of await cluster.masters()) {
+        out.set(port, Number(/:(\d+)/.exec(await send(port, ['DBSIZE']))?.[1] ?? 0));
+      }
+      return out;
+    },
+    async kill(port) {
+      await killAll([procs.get(port)!]);
+    },
+    async waitHealthy(timeoutMs = 30_000) {
+      await until(
+        'cluster_state:ok on every live node',
+        async () => {
+          for (const port of live()) {
+            const info = await send(port, ['CLUSTER', 'INFO']);
+            if (infoField(info, 'cluster_state') !== 'ok') return false;
+            if (infoField(info, 'cluster_slots_fail') !== '0') return false;
+          }
+          // Replicas of a master that is gone report ok before the promotion is known to all.
+          return (await cluster.masters()).length >= (options.masters ?? 3);
+        },
+        timeoutMs,
+      );
+    },
+    close: closeAll,
+  };
+  await cluster.waitHealthy();
+  return cluster;
+}
+
+export interface RedisSentinels {
+  /** `redis://` naming the three sentinels. */
+  readonly url: string;
+  readonly primaryName: string;
+  /** The port the sentinels name as the primary now. */
+  primary(): Promise<number>;
+  kill(port: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A primary, one replica and three sentinels (quorum 2, down-after 1000 ms). */
+export async function startRedisSentinels(): Promise<RedisSentinels> {
+  const missing = missingRedisServer();
+  if (missing !== undefined) throw new Error(missing);
+  const dir = mkdtempSync(join(tmpdir(), 'oauth-sidecar-sentinel-'));
+  const procs: Proc[] = [];
+  const name = 'mymaster';
+  const data = (port: number, extra: string[] = []) => [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    dir,
+    '--daemonize',
+    'no',
+    ...extra,
+  ];
+  const closeAll = async () => {
+    await killAll(procs);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const [primaryPort, replicaPort] = [await freePort(), await freePort()];
+  procs.push(launch(data(primaryPort), primaryPort));
+  procs.push(
+    launch(data(replicaPort, ['--replicaof', '127.0.0.1', String(primaryPort)]), replicaPort),
+  );
+  const sentinelPorts: number[] = [];
+  try {
+    await until(
+      'the replica in sync',
+      async () =>
+        infoField(await send(replicaPort, ['INFO', 'replication']), 'master_link_status') === 'up',
+    );
+    for (let i = 0; i < 3; i++) {
+      const port = await freePort();
+      const file = join(dir, `sentinel-${port}.conf`);
+      writeFileSync(
+        file,
+        [
+          `port ${port}`,
+          'bind 127.0.0.1',
+          `dir ${dir}`,
+          `sentinel monitor ${name} 127.0.0.1 ${primaryPort} 2`,
+          `sentinel down-after-milliseconds ${name} 1000`,
+          `sentinel failover-timeout ${name} 5000`,
+          `sentinel parallel-syncs ${name} 1`,
+          '',
+        ].join('\n'),
+      );
+      procs.push(launch([file, '--sentinel'], port));
+      sentinelPorts.push(port);
+    }
+    for (const port of sentinelPorts) {
+      await until(`sentinel ${port} to see the replica and the other sentinels`, async () => {
+        const reply = await send(port, ['SENTINEL', 'MASTER', name]);
+        const fields = reply.split('\r\n');
+        const value = (key: string) => fields[fields.indexOf(key) + 2];
+        return value('num-slaves') === '1' && value('num-other-sentinels') === '2';
+      });
+    }
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+  return {
+    url: `redis://${sentinelPorts.map((p) => `127.0.0.1:${p}`).join(',')}`,
+    primaryName: name,
+    async primary() {
+      for (const port of sentinelPorts) {
+        try {
+          const reply = await send(port, ['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name]);
+          const found = /\r\n(\d+)\r\n$/.exec(reply);
+          if (found !== null) return Number(found[1]);
+        } catch {
+          // that sentinel is not answering: ask the next
+        }
+      }
+      throw new Error('no sentinel names a primary');
+    },
+    async kill(port) {
+      await killAll(procs.filter((p) => p.port === port));
+    },
+    close: closeAll,
+  };
+}

@@ -1,0 +1,205 @@
+/**
+ * The store on a real Redis Cluster and behind real Sentinels (docs/token-store.md "Redis Cluster
+ * and Sentinel"): sidecar processes (the bundle) with `STORE_MODE=cluster` / `sentinel`, a master
+ * or the primary killed with SIGKILL under steady load. Each fail-over: no failed request, and
+ * the fleet shares again within 20 s of the store being whole.
+ */
+import { request } from 'undici';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  startRedisCluster,
+  startRedisSentinels,
+  type RedisCluster,
+  type RedisSentinels,
+} from './helpers/redis-topologies.js';
+import { useStandinFleet } from './helpers/standin-fleet.js';
+import { waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
+
+const fleet = useStandinFleet();
+let topology: RedisCluster | RedisSentinels | undefined;
+
+afterEach(async () => {
+  await topology?.close();
+  topology = undefined;
+});
+
+/** The three shared things: the token set, the shared cache tier and the fleet quota. */
+const SHARED = {
+  CACHE_SHARED: 'true',
+  CACHE_RULES: '/v1.0/echo/=60',
+  UPSTREAM_RATE_LIMIT: '1000/s',
+  LOG_LEVEL: 'info',
+};
+/** Starting a topology and a fleet, a fail-over and the wait for sharing: well within this. */
+const TEST_TIMEOUT_MS = 120_000;
+
+const grants = (): number =>
+  fleet.standin.tokenRequests.filter((r) => r.outcome === 'issued').length;
+
+/** API requests the stand-in received for `path`. */
+const asked = (path: string): number =>
+  fleet.standin.apiRequests.filter((r) => r.url === path).length;
+
+async function get(sidecar: SidecarProcess, path: string) {
+  const res = await request(`${sidecar.proxyUrl}${path}`);
+  await res.body.text();
+  return { status: res.statusCode, cacheStatus: String(res.headers['cache-status'] ?? '') };
+}
+
+async function storeStatus(sidecar: SidecarProcess) {
+  const res = await request(`${sidecar.adminUrl}/status`);
+  return ((await res.body.json()) as { store: { mode: string; nodes: string[]; up: boolean } })
+    .store;
+}
+
+let question = 0;
+
+/** A new question through `members` in turn: true when the API was asked it once (shared). */
+async function sharedOnce(members: SidecarProcess[]): Promise<boolean> {
+  const path = `/v1.0/echo/shared-${process.pid}-${question++}`;
+  for (const member of members) {
+    if ((await get(member, path)).status !== 200) return false;
+  }
+  return asked(path) === 1;
+}
+
+/**
+ * Steady load through `members` until `stop()`: each loop asks a new question (a store read with
+ * its fill lease, an API request, a store write) and the token path; every status counted.
+ */
+function steadyLoad(members: SidecarProcess[]) {
+  const statuses = new Map<string, number>();
+  let running = true;
+  let answered = 0;
+  let n = 0;
+  const loops = members.map(async (member) => {
+    while (running) {
+      for (const path of [`/v1.0/echo/load-${process.pid}-${n++}`, '/v1.0/contracts/']) {
+        let key: string;
+        try {
+          key = String((await get(member, path)).status);
+        } catch (error) {
+          key = error instanceof Error ? error.message : String(error);
+        }
+        statuses.set(key, (statuses.get(key) ?? 0) + 1);
+        answered += 1;
+      }
+      await new Promise((r) => setTimeout(r, 20)); // pacing, not a wait for a condition
+    }
+  });
+  return {
+    /** Requests answered so far (any status). */
+    answered: () => answered,
+    async stop() {
+      running = false;
+      await Promise.all(loops);
+      return Object.fromEntries(statuses);
+    },
+  };
+}
+
+/** Seconds from now until a new question through `members` costs the API one request. */
+async function secondsUntilSharing(members: SidecarProcess[]): Promise<number> {
+  const started = Date.now();
+  await waitFor(() => sharedOnce(members), 20_000, 'the fleet to share again');
+  return (Date.now() - started) / 1000;
+}
+
+describe('STORE_MODE=cluster on a real Redis Cluster', () => {
+  it(
+    '3 masters: one grant for a fleet of 3, entries spread over the masters, one API request per question',
+    async () => {
+      const cluster = await startRedisCluster({ masters: 3 });
+      topology = cluster;
+      const env = { STORE_MODE: 'cluster', STORE_URL: cluster.url, ...SHARED };
+      const before = grants();
+      const members = await Promise.all([fleet.start(env), fleet.start(env), fleet.start(env)]);
+      expect(grants() - before).toBe(1);
+      for (let i = 0; i < 12; i++) expect(await sharedOnce(members)).toBe(true);
+      const keys = await cluster.keysByMaster();
+      expect([...keys.values()].filter((n) => n > 0).length).toBeGreaterThanOrEqual(2);
+      const status = await storeStatus(members[0]);
+      expect(status).toMatchObject({ mode: 'cluster', up: true });
+      expect(status.nodes.sort()).toEqual(
+        (await cluster.masters()).map((p) => `127.0.0.1:${p}`).sort(),
+      );
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    '3 masters + 3 replicas: the busiest master killed under load costs no request; sharing again within 20 s',
+    async () => {
+      const cluster = await startRedisCluster({ masters: 3, replicas: 1 });
+      topology = cluster;
+      const env = { STORE_MODE: 'cluster', STORE_URL: cluster.url, ...SHARED };
+      const members = await Promise.all([fleet.start(env), fleet.start(env)]);
+      expect(await sharedOnce(members)).toBe(true);
+      const load = steadyLoad(members);
+      await waitFor(() => Promise.resolve(load.answered() >= 20), 20_000, 'the load to run');
+      const byMaster = [...(await cluster.keysByMaster()).entries()].sort((a, b) => b[1] - a[1]);
+      const busiest = byMaster[0]![0];
+      await cluster.kill(busiest);
+      await waitFor(
+        async () => !(await storeStatus(members[0])).up,
+        5_000,
+        '/status to show the store down',
+      );
+      await cluster.waitHealthy();
+      const seconds = await secondsUntilSharing(members);
+      const statuses = await load.stop();
+      console.log(
+        `cluster fail-over: sharing again ${seconds.toFixed(1)} s after the cluster was whole; ${JSON.stringify(statuses)}`,
+      );
+      expect(Object.keys(statuses)).toEqual(['200']);
+      expect(seconds).toBeLessThan(20);
+      await waitFor(async () => (await storeStatus(members[1])).up, 5_000, 'store up');
+      expect((await storeStatus(members[1])).nodes).not.toContain(`127.0.0.1:${busiest}`);
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
+
+describe('STORE_MODE=sentinel behind real Sentinels', () => {
+  it(
+    'primary + replica + 3 sentinels: the primary killed under load costs no request; sharing again within 20 s',
+    async () => {
+      const sentinels = await startRedisSentinels();
+      topology = sentinels;
+      const env = {
+        STORE_MODE: 'sentinel',
+        STORE_URL: sentinels.url,
+        STORE_SENTINEL_PRIMARY: sentinels.primaryName,
+        ...SHARED,
+      };
+      const before = grants();
+      const members = await Promise.all([fleet.start(env), fleet.start(env)]);
+      expect(grants() - before).toBe(1);
+      const primary = await sentinels.primary();
+      expect(await storeStatus(members[0])).toMatchObject({
+        mode: 'sentinel',
+        nodes: [`127.0.0.1:${primary}`],
+        up: true,
+      });
+      expect(await sharedOnce(members)).toBe(true);
+      const load = steadyLoad(members);
+      await waitFor(() => Promise.resolve(load.answered() >= 20), 20_000, 'the load to run');
+      await sentinels.kill(primary);
+      await waitFor(async () => (await sentinels.primary()) !== primary, 20_000, 'a promotion');
+      const seconds = await secondsUntilSharing(members);
+      const statuses = await load.stop();
+      console.log(
+        `sentinel fail-over: sharing again ${seconds.toFixed(1)} s after the promotion; ${JSON.stringify(statuses)}`,
+      );
+      expect(Object.keys(statuses)).toEqual(['200']);
+      expect(seconds).toBeLessThan(20);
+      const promoted = await sentinels.primary();
+      await waitFor(
+        async () => (await storeStatus(members[0])).nodes.includes(`127.0.0.1:${promoted}`),
+        5_000,
+        '/status to name the promoted primary',
+      );
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
