@@ -46,7 +46,7 @@ const ENTRY_LIMIT = 16 * 1024;
 const TOTAL_LIMIT = 64 * 1024;
 
 /**
- * Query parameters of the origin: `status`, `cc` (Cache-Control), `vary`, `size` (body bytes of
+ * Query parameters of the origin: `status`, `cc` (Cache-Control), `age`, `vary`, `size` (body bytes of
  * `x`, sent chunked unless `length=1`), `delay` (ms before the headers), `reset` (destroy the
  * socket of the first request to this URL). The default body names the URL, how many times the
  * origin saw it, and the request's Accept and Accept-Language.
@@ -68,6 +68,7 @@ function startOrigin(): Promise<void> {
       if (q.get('cc')) headers['cache-control'] = q.get('cc')!;
       if (q.get('vary')) headers.vary = q.get('vary')!;
       if (q.get('cs')) headers['cache-status'] = q.get('cs')!;
+      if (q.get('age')) headers.age = q.get('age')!;
       if (q.get('cookie')) headers['set-cookie'] = `session=${q.get('cookie')}-${n}`;
       if (q.get('expires') === 'past')
         headers.expires = new Date(Date.now() - 60_000).toUTCString();
@@ -293,6 +294,28 @@ describe('response cache through the proxy', () => {
     skewMs += 200;
     await get(short);
     expect(originSaw(short)).toBe(2);
+  });
+
+  it("the API's Age counts (RFC 9111 §4.2.3): freshness is max-age less Age, and hits report the age reached", async () => {
+    const path = '/v1.0/cached/aged?cc=max-age%3D30&age=20';
+    expect((await get(path)).headers['cache-status']).toBe('oauth-sidecar; fwd=uri-miss; stored');
+    skewMs += 1_000;
+    const hit = await get(path);
+    expect(hit.headers['cache-status']).toBe('oauth-sidecar; hit');
+    expect(Number(hit.headers.age)).toBeGreaterThanOrEqual(21);
+    expect(Number(hit.headers.age)).toBeLessThanOrEqual(22);
+    skewMs += 8_700;
+    expect((await get(path)).headers['cache-status']).toBe('oauth-sidecar; hit');
+    skewMs += 500;
+    // 30 s old by now: stale, so the API is asked again.
+    expect((await get(path)).headers['cache-status']).toBe('oauth-sidecar; fwd=stale; stored');
+    expect(originSaw(path)).toBe(2);
+
+    // Older than its max-age on arrival: never a hit.
+    const old = '/v1.0/cached/aged?cc=max-age%3D60&age=100';
+    await get(old);
+    expect((await get(old)).headers['cache-status']).not.toBe('oauth-sidecar; hit');
+    expect(originSaw(old)).toBe(2);
   });
 
   it('non-200 answers and other methods are never stored; a 2xx POST or DELETE invalidates its path', async () => {

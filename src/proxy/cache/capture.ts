@@ -3,6 +3,7 @@
  * outgrows `cache.maxEntryBytes` or the room left in the cache.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { ageSeconds } from '../../http-fields/age.js';
 import { clientResponseHeaders } from '../headers.js';
 import type { BodyTap } from '../stages.js';
 import { staleWindows, storableSeconds, varyFields, type StaleWindows } from './directives.js';
@@ -21,6 +22,8 @@ export interface CaptureSpec {
   headers: OutgoingHttpHeaders;
   requestHeaders: RequestHeaders;
   seconds: number;
+  /** The API's own `Age`: the answer is that old on arrival (RFC 9111 §4.2.3). */
+  ageSeconds: number;
   stale: StaleWindows;
   vary: string[];
 }
@@ -68,7 +71,18 @@ export function captureSpec(
     stored['cache-status'] = limits.upstreamCacheStatus;
   }
   const stale = staleWindows(limits.stale, cacheControl);
-  return { key: plan.key, headers: stored, requestHeaders: plan.headers, seconds, stale, vary };
+  // Older on arrival than its lifetime and every stale window: nothing it could ever answer.
+  const age = ageSeconds(headers.age);
+  if (age >= seconds + Math.max(stale.ifError, stale.whileRevalidate)) return undefined;
+  return {
+    key: plan.key,
+    headers: stored,
+    requestHeaders: plan.headers,
+    seconds,
+    ageSeconds: age,
+    stale,
+    vary,
+  };
 }
 
 export function capture(target: CaptureTarget, spec: CaptureSpec): BodyTap {
@@ -109,11 +123,14 @@ export function capture(target: CaptureTarget, spec: CaptureSpec): BodyTap {
       for (const chunk of chunks) at += chunk.copy(body, at);
       const now = target.now();
       const headers = { ...spec.headers, 'content-length': String(body.length) };
-      const expiresAt = now + spec.seconds * 1000;
+      // Its age counts from when the API's cache got it: the lifetime is from then, and hits
+      // report the age it has reached (RFC 9111 §4.2.3).
+      const storedAt = now - spec.ageSeconds * 1000;
+      const expiresAt = storedAt + spec.seconds * 1000;
       stop({
         headers,
         body,
-        storedAt: now,
+        storedAt,
         expiresAt,
         staleIfErrorUntil: expiresAt + spec.stale.ifError * 1000,
         staleWhileRevalidateUntil: expiresAt + spec.stale.whileRevalidate * 1000,

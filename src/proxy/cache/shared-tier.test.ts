@@ -168,6 +168,41 @@ describe('shared tier lookups', () => {
     expect(answer.expiresAt - answer.storedAt).toBe(60_000);
     expect(answer.staleIfErrorUntil - answer.expiresAt).toBe(30_000);
   });
+
+  it("an entry written with the API's Age is that much older: its lifetime and its Age count from before", async () => {
+    const written: SharedAnswer[] = [];
+    const port = store(() => ({ ...held, lease: 'none', ageMs: 5_000, answer: written[0] }));
+    port.write = (_key, _path, answer) => {
+      written.push(answer);
+      return Promise.resolve();
+    };
+    const now = Date.now();
+    // Stored locally 20 s old (Age: 20 from the API), 30 s of lifetime from then.
+    const local = {
+      headers: { 'content-length': '2' },
+      body: Buffer.from('ok'),
+      storedAt: now - 20_000,
+      expiresAt: now + 10_000,
+      staleIfErrorUntil: now + 10_000,
+      staleWhileRevalidateUntil: now + 10_000,
+      vary: [],
+      varyValues: [],
+      size: 0,
+    };
+    expect(tier(port).share('k', '/p', local, '0')).toBe(true);
+    expect(written[0]).toMatchObject({ freshMs: 10_000, headers: { age: '20' } });
+    // Read by another member 5 s after it was written: 25 s old, 5 s fresh, no `age` kept.
+    const result = await tier(port).lookup(
+      'k',
+      '/p',
+      ask({}, () => false),
+    );
+    const answer = result!.answer!;
+    expect(Date.now() - answer.storedAt).toBeGreaterThanOrEqual(25_000);
+    expect(answer.expiresAt - Date.now()).toBeLessThanOrEqual(5_000);
+    expect(answer.expiresAt - Date.now()).toBeGreaterThan(4_000);
+    expect(answer.headers.age).toBeUndefined();
+  });
 });
 
 describe('the fill lease while a fill is under way', () => {

@@ -4,6 +4,7 @@
  * holds it, waits for that member's entry. The store's failure is a miss, never a failed request.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
+import { ageSeconds } from '../../http-fields/age.js';
 import type { SharedAnswer, SharedCacheEntries } from '../../fleet/ports.js';
 import type { SidecarMetrics } from '../../telemetry/metrics.js';
 import { answerSize, selects, type RequestHeaders, type StoredAnswer } from './entries.js';
@@ -58,11 +59,17 @@ export interface SharedTierOptions {
   metrics: Pick<SidecarMetrics, 'cacheShared'>;
 }
 
-function toShared(answer: StoredAnswer): SharedAnswer {
+/**
+ * The entry as the store keeps it. An answer already old when written (the API's `Age`) carries
+ * that age as `age`, and `freshMs` is what is left of its lifetime from then.
+ */
+function toShared(answer: StoredAnswer, now: number): SharedAnswer {
+  const ageMs = Math.max(0, Math.floor((now - answer.storedAt) / 1000)) * 1000;
+  const headers = answer.headers as Record<string, string | string[]>;
   return {
-    headers: answer.headers as Record<string, string | string[]>,
+    headers: ageMs === 0 ? headers : { ...headers, age: String(ageMs / 1000) },
     body: answer.body,
-    freshMs: answer.expiresAt - answer.storedAt,
+    freshMs: Math.max(0, answer.expiresAt - answer.storedAt - ageMs),
     staleIfErrorMs: answer.staleIfErrorUntil - answer.expiresAt,
     staleWhileRevalidateMs: answer.staleWhileRevalidateUntil - answer.expiresAt,
     vary: answer.vary.slice(),
@@ -87,9 +94,12 @@ function toStored(
   if (!selects(vary, values, headers)) return undefined;
   const windows = [shared.freshMs, shared.staleIfErrorMs, shared.staleWhileRevalidateMs];
   if (!windows.every((ms) => Number.isSafeInteger(ms) && ms >= 0)) return undefined;
-  const storedAt = now - ageMs;
-  const expiresAt = storedAt + Math.min(shared.freshMs, limits.freshMs);
-  const answerHeaders = shared.headers as OutgoingHttpHeaders;
+  // `age`: how old it was when written; its own lifetime (the reader's cap) counts from before.
+  const writtenAt = now - ageMs;
+  const { age, ...answerHeaders } = shared.headers as OutgoingHttpHeaders;
+  const oldMs = ageSeconds(typeof age === 'number' ? String(age) : age) * 1000;
+  const storedAt = writtenAt - oldMs;
+  const expiresAt = Math.min(writtenAt + shared.freshMs, storedAt + limits.freshMs);
   return {
     headers: answerHeaders,
     body: shared.body,
@@ -152,7 +162,7 @@ export class SharedTier {
    */
   share(key: string, path: string, answer: StoredAnswer, generation: string): boolean {
     if (answer.body.length > this.options.maxEntryBytes) return false;
-    this.options.entries.write(key, path, toShared(answer), generation).then(
+    this.options.entries.write(key, path, toShared(answer, this.options.now()), generation).then(
       () => this.options.metrics.cacheShared.inc({ result: 'stored' }),
       () => this.options.metrics.cacheShared.inc({ result: 'error' }),
     );
