@@ -1,7 +1,13 @@
 /** The cooldown a 429/503 `Retry-After` starts: while in force the sidecar answers itself. */
 import { SidecarError } from '../../errors.js';
 import type { CooldownStatus } from '../../fleet/ports.js';
-import { wholeSecondsLeft } from '../../http-fields/retry-after.js';
+import { retryAfterMs, wholeSecondsLeft, type HeaderValue } from '../../http-fields/retry-after.js';
+import type { Logger } from '../../telemetry/logger.js';
+
+/** Only these answers are read for a cooldown (their `Retry-After`): 429 and 503. */
+export function mayStartCooldown(status: number): status is CooldownStatus {
+  return status === 429 || status === 503;
+}
 
 export class Cooldown {
   /** 0 when none; else the local time the cooldown ends. */
@@ -31,6 +37,32 @@ export class Cooldown {
           `the API is unavailable (503); not sent, retry in ${seconds} s`,
           { retryAfterSeconds: seconds },
         );
+  }
+
+  /**
+   * The pause a 429 or 503 asks for with its `Retry-After`, capped at `maxMs` and logged; undefined
+   * when it asks for none: no or a bad `Retry-After`, or a time already past (docs/quota-guard.md).
+   */
+  askedFor(
+    status: CooldownStatus,
+    headers: Record<string, HeaderValue>,
+    now: number,
+    maxMs: number,
+    logger: Logger,
+  ): number | undefined {
+    const ms = retryAfterMs(headers['retry-after'], now, headers.date, headers.age);
+    if (ms === undefined || ms <= 0) return undefined;
+    const capped = Math.min(ms, maxMs);
+    logger.warn(
+      {
+        status,
+        retryAfter: headers['retry-after'],
+        cooldownSeconds: capped / 1000,
+        capped: capped < ms,
+      },
+      'upstream asked to back off: cooling down',
+    );
+    return capped;
   }
 
   /** Extend (never shorten) to `ms` from `now`; true when it did. */

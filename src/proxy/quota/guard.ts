@@ -6,7 +6,7 @@
  * down each process applies them alone. With no limit and no cooldown, `admit` is two comparisons:
  * no allocation, no promise.
  */
-import type { Clock, TimerHandle } from '../../clock.js';
+import type { TimerHandle } from '../../clock.js';
 import { SidecarError } from '../../errors.js';
 import type {
   CallerDemand,
@@ -14,16 +14,19 @@ import type {
   SharedCooldown,
   SharedQuota,
 } from '../../fleet/ports.js';
-import { retryAfterMs, wholeSecondsLeft, type HeaderValue } from '../../http-fields/retry-after.js';
+import { wholeSecondsLeft, type HeaderValue } from '../../http-fields/retry-after.js';
 import type { Logger } from '../../telemetry/logger.js';
 import { TokenBucket, type RateLimit } from './bucket.js';
-import { Cooldown } from './cooldown.js';
+import { Cooldown, mayStartCooldown } from './cooldown.js';
+
 import { FleetLink, SHARED_POLL_MS } from './fleet-link.js';
-import { Callers, type CallerStatus } from './callers.js';
-import { FairQueue, type CallerState, type Priority, type Waiter } from './fair-queue.js';
+import { Callers } from './callers.js';
+import { FairQueue, type CallerState, type Waiter } from './fair-queue.js';
+import type { QuotaGuardMetrics, QuotaGuardOptions, QuotaStatus } from './guard-contract.js';
 import { rateLimitFields, rateLimitPolicy, type RateLimitFields } from './ratelimit-fields.js';
 
 export type { RateLimit } from './bucket.js';
+export type { QuotaGuardMetrics, QuotaGuardOptions, QuotaStatus } from './guard-contract.js';
 export type {
   CooldownStatus,
   SharedCooldown,
@@ -31,55 +34,7 @@ export type {
   SharedQuota,
 } from '../../fleet/ports.js';
 
-export interface QuotaGuardMetrics {
-  /** Observed once per request admitted under a rate limit: seconds it waited (0 if none). */
-  rateLimitWait: { observe(labels: { priority: Priority }, seconds: number): void };
-  /** Requests under a rate limit, by caller (bounded: callers.ts `label`) and outcome. */
-  quotaRequests: { inc(labels: { caller: string; outcome: 'admitted' | 'refused' }): void };
-}
-
-export interface QuotaGuardOptions {
-  rateLimit: RateLimit | undefined;
-  /** Longest wait for a rate-limit slot (`upstream.queueMs`); then 429 `rate_limited`. */
-  queueMs: number;
-  /** Cap on a cooldown taken from `Retry-After` (`upstream.maxCooldownSeconds`). */
-  maxCooldownSeconds: number;
-  /** Most requests waiting at once (the proxy passes `proxy.maxInFlight`). Default 10000. */
-  maxQueued?: number;
-  clock: Pick<Clock, 'now' | 'setTimeout' | 'clearTimeout'>;
-  metrics: QuotaGuardMetrics;
-  logger: Logger;
-  /** The fleet-wide store half; absent: this process alone. */
-  shared?: SharedQuota;
-  /** How often the fleet cooldown is read from the store. */
-  sharedPollMs?: number;
-  /** Who shares the rate (`quota.*`); absent: one caller, `default`. */
-  callers?: Callers;
-}
-
-/** JSON-safe guard state for `/status`. */
-export interface QuotaStatus {
-  cooldown: { status: CooldownStatus; secondsLeft: number; until: string } | null;
-  rateLimit: {
-    count: number;
-    periodSeconds: number;
-    queueMs: number;
-    /** Whole slots in this process's bucket (the local one; the store's when fleet-wide). */
-    tokens: number;
-    queued: number;
-    callers: CallerStatus[];
-  } | null;
-  /** `off`: no store; `store`: fleet-wide; `local`: store unreachable, this process limits alone. */
-  fleet: 'off' | 'store' | 'local';
-  storeError: string | null;
-}
-
 export const DEFAULT_MAX_QUEUED = 10_000;
-
-/** Only these answers are read for a cooldown (their `Retry-After`): 429 and 503. */
-export function mayStartCooldown(status: number): status is CooldownStatus {
-  return status === 429 || status === 503;
-}
 
 export class QuotaGuard {
   private readonly clock: QuotaGuardOptions['clock'];
@@ -205,21 +160,10 @@ export class QuotaGuard {
   observe(status: number, headers: Record<string, HeaderValue>): void {
     if (!mayStartCooldown(status)) return;
     const now = this.clock.now();
-    const ms = retryAfterMs(headers['retry-after'], now, headers.date, headers.age);
-    // A 429 without Retry-After starts none (docs/quota-guard.md); neither does a time already past.
-    if (ms === undefined || ms <= 0) return;
-    const capped = Math.min(ms, this.maxCooldownMs);
-    this.logger.warn(
-      {
-        status,
-        retryAfter: headers['retry-after'],
-        cooldownSeconds: capped / 1000,
-        capped: capped < ms,
-      },
-      'upstream asked to back off: cooling down',
-    );
-    this.applyCooldown(status, capped, now);
-    this.fleet?.publish(status, capped);
+    const ms = this.cooldown.askedFor(status, headers, now, this.maxCooldownMs, this.logger);
+    if (ms === undefined) return;
+    this.applyCooldown(status, ms, now);
+    this.fleet?.publish(status, ms);
   }
 
   /** Seconds left of the cooldown in force, 0 if none (the cooldown gauge). */

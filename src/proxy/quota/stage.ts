@@ -5,7 +5,8 @@
 import { CLIENT_GONE, type ForwardOutcome } from '../outcome.js';
 import { ClientGoneError } from '../request-body.js';
 import type { ExchangeView, ForwardStage, UpstreamHead } from '../stages.js';
-import { mayStartCooldown, type QuotaGuard } from './guard.js';
+import { mayStartCooldown } from './cooldown.js';
+import type { QuotaGuard } from './guard.js';
 
 type Guard = Pick<QuotaGuard, 'admit' | 'observe' | 'limited' | 'callerOf' | 'fieldsFor'>;
 
