@@ -5,6 +5,10 @@
  */
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../src/clock.js';
+import { createResponseCache } from '../src/proxy/cache/response-cache.js';
+import { createMetricsRegistry } from '../src/telemetry/exposition.js';
+import { createMetrics } from '../src/telemetry/metrics.js';
 import { createTestPki, startStandin, type Standin, type TestPki } from '../src/standin/index.js';
 import { waitFor } from './helpers/sidecar-process.js';
 import { startCountingUpstream } from './helpers/upstream.js';
@@ -76,6 +80,37 @@ describe('keep-alive at the shipped timeout', () => {
     await waitFor(() => conn.answers() === 1, 5_000, 'HTTP/1.0 keep-alive answer');
     expect(conn.state.text).toMatch(/\r\nKeep-Alive: timeout=65\r\n/i);
     conn.socket.destroy();
+  });
+
+  it('advertises it in an answer from the response cache', async () => {
+    const cache = createResponseCache({
+      settings: {
+        rules: [{ prefix: '/v1.0/', ttlSeconds: 60 }],
+        maxBytes: 1 << 20,
+        maxEntryBytes: 256 * 1024,
+        maxEntries: 100,
+        shared: false,
+        maxSharedEntryBytes: 256 * 1024,
+        staleIfErrorSeconds: 0,
+        staleWhileRevalidateSeconds: 0,
+      },
+      clock: systemClock,
+      metrics: createMetrics({ registry: createMetricsRegistry(), defaultMetrics: false }),
+    });
+    const cached = await startStack(standin, { cache });
+    try {
+      const conn = rawConnection(cached.port);
+      conn.get('/v1.0/contracts/');
+      await waitFor(() => conn.answers() === 1, 5_000, 'stored answer');
+      conn.get('/v1.0/contracts/');
+      await waitFor(() => conn.answers() === 2, 5_000, 'answer from the cache');
+      const hit = conn.state.text.split(/HTTP\/1\.1 /)[2]!;
+      expect(hit).toMatch(/\r\nCache-Status: oauth-sidecar; hit\r\n/i);
+      expect(hit).toMatch(/\r\nKeep-Alive: timeout=65\r\n/i);
+      conn.socket.destroy();
+    } finally {
+      await cached.close();
+    }
   });
 
   it('advertises nothing on an answer that closes its connection', async () => {

@@ -7,7 +7,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Http2Server, Http2ServerRequest } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { SidecarError, asSidecarError, errorEnvelope, type ProxyErrorCode } from '../errors.js';
-import { keepAliveOf, type ClientResponse } from '../proxy/outcome.js';
+import type { ClientResponse } from '../proxy/outcome.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 import { REQUEST_ID_HEADER, resolveRequestId } from './request-id.js';
@@ -72,14 +72,16 @@ function record(error: unknown, requestId: string, options: AnswerOptions): Prox
 }
 
 /**
- * Answer `error` on a node response. A response already started (never expected: the forwarder
- * only rejects before writing) is destroyed instead.
+ * Answer `error` on a node response, advertising `keepAlive` (the listener's `Keep-Alive` value
+ * for a persistent connection) unless the error closes the connection. A response already started
+ * (never expected: the forwarder only rejects before writing) is destroyed instead.
  */
 export function answerError(
   res: ClientResponse,
   error: unknown,
   requestId: string,
   options: AnswerOptions,
+  keepAlive?: string,
 ): Answered {
   const code = record(error, requestId, options);
   const answer = envelopeAnswer(error, requestId);
@@ -89,7 +91,6 @@ export function answerError(
   }
   const headers = answer.headers;
   headers['content-length'] = String(Buffer.byteLength(answer.body));
-  const keepAlive = keepAliveOf(res);
   if (CLOSES_CONNECTION.has(code) && !('stream' in res)) headers.connection = 'close';
   else if (keepAlive !== undefined) headers['keep-alive'] = keepAlive;
   res.writeHead(answer.status, headers);

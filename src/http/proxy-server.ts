@@ -21,7 +21,6 @@ import type { Socket } from 'node:net';
 import { systemClock, type Clock } from '../clock.js';
 import type { HostPort } from '../config/types.js';
 import { createPipelineGate, type InFlightLimit } from '../proxy/admission.js';
-import { advertiseKeepAlive } from '../proxy/outcome.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 import { createClientErrorHandler, installConnectRefusal } from './answers.js';
@@ -90,66 +89,67 @@ export const HTTP1_OPTIONS = {
 /** RFC 9113 §5.1.2: the h2 streams one session may have open at once (docs/design.md "Bounded work"). */
 export const H2_MAX_CONCURRENT_STREAMS = 100;
 
-export async function startProxyServer(options: ProxyServerOptions): Promise<ProxyServer> {
-  const { logger } = options;
-  const clock = options.clock ?? systemClock;
+/**
+ * The HTTP/1.1 listener: the pipelining gate in front of the handler, the idle sweep for the
+ * keep-alive timeout, and each request's keep-alive decision passed to the handler.
+ */
+function createHttp1Listener(options: ProxyServerOptions, clock: Clock): Server {
   const keepAliveMs = options.keepAliveTimeoutMs ?? KEEP_ALIVE_TIMEOUT_MS;
   // As node writes it from `server.keepAliveTimeout`, which stays 0 (HTTP1_OPTIONS).
   const keepAlive = `timeout=${Math.floor(keepAliveMs / 1000)}`;
-
-  const { handler } = options;
-  const dispatch = (
-    req: Http2ServerRequest | IncomingMessage,
-    res: Http2ServerResponse | ServerResponse,
-  ): void => {
-    void handler(req, res);
-  };
-
-  let server: Server | Http2Server;
-  if (options.http2) {
-    server = createH2cServer({
-      settings: { maxConcurrentStreams: H2_MAX_CONCURRENT_STREAMS },
-      // A few over the limit still reach the handler's 431; far over it, node resets the stream.
-      maxHeaderListPairs: options.maxHeaders + 16,
-    });
-    server.on('request', dispatch);
-  } else {
-    // `optimizeEmptyRequests` is newer than the Node 20 types.
-    const http1 = createHttpServer({ ...HTTP1_OPTIONS } as ServerOptions);
-    // node drops fields past this count; one more than the limit lets the handler answer 431.
-    http1.maxHeadersCount = options.maxHeaders + 1;
-    const gate = createPipelineGate<IncomingMessage, ServerResponse>(
-      options.maxPipelined,
-      (req, res) => {
-        if (options.drainState.isDraining()) res.setHeader('connection', 'close');
-        else if (persistent(req)) advertiseKeepAlive(res, keepAlive);
-        dispatch(req, res);
-      },
-    );
-    http1.on('request', gate.admit);
-    const idle = createIdleSweep<Socket>({
-      closeAfterMs: keepAliveMs + KEEP_ALIVE_GRACE_MS,
-      busy: gate.busy,
-      clock,
-    });
-    http1.on('connection', idle.track);
-    http1.once('close', () => idle.stop());
-    http1.on('clientError', createClientErrorHandler({ logger, metrics: options.metrics }));
-    server = http1;
-  }
-  installConnectRefusal(server, {
-    logger,
-    metrics: options.metrics,
-    requestLog: options.requestLog,
+  const { handler, drainState } = options;
+  // `optimizeEmptyRequests` is newer than the Node 20 types.
+  const http1 = createHttpServer({ ...HTTP1_OPTIONS } as ServerOptions);
+  // node drops fields past this count; one more than the limit lets the handler answer 431.
+  http1.maxHeadersCount = options.maxHeaders + 1;
+  const gate = createPipelineGate<IncomingMessage, ServerResponse>(
+    options.maxPipelined,
+    (req, res) => {
+      // Draining: the answer closes its connection; else a persistent one advertises the timeout.
+      if (drainState.isDraining()) {
+        res.setHeader('connection', 'close');
+        void handler(req, res);
+      } else void handler(req, res, persistent(req) ? keepAlive : undefined);
+    },
+  );
+  http1.on('request', gate.admit);
+  const idle = createIdleSweep<Socket>({
+    closeAfterMs: keepAliveMs + KEEP_ALIVE_GRACE_MS,
+    busy: gate.busy,
+    clock,
   });
+  http1.on('connection', idle.track);
+  http1.once('close', () => idle.stop());
+  http1.on('clientError', createClientErrorHandler(options));
+  return http1;
+}
 
+/** The h2c listener (prior knowledge); its sessions are tracked for the drain. */
+function createH2cListener(options: ProxyServerOptions, sessions: Set<Http2Session>): Http2Server {
+  const { handler } = options;
+  const server = createH2cServer({
+    settings: { maxConcurrentStreams: H2_MAX_CONCURRENT_STREAMS },
+    // A few over the limit still reach the handler's 431; far over it, node resets the stream.
+    maxHeaderListPairs: options.maxHeaders + 16,
+  });
+  server.on('request', (req: Http2ServerRequest, res: Http2ServerResponse) => {
+    void handler(req, res);
+  });
+  server.on('session', (session: Http2Session) => {
+    sessions.add(session);
+    session.once('close', () => sessions.delete(session));
+  });
+  return server;
+}
+
+export async function startProxyServer(options: ProxyServerOptions): Promise<ProxyServer> {
+  const { logger } = options;
+  const clock = options.clock ?? systemClock;
   const sessions = new Set<Http2Session>();
-  if (options.http2) {
-    server.on('session', (session: Http2Session) => {
-      sessions.add(session);
-      session.once('close', () => sessions.delete(session));
-    });
-  }
+  const server = options.http2
+    ? createH2cListener(options, sessions)
+    : createHttp1Listener(options, clock);
+  installConnectRefusal(server, options);
 
   const address = await listen(server, options.listen, {
     env: 'PROXY_LISTEN',

@@ -1,9 +1,14 @@
 /**
- * Admission limits (docs/design.md "Bounded work"): how many proxied requests are in progress at once,
- * across the listener (`proxy.maxInFlight`) and per HTTP/1.1 connection (`proxy.maxPipelined`),
- * plus the header-field count (`proxy.maxHeaders`). Counting only: the server decides the answers.
+ * Admission (docs/design.md "Bounded work"): whether a proxied request goes on, and what it holds
+ * while it does. The refusals (`proxy.maxHeaders`, two Hosts, path safety, refused methods, the
+ * drain), the slots across the listener (`proxy.maxInFlight`, half of it for requests still
+ * receiving their body) and per HTTP/1.1 connection (`proxy.maxPipelined`). The refusal is a
+ * SidecarError; answers.ts turns it into the answer.
  */
 import type { EventEmitter } from 'node:events';
+import { overloadedError, SidecarError } from '../errors.js';
+import { checkRequestTarget } from './path-safety.js';
+import { hasNoBody, holdWhileBodyArrives, type ClientRequest } from './request-body.js';
 
 /** `proxy.maxInFlight`: one counter for HTTP/1.1 and h2 together; also what a drain waits on. */
 export interface InFlightLimit {
@@ -176,4 +181,80 @@ export function countHeaderFields(rawHeaders: readonly string[]): {
     if (name.length === 4 && name.toLowerCase() === 'host') hosts += 1;
   }
   return { fields, hosts };
+}
+
+/** What admission reads: the configured limits and the listener's state. */
+export interface AdmissionRules {
+  /** Allowed path prefixes (`upstream.pathPrefixes`). */
+  prefixes: readonly string[];
+  /** `proxy.maxHeaders`: header field lines per request; more get 431. */
+  maxHeaders: number;
+  /** `proxy.maxInFlight`: a request that finds it full gets 503 `overloaded` at once. */
+  inFlight: InFlightLimit;
+  /**
+   * Half of `proxy.maxInFlight`: the most requests still receiving their body; one more that
+   * may carry a body gets 503 `overloaded`. Default: no such limit.
+   */
+  receivingBodies?: InFlightLimit;
+  /** True once shutdown began: new requests get 503 `shutting_down`. */
+  isDraining: () => boolean;
+}
+
+/** TRACE would echo the injected bearer back to the caller; CONNECT would make this a tunnel. */
+const REFUSED_METHODS = new Set(['TRACE', 'CONNECT', 'TRACK']);
+
+/** The SidecarError that refuses the request before anything is forwarded, if any. */
+function refusal(
+  req: ClientRequest,
+  rawTarget: string,
+  rules: AdmissionRules,
+): SidecarError | undefined {
+  const { fields, hosts } = countHeaderFields(req.rawHeaders);
+  if (fields > rules.maxHeaders) {
+    return new SidecarError(
+      'request_headers_too_large',
+      `more than ${rules.maxHeaders} header fields`,
+    );
+  }
+  if (hosts > 1) return new SidecarError('bad_request', 'more than one Host header');
+  // Judged on the raw target: a parsed URL is already normalised (docs/design.md "Proxy").
+  const verdict = checkRequestTarget(rawTarget, rules.prefixes);
+  if (!verdict.ok) return new SidecarError(verdict.code, verdict.reason);
+  const method = req.method ?? '';
+  if (REFUSED_METHODS.has(method.toUpperCase())) {
+    return new SidecarError('method_not_allowed', `${method} is not forwarded`);
+  }
+  if (rules.isDraining()) {
+    return new SidecarError(
+      'shutting_down',
+      'the sidecar is shutting down; retry on another instance',
+    );
+  }
+  return undefined;
+}
+
+/**
+ * The refusal; or the request now holds an in-flight slot (the caller releases it), and, when it
+ * may carry a body, a body slot (the returned function gives it back early). No object per
+ * request: this runs for every one.
+ */
+export function admitRequest(
+  req: ClientRequest,
+  rawTarget: string,
+  rules: AdmissionRules,
+): SidecarError | (() => void) | undefined {
+  const refused = refusal(req, rawTarget, rules);
+  if (refused !== undefined) return refused;
+  const { inFlight, receivingBodies } = rules;
+  if (!inFlight.tryAcquire()) {
+    return overloadedError(`${inFlight.max} requests are already in progress; retry shortly`);
+  }
+  if (receivingBodies === undefined || hasNoBody(req)) return undefined;
+  // Slow bodies cannot take every slot: the other half stays for requests ready to go.
+  const release = holdWhileBodyArrives(req, receivingBodies);
+  if (release !== undefined) return release;
+  inFlight.release();
+  return overloadedError(
+    `${receivingBodies.max} requests are already sending their body; retry shortly`,
+  );
 }

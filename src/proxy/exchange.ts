@@ -25,10 +25,16 @@ export class Exchange {
   /** Upstream attempts so far (a second one is a replay after a 401). */
   attempts = 0;
 
+  /**
+   * @param keepAlive the `Keep-Alive` field value every answer to this request carries: the
+   *   listener's decision for a persistent HTTP/1.1 connection (docs/design.md "Bounded work",
+   *   listener), undefined otherwise.
+   */
   constructor(
     readonly req: ClientRequest,
     readonly res: ClientResponse,
     readonly requestId: string,
+    readonly keepAlive: string | undefined = undefined,
   ) {
     this.method = req.method ?? 'GET';
     this.target = req.url ?? '/';

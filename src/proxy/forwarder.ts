@@ -22,7 +22,7 @@ import { createInFlightLimit, type InFlightLimit } from './admission.js';
 import { cutResult, outcomeOf } from './attempt-outcome.js';
 import type { Exchange } from './exchange.js';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.js';
-import { CLIENT_GONE, keepAliveOf, unlessClientGone, type ForwardOutcome } from './outcome.js';
+import { CLIENT_GONE, unlessClientGone, type ForwardOutcome } from './outcome.js';
 import {
   ClientGoneError,
   NO_BODY,
@@ -354,8 +354,7 @@ export class Forwarder {
     const taps = this.#noStages ? NO_TAPS : this.#tapsFor(exchange, status, { headers: upstream });
     if (!Array.isArray(taps)) return { replay: false, taps: NO_TAPS, ...taps, bodiless: true };
     const headers = clientResponseHeaders(upstream, exchange.requestId, status);
-    const keepAlive = keepAliveOf(call.res);
-    if (keepAlive !== undefined) headers['keep-alive'] = keepAlive;
+    if (exchange.keepAlive !== undefined) headers['keep-alive'] = exchange.keepAlive;
     return { replay: false, taps, headers, bodiless: bodiless(status, exchange.method) };
   }
 

@@ -13,20 +13,6 @@ export function closesWithClient(res: ClientResponse): EventEmitter & { destroye
   return 'stream' in res ? res.stream : res;
 }
 
-const kKeepAlive = Symbol('keepAlive');
-
-/**
- * The `Keep-Alive` field value an answer advertises, set by the listener for a persistent
- * HTTP/1.1 connection; every writer of a head adds it (node's own needs its timer per answer).
- */
-export function keepAliveOf(res: ClientResponse): string | undefined {
-  return (res as { [kKeepAlive]?: string })[kKeepAlive];
-}
-
-export function advertiseKeepAlive(res: ClientResponse, value: string): void {
-  (res as { [kKeepAlive]?: string })[kKeepAlive] = value;
-}
-
 /** How one proxied exchange ended, for the request log. */
 export interface ForwardOutcome {
   /** Status written to the client; 499 when the client left before any answer (nothing sent). */

@@ -3,7 +3,6 @@ import type { Http2ServerRequest } from 'node:http2';
 import { Readable } from 'node:stream';
 import type { Clock } from '../clock.js';
 import { OutcomeError, SidecarError } from '../errors.js';
-import type { InFlightLimit } from './admission.js';
 
 /** Bodies up to this size are buffered, so a request that met a 401 can be replayed (docs/design.md "Token keeper"). */
 export const REPLAY_BUFFER_BYTES = 64 * 1024;
@@ -157,7 +156,7 @@ export const NO_BODY: PreparedBody = Object.freeze({ kind: 'none' });
  */
 export function holdWhileBodyArrives(
   req: ClientRequest,
-  slots: Pick<InFlightLimit, 'tryAcquire' | 'release'>,
+  slots: { tryAcquire(): boolean; release(): void },
 ): (() => void) | undefined {
   if (!slots.tryAcquire()) return undefined;
   let held = true;

@@ -11,7 +11,7 @@ import type { ForwardOutcome } from './outcome.js';
 /** What the stages see of the request's one object (exchange.ts). */
 export type ExchangeView = Pick<
   Exchange,
-  'req' | 'res' | 'requestId' | 'method' | 'target' | 'clientGone' | 'trace'
+  'req' | 'res' | 'requestId' | 'method' | 'target' | 'clientGone' | 'trace' | 'keepAlive'
 >;
 
 /**

@@ -85,17 +85,15 @@ export interface UpstreamCallState {
 /** The most of an answer read and dropped after its client left, to keep the connection. */
 export const DRAIN_LIMIT_BYTES = 64 * 1024;
 
-const kCurrentCall = Symbol('upstreamCall');
+type WatchedClient = ReturnType<typeof closesWithClient>;
 
-/** A client response (or h2 stream) with the call that writes into it now. */
-type WatchedClient = ReturnType<typeof closesWithClient> & {
-  [kCurrentCall]?: { clientClosed(): void; clientFinished(): void };
-};
+/** Each client response (or h2 stream) with the call that writes into it now. */
+const currentCall = new WeakMap<WatchedClient, { clientClosed(): void; clientFinished(): void }>();
 function onClientClose(this: WatchedClient): void {
-  this[kCurrentCall]?.clientClosed();
+  currentCall.get(this)?.clientClosed();
 }
 function onClientFinish(this: WatchedClient): void {
-  this[kCurrentCall]?.clientFinished();
+  currentCall.get(this)?.clientFinished();
 }
 
 export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, UpstreamCallState {
@@ -192,12 +190,12 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
       this.#resolve = resolve;
       this.#reject = reject;
     });
-    const client = closesWithClient(res) as WatchedClient;
+    const client = closesWithClient(res);
     this.#client = client;
     // One listener per response, shared by every call on it (a 401 replay is a second call),
-    // finding the current call through the response: no closure, no `once` wrapper, no removal.
-    if (client[kCurrentCall] === undefined) client.on('close', onClientClose);
-    client[kCurrentCall] = this;
+    // finding the current call by the response: no closure, no `once` wrapper, no removal.
+    if (!currentCall.has(client)) client.on('close', onClientClose);
+    currentCall.set(client, this);
   }
 
   /**

@@ -103,6 +103,7 @@ function harness(cache: ResponseCache, answers: Answer[]) {
       target: url,
       clientGone: () => res.destroyed,
       trace: undefined,
+      keepAlive: undefined,
     };
     return run(exchange, res);
   }

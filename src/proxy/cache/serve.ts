@@ -3,7 +3,7 @@
  * or a stale entry that answers instead of an error or while it is refreshed (RFC 5861).
  */
 import type { OutgoingHttpHeaders } from 'node:http';
-import { CLIENT_GONE, keepAliveOf, type ForwardOutcome } from '../outcome.js';
+import { CLIENT_GONE, type ForwardOutcome } from '../outcome.js';
 import type { ExchangeView } from '../stages.js';
 import type { StoredAnswer } from './entries.js';
 
@@ -70,8 +70,7 @@ export function serveAnswer(
     'cache-status': withCacheStatus(answer.headers['cache-status'], member),
     'x-request-id': exchange.requestId,
   };
-  const keepAlive = keepAliveOf(res);
-  if (keepAlive !== undefined) headers['keep-alive'] = keepAlive;
+  if (exchange.keepAlive !== undefined) headers['keep-alive'] = exchange.keepAlive;
   res.writeHead(200, headers);
   if (exchange.method === 'HEAD') res.end();
   else res.end(answer.body);
