@@ -112,6 +112,28 @@ describe('deploy/ manifests', () => {
     expect(typecheckFields(everything, root)).toEqual([]);
   });
 
+  it('the Sentinel overlay sets STORE_MODE, the primary and the sentinels password from a Secret, and egress to 26379', () => {
+    const name = 'overlays/shared-gateway-sentinel';
+    expect(find(name, 'ConfigMap', 'oauth-sidecar-gateway').data).toMatchObject({
+      STORE_MODE: 'sentinel',
+      STORE_SENTINEL_PRIMARY: 'mymaster',
+    });
+    const env = podSpec(find(name, 'Deployment', 'oauth-sidecar-gateway')).containers[0].env as {
+      name: string;
+    }[];
+    const byName = (n: string) => env.find((e) => e.name === n);
+    expect(byName('STORE_SENTINEL_PASSWORD')).toEqual({
+      name: 'STORE_SENTINEL_PASSWORD',
+      valueFrom: { secretKeyRef: { name: 'oauth-sidecar-sentinel', key: 'password' } },
+    });
+    expect(byName('STORE_URL')).toBeDefined();
+    const policy = find(name, 'NetworkPolicy', 'oauth-sidecar-gateway');
+    const ports = (policy.spec as { egress: { ports: { port: number }[] }[] }).egress.flatMap((r) =>
+      r.ports.map((p) => p.port),
+    );
+    expect(ports.sort((a, b) => a - b)).toEqual([53, 53, 443, 6379, 26379]);
+  });
+
   it('agree with each other: selectors, ports, probes, Secret mounts, ConfigMaps, hardening', () => {
     for (const [name, docs] of rendered) {
       const others = everything.filter((d) => !docs.includes(d));

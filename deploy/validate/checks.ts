@@ -194,8 +194,11 @@ export const KNOWN_ENV: ReadonlySet<string> = new Set(
   [...KNOWN_VARIABLES].filter((name) => name !== 'CLIENT_ID' && name !== 'CLIENT_SECRET'),
 );
 
-/** Egress the workloads may have: DNS, HTTPS (API and token endpoint), Redis (the token store). */
-export const ALLOWED_EGRESS_PORTS = new Set([53, 443, 6379]);
+/**
+ * Egress the workloads may have: DNS, HTTPS (API and token endpoint), Redis (the token store) and
+ * Redis Sentinel (a Sentinel-fronted store).
+ */
+export const ALLOWED_EGRESS_PORTS = new Set([53, 443, 6379, 26379]);
 
 /** Workloads whose pod templates the checks follow. */
 const WORKLOAD_KINDS = new Set(['Deployment', 'StatefulSet']);

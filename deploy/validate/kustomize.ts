@@ -69,6 +69,7 @@ export const SECRET_EXAMPLES = [
   'deploy/base/secret.example.yaml',
   'deploy/overlays/shared-gateway/token-store-secret.example.yaml',
   'deploy/overlays/shared-gateway-redis/redis-secret.example.yaml',
+  'deploy/overlays/shared-gateway-sentinel/sentinel-secret.example.yaml',
 ] as const;
 
 /** The kustomizations under deploy/ that are validated (deploy/ci/validate-manifests.sh renders the same). */
@@ -77,6 +78,7 @@ export const KUSTOMIZATIONS = [
   'monitoring',
   'overlays/shared-gateway',
   'overlays/shared-gateway-redis',
+  'overlays/shared-gateway-sentinel',
   'examples/your-app',
   'examples/curve-builder',
   'examples/two-apps',

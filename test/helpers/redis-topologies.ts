@@ -114,6 +114,11 @@ export async function startRedisCluster(
       ],
       { encoding: 'utf8', timeout: 30_000 },
     );
+    if (create.error !== undefined) {
+      throw new Error(
+        `${REDIS_CLI_BIN} could not be run (${create.error.message}): apt-get install redis-tools, or set REDIS_CLI_BIN`,
+      );
+    }
     if (create.status !== 0)
       throw new Error(`redis-cli --cluster create:\n${create.stdout}${create.stderr}`);
   } catch (error) {
