@@ -7,8 +7,7 @@ import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStandin, type Standin } from '../src/standin/index.js';
+import { describe, expect, it } from 'vitest';
 import {
   runCli,
   startDemo,
@@ -17,24 +16,16 @@ import {
   waitFor,
   waitReady,
   writeTemp,
+  useStandin,
 } from './helpers/sidecar-process.js';
 
 const SECRET = 'demo-secret';
-let standin: Standin;
-let caFile: string;
-
-beforeAll(async () => {
-  standin = await startStandin({ clientId: 'demo-client', clientSecret: SECRET });
-  caFile = writeTemp('ca.pem', standin.caCert);
-});
-afterAll(async () => {
-  await standin.close();
-});
+const api = useStandin({ clientId: 'demo-client', clientSecret: SECRET });
 
 function baseEnv(): Record<string, string> {
   return {
-    UPSTREAM_BASE_URL: standin.url,
-    UPSTREAM_CA_FILE: caFile,
+    UPSTREAM_BASE_URL: api.standin.url,
+    UPSTREAM_CA_FILE: api.caFile,
     CLIENT_ID: 'demo-client',
     CLIENT_SECRET: SECRET,
   };
@@ -42,7 +33,7 @@ function baseEnv(): Record<string, string> {
 
 function expectNoSecrets(text: string): void {
   expect(text).not.toContain(SECRET);
-  for (const token of standin.issuedTokens()) expect(text).not.toContain(token);
+  for (const token of api.standin.issuedTokens()) expect(text).not.toContain(token);
 }
 
 describe('bad configuration', () => {
@@ -178,14 +169,14 @@ describe('oauth-sidecar check', () => {
   });
 
   it('works with the form format and Basic client authentication', async () => {
-    const before = standin.tokenRequests.length;
+    const before = api.standin.tokenRequests.length;
     const result = await runCli(['check'], {
       ...baseEnv(),
       TOKEN_REQUEST_FORMAT: 'form',
       TOKEN_CLIENT_AUTH: 'basic',
     });
     expect(result.code).toBe(0);
-    const sent = standin.tokenRequests.slice(before);
+    const sent = api.standin.tokenRequests.slice(before);
     expect(sent).toHaveLength(1);
     expect(sent[0]).toMatchObject({
       format: 'form',
@@ -225,7 +216,7 @@ describe('oauth-sidecar serve', () => {
       });
       expect(contracts.statusCode).toBe(200);
       expect(await contracts.body.json()).toMatchObject({ data: expect.any(Array) });
-      const upstreamSaw = standin.apiRequests.at(-1)!;
+      const upstreamSaw = api.standin.apiRequests.at(-1)!;
       expect(upstreamSaw.token).toBeDefined();
       expect(upstreamSaw.token).not.toBe('client-supplied');
 
@@ -311,20 +302,20 @@ describe('oauth-sidecar serve', () => {
       await waitReady(sidecar);
 
       // Reset in the portal, then the kubelet swaps ..data atomically.
-      standin.setClientSecret(rotated);
+      api.standin.setClientSecret(rotated);
       writeVersion('..2026_11_22_02', rotated);
       symlinkSync('..2026_11_22_02', join(dir, '..data_tmp'));
       renameSync(join(dir, '..data_tmp'), join(dir, '..data'));
 
       // Everything the sidecar holds dies: the next request's 401 forces a renewal, the refresh grant
       // is rejected, and client credentials must be re-read from the swapped files.
-      standin.revokeAccessTokens();
-      standin.revokeRefreshTokens();
-      const before = standin.tokenRequests.length;
+      api.standin.revokeAccessTokens();
+      api.standin.revokeRefreshTokens();
+      const before = api.standin.tokenRequests.length;
       const res = await request(`${sidecar.proxyUrl}/v1.0/contracts/`);
       expect(res.statusCode).toBe(200);
       await res.body.text();
-      const grants = standin.tokenRequests.slice(before);
+      const grants = api.standin.tokenRequests.slice(before);
       expect(grants.at(-1)).toMatchObject({
         grant: 'client_credentials',
         secretOk: true,
@@ -340,23 +331,23 @@ describe('oauth-sidecar serve', () => {
       expectNoSecrets(logs);
       expect(logs).not.toContain(rotated);
     } finally {
-      standin.setClientSecret(SECRET);
+      api.standin.setClientSecret(SECRET);
       await sidecar.stop('SIGKILL');
     }
   });
 
   it('replays a request whose token a renewal replaced and which expired on its way: the client sees 200', async () => {
-    standin.setTokenLifetime(4);
-    const issuedBefore = standin.issuedTokens().length;
+    api.standin.setTokenLifetime(4);
+    const issuedBefore = api.standin.issuedTokens().length;
     const sidecar = await startSidecarProcess(baseEnv());
     try {
       await waitReady(sidecar);
-      const first = standin.tokenRequests.filter((r) => r.outcome === 'issued').at(-1)!;
-      const firstToken = standin
+      const first = api.standin.tokenRequests.filter((r) => r.outcome === 'issued').at(-1)!;
+      const firstToken = api.standin
         .issuedTokens()
         .slice(issuedBefore)
         .find((t) => t.startsWith('at_'))!;
-      const apiBefore = standin.apiRequests.length;
+      const apiBefore = api.standin.apiRequests.length;
 
       // The sidecar takes its token when the request arrives, then buffers the (small) body.
       const proxy = new URL(sidecar.proxyUrl);
@@ -382,12 +373,16 @@ describe('oauth-sidecar serve', () => {
         // The scheduled renewal (at about half the 4 s lifetime) replaces the token, and the old
         // one expires at the stand-in, before the rest of the body arrives.
         void waitFor(
-          () => standin.tokenRequests.some((r) => r.outcome === 'issued' && r.at > first.at),
+          () => api.standin.tokenRequests.some((r) => r.outcome === 'issued' && r.at > first.at),
           10_000,
           'a scheduled renewal',
         )
           .then(() =>
-            waitFor(() => !standin.accessTokenValid(firstToken), 10_000, 'the first token expired'),
+            waitFor(
+              () => !api.standin.accessTokenValid(firstToken),
+              10_000,
+              'the first token expired',
+            ),
           )
           .then(() => req.end(body.slice(4)), reject);
       });
@@ -395,35 +390,35 @@ describe('oauth-sidecar serve', () => {
 
       expect(res.status).toBe(200);
       expect(JSON.parse(res.text)).toMatchObject({ method: 'POST', bodyBytes: body.length });
-      const seen = standin.apiRequests.slice(apiBefore);
+      const seen = api.standin.apiRequests.slice(apiBefore);
       expect(seen.map((r) => r.status)).toEqual([401, 200]);
       expect(seen[0]!.token).not.toBe(seen[1]!.token);
       const metrics = await (await request(`${sidecar.adminUrl}/metrics`)).body.text();
       expect(metrics).toMatch(/^oauth_sidecar_upstream_unauthorized_total\{replayed="true"\} 1$/m);
     } finally {
-      standin.setTokenLifetime(1799);
+      api.standin.setTokenLifetime(1799);
       await sidecar.stop('SIGKILL');
     }
   });
 
   it('a 401 while backoff forbids a renewal gives the client 503 token_unavailable, not the 401', async () => {
-    standin.setTokenLifetime(4);
+    api.standin.setTokenLifetime(4);
     const sidecar = await startSidecarProcess({ ...baseEnv(), TOKEN_WAIT_MS: '300' });
     try {
       await waitReady(sidecar);
       // The token endpoint goes down: the scheduled renewal (about 2 s in) fails with Retry-After
       // 30, so the keeper is in backoff while its token is still valid.
-      const tokensBefore = standin.tokenRequests.length;
-      standin.failTokenRequests({ kind: 'status', status: 503, retryAfter: '30' }, Infinity);
+      const tokensBefore = api.standin.tokenRequests.length;
+      api.standin.failTokenRequests({ kind: 'status', status: 503, retryAfter: '30' }, Infinity);
       await waitFor(
-        () => standin.tokenRequests.slice(tokensBefore).some((r) => r.outcome === 'fault'),
+        () => api.standin.tokenRequests.slice(tokensBefore).some((r) => r.outcome === 'fault'),
         10_000,
         'the failed renewal',
       );
-      const tokensAfterFailure = standin.tokenRequests.length;
+      const tokensAfterFailure = api.standin.tokenRequests.length;
       // Then the API rejects that token.
-      standin.revokeAccessTokens();
-      const apiBefore = standin.apiRequests.length;
+      api.standin.revokeAccessTokens();
+      const apiBefore = api.standin.apiRequests.length;
 
       const res = await request(`${sidecar.proxyUrl}/v1.0/contracts/`);
       const body = (await res.body.json()) as { errors: { code: string }[] };
@@ -433,13 +428,13 @@ describe('oauth-sidecar serve', () => {
       // Retry-After 30 s, but the 401 left no valid token: the wait is pulled in to 8 s.
       expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(7);
       expect(Number(res.headers['retry-after'])).toBeLessThanOrEqual(8);
-      expect(standin.apiRequests.slice(apiBefore).map((r) => r.status)).toEqual([401]);
-      expect(standin.tokenRequests).toHaveLength(tokensAfterFailure); // backoff honoured
+      expect(api.standin.apiRequests.slice(apiBefore).map((r) => r.status)).toEqual([401]);
+      expect(api.standin.tokenRequests).toHaveLength(tokensAfterFailure); // backoff honoured
       const metrics = await (await request(`${sidecar.adminUrl}/metrics`)).body.text();
       expect(metrics).toMatch(/^oauth_sidecar_upstream_unauthorized_total\{replayed="true"\} 1$/m);
     } finally {
-      standin.clearTokenFaults();
-      standin.setTokenLifetime(1799);
+      api.standin.clearTokenFaults();
+      api.standin.setTokenLifetime(1799);
       await sidecar.stop('SIGKILL');
     }
   });

@@ -155,9 +155,9 @@ describe('the component once per app', () => {
       { name: 'admin', containerPort: 9090 },
     ];
     const problems = crossReferences(clashing, secretExample).join('\n');
-    expect(problems).toContain('containers oauth-sidecar and api both declare port 8080');
-    expect(problems).toContain('containers oauth-sidecar and api both declare port 9090');
-    expect(problems).toContain('containers oauth-sidecar and api both declare port admin');
+    for (const clash of ['port 8080', 'port 9090', 'port admin']) {
+      expect(problems).toContain(`containers oauth-sidecar and api both declare ${clash}`);
+    }
     expect(problems).toContain('PROXY_LISTEN port 18080 is not a port of the container');
     expect(problems).toContain("startupProbe port sidecar-admin is not ADMIN_LISTEN's port 19090");
   });

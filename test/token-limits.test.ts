@@ -8,41 +8,32 @@ import { execFileSync } from 'node:child_process';
 import { unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startStandin, type Standin } from '../src/standin/index.js';
+import { afterEach, describe, expect, it } from 'vitest';
 import {
   startSidecarProcess,
   tempDir,
   waitFor,
   waitReady,
-  writeTemp,
   type SidecarProcess,
+  useStandin,
 } from './helpers/sidecar-process.js';
 import { busiestWindow } from './helpers/windows.js';
 
 const SECRET = 'limits-secret';
-let standin: Standin;
-let caFile: string;
+const api = useStandin({ clientId: 'limits-client', clientSecret: SECRET });
 let sidecar: SidecarProcess | undefined;
 
-beforeAll(async () => {
-  standin = await startStandin({ clientId: 'limits-client', clientSecret: SECRET });
-  caFile = writeTemp('ca.pem', standin.caCert);
-});
 afterEach(async () => {
   await sidecar?.stop('SIGKILL');
   sidecar = undefined;
-  standin.clearTokenFaults();
-  standin.setTokenLifetime(1799);
-});
-afterAll(async () => {
-  await standin.close();
+  api.standin.clearTokenFaults();
+  api.standin.setTokenLifetime(1799);
 });
 
 function env(extra: Record<string, string> = {}): Record<string, string> {
   return {
-    UPSTREAM_BASE_URL: standin.url,
-    UPSTREAM_CA_FILE: caFile,
+    UPSTREAM_BASE_URL: api.standin.url,
+    UPSTREAM_CA_FILE: api.caFile,
     CLIENT_ID: 'limits-client',
     CLIENT_SECRET: SECRET,
     TOKEN_WAIT_MS: '300',
@@ -51,7 +42,8 @@ function env(extra: Record<string, string> = {}): Record<string, string> {
 }
 
 /** Token requests the stand-in received since `since` (ms since the epoch). */
-const tokenRequestsSince = (since: number) => standin.tokenRequests.filter((r) => r.at >= since);
+const tokenRequestsSince = (since: number) =>
+  api.standin.tokenRequests.filter((r) => r.at >= since);
 
 /** The most token requests in any 10-second window since `since`. */
 const busiestSince = (since: number): number =>
@@ -79,7 +71,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('token keeper limits, end to end', () => {
   it('a 40-day lifetime: one token request, no timer overflow', async () => {
-    standin.setTokenLifetime(40 * 86_400);
+    api.standin.setTokenLifetime(40 * 86_400);
     const since = Date.now();
     sidecar = await startSidecarProcess(env());
     await waitReady(sidecar);
@@ -90,7 +82,7 @@ describe('token keeper limits, end to end', () => {
   });
 
   it('Retry-After: 3000000 on a 503 with no token yet: no timer overflow, one request, the next 8 s later', async () => {
-    standin.failTokenRequests(
+    api.standin.failTokenRequests(
       { kind: 'status', status: 503, retryAfter: '3000000' },
       Number.POSITIVE_INFINITY,
     );
@@ -107,9 +99,9 @@ describe('token keeper limits, end to end', () => {
   });
 
   it('expiresIn: 0: callers get 503 token_unavailable, no expired token goes upstream, ≤ 10 token requests per 10 s', async () => {
-    standin.setTokenLifetime(0);
+    api.standin.setTokenLifetime(0);
     const since = Date.now();
-    const apiBefore = standin.apiRequests.length;
+    const apiBefore = api.standin.apiRequests.length;
     sidecar = await startSidecarProcess(env());
     const answers: Awaited<ReturnType<typeof proxied>>[] = [];
     const until = Date.now() + 4000;
@@ -121,12 +113,12 @@ describe('token keeper limits, end to end', () => {
       expect(answer).toMatchObject({ status: 503, code: 'token_unavailable' });
       expect(Number(answer.retryAfter)).toBeGreaterThanOrEqual(1);
     }
-    expect(standin.apiRequests.length).toBe(apiBefore);
+    expect(api.standin.apiRequests.length).toBe(apiBefore);
     expect(busiestSince(since)).toBeLessThanOrEqual(10);
   });
 
   it('an access token with CR/LF is a malformed answer: not ready, 503s, ≤ 10 per 10 s, serving within 15 s of the fix', async () => {
-    standin.failTokenRequests(
+    api.standin.failTokenRequests(
       { kind: 'access-token', value: 'looks-fine\r\nX-Injected: 1' },
       Number.POSITIVE_INFINITY,
     );
@@ -141,7 +133,7 @@ describe('token keeper limits, end to end', () => {
     await sleep(3000);
     expect(busiestSince(since)).toBeLessThanOrEqual(10);
 
-    standin.clearTokenFaults();
+    api.standin.clearTokenFaults();
     const fixedAt = Date.now();
     await waitFor(async () => (await proxied()).status === 200, 15_000, 'serving again');
     expect(Date.now() - fixedAt).toBeLessThan(15_000);
@@ -166,8 +158,8 @@ describe('token keeper limits, end to end', () => {
     execFileSync('mkfifo', [secretFile]);
     // Everything the sidecar holds dies: the 401 forces a renewal, the refresh grant is rejected,
     // and client credentials must be read from the FIFO.
-    standin.revokeAccessTokens();
-    standin.revokeRefreshTokens();
+    api.standin.revokeAccessTokens();
+    api.standin.revokeRefreshTokens();
     expect(await proxied()).toMatchObject({ status: 503, code: 'token_unavailable' });
     await waitFor(
       async () => (await status()).token.lastError?.kind === 'credentials',

@@ -2,26 +2,16 @@
  * The built bundle names a misspelt setting (a warning, or exit 78 under STRICT_CONFIG) and states
  * the optional features in effect, at start-up and in `check` (docs/configuration.md "Unknown settings").
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStandin, type Standin } from '../src/standin/index.js';
-import { runCli, startSidecarProcess, writeTemp } from './helpers/sidecar-process.js';
+import { describe, expect, it } from 'vitest';
+import { runCli, startSidecarProcess, useStandin } from './helpers/sidecar-process.js';
 
 const SECRET = 'unknown-settings-secret';
-let standin: Standin;
-let caFile: string;
-
-beforeAll(async () => {
-  standin = await startStandin({ clientId: 'demo-client', clientSecret: SECRET });
-  caFile = writeTemp('ca.pem', standin.caCert);
-});
-afterAll(async () => {
-  await standin.close();
-});
+const api = useStandin({ clientId: 'demo-client', clientSecret: SECRET });
 
 function env(extra: Record<string, string> = {}): Record<string, string> {
   return {
-    UPSTREAM_BASE_URL: standin.url,
-    UPSTREAM_CA_FILE: caFile,
+    UPSTREAM_BASE_URL: api.standin.url,
+    UPSTREAM_CA_FILE: api.caFile,
     CLIENT_ID: 'demo-client',
     CLIENT_SECRET: SECRET,
     UPSTREAM_RATE_LIMIT: '20/s',

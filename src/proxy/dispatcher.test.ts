@@ -5,6 +5,7 @@ import DeepPool from 'undici/lib/dispatcher/pool.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPki, startStandin, type Standin } from '../standin/index.js';
 import { createUpstreamDispatcher, trustContext } from './dispatcher.js';
+import { statusesOfGets } from '../../test/helpers/upstream.js';
 
 describe("undici's Pool and Agent by path (src/types/undici-deep.d.ts)", () => {
   it('are the very classes the undici package exports: an upgrade that moves them fails here', () => {
@@ -66,14 +67,7 @@ describe('createUpstreamDispatcher', () => {
     });
     const connected = new Set<unknown>();
     dispatcher.on('connect', (_origin, targets) => connected.add(targets.at(-1)));
-    const answers = await Promise.all(
-      Array.from({ length: 10 }, () =>
-        request(`${standin.url}/v1.0/contracts/`, { dispatcher }).then(async (res) => {
-          await res.body.dump();
-          return res.statusCode;
-        }),
-      ),
-    );
+    const answers = await statusesOfGets(`${standin.url}/v1.0/contracts/`, dispatcher);
     expect(answers.every((status) => status === 401)).toBe(true);
     expect(connected.size).toBeLessThanOrEqual(2);
     await dispatcher.close();

@@ -12,6 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { EgressProxyError } from '../errors.js';
 import { startStandin, type Standin } from '../standin/index.js';
 import { createDispatcher, trustContext } from './dispatcher.js';
+import { statusesOfGets } from '../../test/helpers/upstream.js';
 
 interface TestProxy {
   url: string;
@@ -113,14 +114,7 @@ describe('the egress dispatcher', () => {
 
   it('keeps the pool limit per origin through the tunnel', async () => {
     const dispatcher = await through(proxy.url, { connections: 2 });
-    const answers = await Promise.all(
-      Array.from({ length: 10 }, () =>
-        request(`${standin.url}/v1.0/contracts/`, { dispatcher }).then(async (res) => {
-          await res.body.dump();
-          return res.statusCode;
-        }),
-      ),
-    );
+    const answers = await statusesOfGets(`${standin.url}/v1.0/contracts/`, dispatcher);
     expect(answers.every((status) => status === 401)).toBe(true);
     expect(proxy.seen.length).toBeLessThanOrEqual(2);
   });

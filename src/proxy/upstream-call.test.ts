@@ -14,6 +14,19 @@ import { SlowReaders } from './slow-readers.js';
 import type { BodyTap } from './stages.js';
 import { UpstreamCall, type Attempt, type UpstreamCallHooks } from './upstream-call.js';
 
+/** A controller as undici hands a dispatch handler; `resume` is the test's to watch. */
+function dispatchController(resume: () => void = () => {}): Dispatcher.DispatchController {
+  return {
+    aborted: false,
+    paused: false,
+    reason: null,
+    rawHeaders: [],
+    abort() {},
+    pause() {},
+    resume,
+  };
+}
+
 const closers: (() => void)[] = [];
 afterEach(() => {
   for (const close of closers.splice(0)) close();
@@ -37,15 +50,7 @@ function drive(res: ServerResponse | Http2ServerResponse, size: number) {
     }),
   };
   const call = new UpstreamCall(res, hooks, true, undefined);
-  const controller: Dispatcher.DispatchController = {
-    aborted: false,
-    paused: false,
-    reason: null,
-    rawHeaders: [],
-    abort() {},
-    pause() {},
-    resume() {},
-  };
+  const controller = dispatchController();
   call.onRequestStart(controller);
   call.onResponseStart(controller, 200, {});
   call.onResponseData(controller, Buffer.alloc(size));
@@ -126,15 +131,7 @@ describe('UpstreamCall with a slow-reader watch', () => {
     const server = createServer((_req, res) => {
       const entry = { call: new UpstreamCall(res, hooks, true, undefined), resumed: 0 };
       calls.push(entry);
-      const controller: Dispatcher.DispatchController = {
-        aborted: false,
-        paused: false,
-        reason: null,
-        rawHeaders: [],
-        abort() {},
-        pause() {},
-        resume: () => void (entry.resumed += 1),
-      };
+      const controller = dispatchController(() => void (entry.resumed += 1));
       entry.call.onRequestStart(controller);
       entry.call.onResponseStart(controller, 200, {});
       // More than loopback's buffers take: the write reports backpressure.

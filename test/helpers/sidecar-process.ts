@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { afterAll } from 'vitest';
+import { afterAll, beforeAll } from 'vitest';
+import { startStandin, type Standin } from '../../src/standin/index.js';
 
 export const MAIN = join(import.meta.dirname, '..', '..', 'dist', 'main.js');
 
@@ -39,6 +40,40 @@ export function writeTemp(name: string, content: string): string {
   const file = join(dir, name);
   writeFileSync(file, content);
   return file;
+}
+
+export interface StandinFixture {
+  readonly standin: Standin;
+  /** The stand-in's CA as a file, for UPSTREAM_CA_FILE. */
+  readonly caFile: string;
+}
+
+/**
+ * A stand-in API for the calling test file: started in its beforeAll (with its CA written to a
+ * temp file), closed in its afterAll. Read `standin` and `caFile` from tests and hooks.
+ */
+export function useStandin(client: { clientId: string; clientSecret: string }): StandinFixture {
+  let standin: Standin | undefined;
+  let caFile: string | undefined;
+  beforeAll(async () => {
+    standin = await startStandin(client);
+    caFile = writeTemp('ca.pem', standin.caCert);
+  });
+  afterAll(async () => {
+    await standin?.close();
+  });
+  const ready = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('the stand-in is ready in tests and hooks only');
+    return value;
+  };
+  return {
+    get standin() {
+      return ready(standin);
+    },
+    get caFile() {
+      return ready(caFile);
+    },
+  };
 }
 
 /** Run `node dist/main.js <args>` to completion. */

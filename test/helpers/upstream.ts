@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
+import { request, type Dispatcher } from 'undici';
 import type { TestPki } from '../../src/standin/index.js';
 
 export interface CountingUpstream {
@@ -147,4 +148,19 @@ export async function startRawUpstream(
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * The statuses of `count` GETs of `url` sent at once through `dispatcher`, bodies read: for tests
+ * of a pool's connection limit.
+ */
+export function statusesOfGets(url: string, dispatcher: Dispatcher, count = 10): Promise<number[]> {
+  return Promise.all(
+    Array.from({ length: count }, () =>
+      request(url, { dispatcher }).then(async (res) => {
+        await res.body.dump();
+        return res.statusCode;
+      }),
+    ),
+  );
 }
