@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { clientResponseHeaders, connectionListed, upstreamRequestHeaders } from './headers.js';
+import { clientResponseHeaders, upstreamRequestHeaders } from './headers.js';
 
 function pairs(flat: string[]): [string, string][] {
   const out: [string, string][] = [];
@@ -148,11 +148,5 @@ describe('clientResponseHeaders', () => {
       'x-request-id': 'req-9',
       'x-end-to-end': 'kept',
     });
-  });
-});
-
-describe('connectionListed', () => {
-  it('parses comma lists across several values, case-insensitively', () => {
-    expect([...connectionListed(['Close, X-A', ' ,x-b,'])]).toEqual(['close', 'x-a', 'x-b']);
   });
 });

@@ -3,16 +3,7 @@
  * so each rule is tested without a socket.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-
-/** RFC 9110 §7.6.1: connection-specific fields a proxy must not forward, plus the legacy ones it names. */
-const HOP_BY_HOP = new Set([
-  'connection',
-  'proxy-connection',
-  'keep-alive',
-  'te',
-  'transfer-encoding',
-  'upgrade',
-]);
+import { connectionListed, HOP_BY_HOP } from '../http-fields/hop-by-hop.js';
 
 /**
  * Dropped from requests on top of the hop-by-hop set, each for its own reason:
@@ -34,18 +25,6 @@ const REQUEST_ONLY_DROPS = new Set([
   'x-real-ip',
   'x-request-id',
 ]);
-
-/** Header names listed in `Connection` values (RFC 9110 §7.6.1: those are hop-by-hop too). */
-export function connectionListed(values: readonly string[]): Set<string> {
-  const names = new Set<string>();
-  for (const value of values) {
-    for (const token of value.split(',')) {
-      const name = token.trim().toLowerCase();
-      if (name) names.add(name);
-    }
-  }
-  return names;
-}
 
 export interface UpstreamRequestHeaderOptions {
   /** The upstream's authority (`host[:port]`), sent as `Host`. */

@@ -6,7 +6,8 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { ageSeconds } from '../../http-fields/age.js';
 import { clientResponseHeaders } from '../headers.js';
 import type { BodyTap } from '../stages.js';
-import { staleWindows, storableSeconds, varyFields, type StaleWindows } from './directives.js';
+import { varyFields } from '../../http-fields/cache-control.js';
+import { staleWindows, storableSeconds, type StaleWindows } from './directives.js';
 import type { FillPlan } from './plans.js';
 import {
   answerSize,

@@ -1,36 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import {
-  normalizedPath,
-  parseCacheControl,
-  requestDirective,
-  storableSeconds,
-  varyFields,
-} from './directives.js';
+import { normalizedPath, storableSeconds } from './directives.js';
 
 const NOW = Date.parse('2026-11-24T12:00:00Z');
-
-describe('parseCacheControl', () => {
-  it('reads names case-insensitively, arguments unquoted, the first of a repeated directive', () => {
-    const d = parseCacheControl(['Max-Age=60, no-cache="set-cookie"', 'max-age=5']);
-    expect(d.get('max-age')).toBe('60');
-    expect(d.get('no-cache')).toBe('set-cookie');
-  });
-});
-
-describe('requestDirective', () => {
-  it('no-store wins over no-cache', () => {
-    expect(requestDirective('no-cache, no-store', undefined)).toBe('no-store');
-  });
-  it('no-cache, max-age=0 and Pragma: no-cache refresh', () => {
-    expect(requestDirective('no-cache', undefined)).toBe('no-cache');
-    expect(requestDirective('max-age=0', undefined)).toBe('no-cache');
-    expect(requestDirective(undefined, 'no-cache')).toBe('no-cache');
-  });
-  it('anything else uses the cache', () => {
-    expect(requestDirective(undefined, undefined)).toBe('none');
-    expect(requestDirective('max-age=60', 'x')).toBe('none');
-  });
-});
 
 describe('storableSeconds', () => {
   it('is the rule TTL without directives', () => {
@@ -76,16 +47,5 @@ describe('normalizedPath', () => {
     expect(normalizedPath('/v1.0/%7e%2D%2e%5F')).toBe('/v1.0/~-._');
     expect(normalizedPath('/v1.0/a%2fb%3a')).toBe('/v1.0/a%2Fb%3A');
     expect(normalizedPath('/v1.0/plain')).toBe('/v1.0/plain');
-  });
-});
-
-describe('varyFields', () => {
-  it('lower-cases, dedupes and sorts; * means never reusable', () => {
-    expect(varyFields(undefined)).toEqual([]);
-    expect(varyFields('Accept-Language, accept, Accept-Language')).toEqual([
-      'accept',
-      'accept-language',
-    ]);
-    expect(varyFields(['accept', '*'])).toBeUndefined();
   });
 });

@@ -1,57 +1,15 @@
 /**
- * The few header grammars the response cache reads (RFC 9111 §5.2 Cache-Control, §5.4 Pragma,
- * RFC 9110 §12.5.5 Vary). Pure functions on header values as node parsed them.
+ * The response cache's rules on the fields' values (RFC 9111): whether and how long an answer is
+ * stored, how long it may answer stale, how a path is keyed. The field grammars are
+ * http-fields/cache-control.ts's.
  */
-
-type HeaderValue = string | string[] | number | undefined;
-
-function joined(value: HeaderValue): string {
-  if (value === undefined) return '';
-  return Array.isArray(value) ? value.join(',') : String(value);
-}
-
-/** Directive name (lower-cased) to its argument (`''` when it has none), quotes removed. */
-export function parseCacheControl(value: HeaderValue): Map<string, string> {
-  const directives = new Map<string, string>();
-  for (const part of joined(value).split(',')) {
-    const at = part.indexOf('=');
-    const name = (at === -1 ? part : part.slice(0, at)).trim().toLowerCase();
-    if (!name) continue;
-    const arg =
-      at === -1
-        ? ''
-        : part
-            .slice(at + 1)
-            .trim()
-            .replace(/^"(.*)"$/, '$1');
-    // RFC 9111 §4.2.1: with a directive repeated, the first one wins (the conservative reading).
-    if (!directives.has(name)) directives.set(name, arg);
-  }
-  return directives;
-}
-
-/** What a client's request asks of the cache. */
-export type RequestDirective = 'no-store' | 'no-cache' | 'none';
-
-/**
- * `no-store` bypasses the cache both ways; `no-cache` (or `Pragma: no-cache`, RFC 9111 §5.4)
- * goes upstream and refreshes the entry.
- */
-export function requestDirective(cacheControl: HeaderValue, pragma: HeaderValue): RequestDirective {
-  if (cacheControl !== undefined) {
-    const directives = parseCacheControl(cacheControl);
-    if (directives.has('no-store')) return 'no-store';
-    if (directives.has('no-cache') || directives.get('max-age') === '0') return 'no-cache';
-  }
-  if (pragma !== undefined && parseCacheControl(pragma).has('no-cache')) return 'no-cache';
-  return 'none';
-}
+import { fieldList, parseCacheControl, type FieldValue } from '../../http-fields/cache-control.js';
 
 /** What of an answer decides whether and how long it is stored. */
 export interface AnswerFreshness {
-  cacheControl: HeaderValue;
-  expires?: HeaderValue;
-  date?: HeaderValue;
+  cacheControl: FieldValue;
+  expires?: FieldValue;
+  date?: FieldValue;
 }
 
 /**
@@ -78,9 +36,9 @@ export function storableSeconds(
 
 function expiresPast(answer: AnswerFreshness, nowMs: number): boolean {
   if (answer.expires === undefined) return false;
-  const expires = Date.parse(joined(answer.expires));
+  const expires = Date.parse(fieldList(answer.expires));
   if (!Number.isFinite(expires)) return true;
-  const date = answer.date === undefined ? NaN : Date.parse(joined(answer.date));
+  const date = answer.date === undefined ? NaN : Date.parse(fieldList(answer.date));
   return expires <= (Number.isFinite(date) ? date : nowMs);
 }
 
@@ -107,20 +65,6 @@ export const METHOD_OVERRIDE_FIELDS = [
   'x-method-override',
 ] as const;
 
-/**
- * Field names an answer's `Vary` lists, lower-cased and sorted; `undefined` for `Vary: *`,
- * which makes the answer unusable for any later request (RFC 9111 §4.1).
- */
-export function varyFields(value: HeaderValue): string[] | undefined {
-  const names = new Set<string>();
-  for (const part of joined(value).split(',')) {
-    const name = part.trim().toLowerCase();
-    if (name === '*') return undefined;
-    if (name) names.add(name);
-  }
-  return [...names].sort();
-}
-
 /** How long past its freshness an answer may still answer (RFC 5861), in seconds. */
 export interface StaleWindows {
   ifError: number;
@@ -134,7 +78,7 @@ export interface StaleWindows {
  * cache: RFC 9111 §5.2.2.10) is never served stale unless it grants a window itself, which is
  * the origin's explicit leave (RFC 5861 §3, §4). A malformed argument grants nothing.
  */
-export function staleWindows(configured: StaleWindows, cacheControl: HeaderValue): StaleWindows {
+export function staleWindows(configured: StaleWindows, cacheControl: FieldValue): StaleWindows {
   const directives = parseCacheControl(cacheControl);
   const strict =
     directives.has('must-revalidate') ||

@@ -27,7 +27,8 @@ import type {
   UpstreamHead,
 } from '../stages.js';
 import { capture, captureSpec } from './capture.js';
-import { normalizedPath, requestDirective, type StaleWindows } from './directives.js';
+import { requestDirective } from '../../http-fields/cache-control.js';
+import { normalizedPath, type StaleWindows } from './directives.js';
 import { createCacheEntries, type CacheEntries, type StoredAnswer } from './entries.js';
 import { Flights, waitFor, type Flight } from './flights.js';
 import { bypassPlan, type FillPlan, type Plan } from './plans.js';

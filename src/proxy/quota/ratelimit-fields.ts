@@ -1,9 +1,14 @@
 /**
- * The IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers) on answers under a rate limit:
+ * The RateLimit fields on answers under a rate limit, from the bucket and the caller's share:
  * `RateLimit-Policy: "upstream";q=N;w=<period seconds>` and
- * `RateLimit: "upstream";r=<slots free now>;t=<seconds until the caller's share is free again>`.
+ * `RateLimit: "upstream";r=<slots free now>;t=<seconds until the caller's share is free again>`
+ * (the grammar: http-fields/ratelimit.ts).
  */
+import { rateLimitItem, rateLimitPolicyItem } from '../../http-fields/ratelimit.js';
 import type { RateLimit, TokenBucket } from './bucket.js';
+
+/** The policy's name in both fields. */
+const POLICY = 'upstream';
 
 export type RateLimitFields = {
   'ratelimit-policy': string;
@@ -12,7 +17,7 @@ export type RateLimitFields = {
 
 /** The policy field of `limit`: fixed for the process's life. */
 export function rateLimitPolicy(limit: RateLimit): string {
-  return `"upstream";q=${limit.count};w=${Math.max(1, Math.round(limit.periodMs / 1000))}`;
+  return rateLimitPolicyItem(POLICY, limit.count, Math.max(1, Math.round(limit.periodMs / 1000)));
 }
 
 /**
@@ -32,5 +37,5 @@ export function rateLimitFields(
   const free = Math.max(0, Math.floor(bucket.available(now) + 1e-9));
   const slots = Math.max(1, Math.floor(limit.count * share));
   const seconds = retryAfterSeconds ?? Math.ceil(bucket.msUntil(slots, now) / 1000);
-  return { 'ratelimit-policy': policy, ratelimit: `"upstream";r=${free};t=${seconds}` };
+  return { 'ratelimit-policy': policy, ratelimit: rateLimitItem(POLICY, free, seconds) };
 }
