@@ -261,18 +261,23 @@ export function demandTtlMs(rateLimit: { count: number; periodMs: number }): num
   return Math.ceil(Math.min(rateLimit.periodMs, Math.max(1_000, 2 * interval)));
 }
 
-/** The fleet-wide quota of one upstream. Keys hold no secret: a hash of the upstream URL. */
-export function createStoreQuota(options: StoreQuotaOptions): StoreQuota {
+/** The keys of one upstream's quota (in a cluster they share one hash tag). */
+function quotaKeys(options: StoreQuotaOptions): StoreQuota['keys'] {
   const id = hashTagged(
     createHash('sha256').update(options.upstream).digest('hex').slice(0, 16),
     // Redis Cluster: the bucket, its cooldown and its callers share a hash tag.
     options.connection.hashTags === true,
   );
-  const keys = {
+  return {
     bucket: `${options.keyPrefix}quota:${id}:bucket`,
     cooldown: `${options.keyPrefix}quota:${id}:cooldown`,
     callers: `${options.keyPrefix}quota:${id}:callers`,
   };
+}
+
+/** The fleet-wide quota of one upstream. Keys hold no secret: a hash of the upstream URL. */
+export function createStoreQuota(options: StoreQuotaOptions): StoreQuota {
+  const keys = quotaKeys(options);
   const all = [keys.bucket, keys.cooldown, keys.callers];
   const { connection, rateLimit } = options;
   const capMs = Math.max(0, Math.ceil(options.maxCooldownMs));

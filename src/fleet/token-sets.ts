@@ -209,6 +209,54 @@ function decode(k: EntryKeys, reply: unknown): { entry: StoredEntry; flag: numbe
   return { entry, flag: storedInteger(flag) };
 }
 
+/** The lease, if free; a lease granted after the call gave up (slow store) is given back. */
+async function takeLease(
+  connection: StoreConnection,
+  k: EntryKeys,
+  ttlMs: number,
+): Promise<{ lease: Lease | undefined; entry: StoredEntry }> {
+  const owner = randomUUID();
+  const reply = await connection.runScript(
+    TAKE_LEASE,
+    [k.entry, k.lease],
+    [owner, String(Math.ceil(ttlMs))],
+    // Given up (slow store) but the script ran after all: this process renews without the
+    // store now, so a lease it holds would only keep the fleet waiting one lease TTL.
+    (late) => {
+      if (decode(k, late).flag !== 1) return;
+      connection.runScript(RELEASE, [k.lease], [owner]).catch(() => undefined);
+    },
+  );
+  const { entry, flag } = decode(k, reply);
+  return { lease: flag === 1 ? { owner, keys: k } : undefined, entry };
+}
+
+/** Publish `tokenSet` as the next generation under `lease`; its generation, or undefined. */
+async function publish(
+  connection: StoreConnection,
+  lease: Lease,
+  tokenSet: SharedTokenSet,
+  knownGeneration: number,
+  now: number,
+): Promise<number | undefined> {
+  const k = lease.keys;
+  const expiresAt = tokenSet.sentAt + tokenSet.lifetimeSeconds * 1_000;
+  const ttl = Math.max(1_000, expiresAt - now) + ENTRY_GRACE_MS;
+  const generation = knownGeneration + 1;
+  const reply = await connection.runScript(
+    PUBLISH,
+    [k.entry, k.lease],
+    [
+      lease.owner,
+      String(generation),
+      tokenFingerprint(k, tokenSet.accessToken),
+      sealValue(k, JSON.stringify(toWire(tokenSet)), generation),
+      String(Math.ceil(ttl)),
+    ],
+  );
+  return storedInteger(reply) === generation ? generation : undefined;
+}
+
 export function createTokenSetStore(options: TokenSetStoreOptions): TokenSetStore {
   const { connection } = options;
   const leaseTtlMs = Math.ceil(options.leaseTtlMs);
@@ -225,39 +273,10 @@ export function createTokenSetStore(options: TokenSetStoreOptions): TokenSetStor
       return { entry, leaseHeld: flag === 1 };
     },
     async takeLease(ttlMs) {
-      const k = await keys();
-      const owner = randomUUID();
-      const reply = await connection.runScript(
-        TAKE_LEASE,
-        [k.entry, k.lease],
-        [owner, String(Math.ceil(ttlMs))],
-        // Given up (slow store) but the script ran after all: this process renews without the
-        // store now, so a lease it holds would only keep the fleet waiting one lease TTL.
-        (late) => {
-          if (decode(k, late).flag !== 1) return;
-          connection.runScript(RELEASE, [k.lease], [owner]).catch(() => undefined);
-        },
-      );
-      const { entry, flag } = decode(k, reply);
-      return { lease: flag === 1 ? { owner, keys: k } : undefined, entry };
+      return takeLease(connection, await keys(), ttlMs);
     },
     async publish(lease, tokenSet, knownGeneration) {
-      const k = lease.keys;
-      const expiresAt = tokenSet.sentAt + tokenSet.lifetimeSeconds * 1_000;
-      const ttl = Math.max(1_000, expiresAt - options.now()) + ENTRY_GRACE_MS;
-      const generation = knownGeneration + 1;
-      const reply = await connection.runScript(
-        PUBLISH,
-        [k.entry, k.lease],
-        [
-          lease.owner,
-          String(generation),
-          tokenFingerprint(k, tokenSet.accessToken),
-          sealValue(k, JSON.stringify(toWire(tokenSet)), generation),
-          String(Math.ceil(ttl)),
-        ],
-      );
-      return storedInteger(reply) === generation ? generation : undefined;
+      return publish(connection, lease, tokenSet, knownGeneration, options.now());
     },
     async spendRefresh(lease, generation) {
       const reply = await connection.runScript(

@@ -19,10 +19,10 @@ import {
 import type { ClientRequest } from '../proxy/request-body.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { SidecarMetrics } from '../telemetry/metrics.js';
-import { answerError } from './answers.js';
+import { answerError, type AnswerOptions } from './answers.js';
 import { REQUEST_ID_HEADER, resolveRequestId } from './request-id.js';
 import type { RequestLog } from './request-log.js';
-import type { Tracing } from '../telemetry/tracing.js';
+import type { RequestSpan, Tracing } from '../telemetry/tracing.js';
 
 export interface ProxyHandlerOptions extends AdmissionRules {
   forwarder: Forwarder;
@@ -49,8 +49,61 @@ export type ProxyHandler = (
   keepAlive?: string,
 ) => Promise<void>;
 
+/** How a request was answered: forwarded (its outcome), or by the sidecar (its error code). */
+interface Handled {
+  outcome?: ForwardOutcome;
+  status: number;
+  code?: string;
+}
+
+/** Admit the request and forward it, or answer the refusal; its slots are given back. */
+async function admitAndForward(
+  req: ClientRequest,
+  res: ClientResponse,
+  context: { target: string; requestId: string; keepAlive?: string; span?: RequestSpan },
+  options: ProxyHandlerOptions,
+  errorOptions: AnswerOptions,
+): Promise<Handled> {
+  const { target, requestId, keepAlive } = context;
+  const admitted = admitRequest(req, target, options);
+  if (admitted instanceof SidecarError) {
+    return answerError(res, admitted, requestId, errorOptions, keepAlive);
+  }
+  const releaseBodySlot = typeof admitted === 'function' ? admitted : undefined;
+  const exchange = new Exchange(req, res, requestId, keepAlive);
+  exchange.trace = context.span;
+  try {
+    const outcome = await options.forwarder.forward(exchange);
+    return { outcome, status: outcome.status };
+  } catch (error) {
+    return answerError(res, error, requestId, errorOptions, keepAlive);
+  } finally {
+    releaseBodySlot?.();
+    // A request undici still holds in its pool stays counted until it lets go of it.
+    const { inFlight } = options;
+    if (exchange.held === undefined) inFlight.release();
+    else void exchange.held.then(() => inFlight.release());
+  }
+}
+
+/**
+ * The request line's `result` (none when complete). A request the sidecar closed at the drain
+ * deadline is `drain_deadline`, not the client's leaving; 444 when nothing was sent (nginx's
+ * "closed without a response").
+ */
+function resultOf(
+  handled: Handled,
+  isCutOff: (() => boolean) | undefined,
+): { result?: string; status: number } {
+  const { outcome, status } = handled;
+  const result =
+    outcome !== undefined && outcome.result !== 'complete' ? outcome.result : undefined;
+  if (result !== 'client_closed' || isCutOff?.() !== true) return { result, status };
+  return { result: 'drain_deadline', status: status === CLIENT_GONE.status ? 444 : status };
+}
+
 export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
-  const { forwarder, requestLog, inFlight } = options;
+  const { requestLog } = options;
   const now = options.clock ? () => options.clock!.now() : Date.now;
   const generate = options.generateRequestId ?? randomUUID;
   const errorOptions = { logger: options.logger, metrics: options.metrics };
@@ -61,59 +114,33 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
     // The raw target: nothing parsed or rewrote it before this listener.
     const target = req.url ?? '';
     const span = options.tracing?.request(req.headers, req.method ?? '', target);
-    let outcome: ForwardOutcome | undefined;
-    let status: number;
-    let code: string | undefined;
     // h2: a RST_STREAM read with or just after the HEADERS is processed within two macrotasks;
     // a stream reset by then takes no slot and nothing is forwarded (docs/benchmarks.md, the
     // floods section). One already reset (a storm's backlog) skips the wait.
     if ('stream' in res && !res.stream.destroyed) {
       await new Promise<void>((resolve) => setImmediate(setImmediate, resolve));
     }
-    if (clientGone(req, res)) {
-      outcome = CLIENT_GONE;
-      status = CLIENT_GONE.status;
-    } else {
-      const admitted = admitRequest(req, target, options);
-      const refused = admitted instanceof SidecarError ? admitted : undefined;
-      const releaseBodySlot = typeof admitted === 'function' ? admitted : undefined;
-      if (refused !== undefined) {
-        ({ status, code } = answerError(res, refused, requestId, errorOptions, keepAlive));
-      } else {
-        const exchange = new Exchange(req, res, requestId, keepAlive);
-        exchange.trace = span;
-        try {
-          outcome = await forwarder.forward(exchange);
-          status = outcome.status;
-        } catch (error) {
-          ({ status, code } = answerError(res, error, requestId, errorOptions, keepAlive));
-        } finally {
-          releaseBodySlot?.();
-          // A request undici still holds in its pool stays counted until it lets go of it.
-          if (exchange.held === undefined) inFlight.release();
-          else void exchange.held.then(() => inFlight.release());
-        }
-      }
-    }
-    let result: string | undefined =
-      outcome !== undefined && outcome.result !== 'complete' ? outcome.result : undefined;
-    if (result === 'client_closed' && options.isCutOff?.() === true) {
-      // The sidecar closed it at the drain deadline, not the client; 444 when nothing was sent
-      // (nginx's "closed without a response").
-      result = 'drain_deadline';
-      if (status === CLIENT_GONE.status) status = 444;
-    }
-    span?.end(status, code);
+    const handled: Handled = clientGone(req, res)
+      ? { outcome: CLIENT_GONE, status: CLIENT_GONE.status }
+      : await admitAndForward(
+          req,
+          res,
+          { target, requestId, keepAlive, span },
+          options,
+          errorOptions,
+        );
+    const { result, status } = resultOf(handled, options.isCutOff);
+    span?.end(status, handled.code);
     requestLog?.write({
       requestId,
       method: req.method ?? '',
       target,
       status,
       durationMs: now() - started,
-      upstreamStatus: outcome?.upstreamStatus,
-      replayed: outcome?.replayed ?? false,
+      upstreamStatus: handled.outcome?.upstreamStatus,
+      replayed: handled.outcome?.replayed ?? false,
       result,
-      code,
+      code: handled.code,
     });
   };
 }
