@@ -1,0 +1,132 @@
+/**
+ * docs/design.md "Bounded work": clients that read their answer slowly, against the built bundle.
+ * Debian's `slowhttptest -X` opens 1,000 connections that ask for a 1 MB answer and read it
+ * through a 512–1024-byte receive window, 32 bytes every 5 s; meanwhile a normal GET every 500 ms
+ * for 20 s must be answered 200 within 2 s at least 90 % of the time, and the sidecar's RSS stay
+ * under 250 MiB. A client that only pauses its socket is not enough on loopback: the kernel's
+ * buffers take a 1 MB answer whole, so slowhttptest's small window is what makes the reader slow.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { Agent, request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestPki, startStandin, type Standin, type TestPki } from '../src/standin/index.js';
+import {
+  startSidecarProcess,
+  waitFor,
+  waitReady,
+  writeTemp,
+  type SidecarProcess,
+} from './helpers/sidecar-process.js';
+import { startCountingUpstream, type CountingUpstream } from './helpers/upstream.js';
+
+const BIG = Buffer.alloc(1024 * 1024, 'x');
+const PROBES = 40;
+
+let pki: TestPki;
+let standin: Standin;
+let upstream: CountingUpstream;
+/** Requests for the 1 MB answer that reached the upstream. */
+let bigRequests = 0;
+
+beforeAll(async () => {
+  pki = await createTestPki();
+  standin = await startStandin({ pki, clientId: 'reader', clientSecret: 'reader-secret' });
+  upstream = await startCountingUpstream(pki, (req, res, done) => {
+    req.resume();
+    res.once('close', done);
+    if (req.url?.startsWith('/v1.0/big/') === true) {
+      bigRequests += 1;
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      res.end(BIG);
+    } else {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ path: req.url }));
+    }
+  });
+});
+
+afterAll(async () => {
+  await upstream.close();
+  await standin.close();
+});
+
+/** The resident set of process `pid` in MiB (/proc/<pid>/status). */
+function rssMiB(pid: number): number {
+  const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+  return Number(kb) / 1024;
+}
+
+/** Normal GETs, one every 500 ms; each one's status (0: none in 5 s) and time. */
+async function probe(s: SidecarProcess): Promise<{ status: number; ms: number }[]> {
+  const agent = new Agent({ connections: 64 });
+  const results: { status: number; ms: number }[] = [];
+  const pending: Promise<void>[] = [];
+  try {
+    for (let i = 0; i < PROBES; i++) {
+      const started = Date.now();
+      pending.push(
+        request(`${s.proxyUrl}/v1.0/normal/${i}`, {
+          dispatcher: agent,
+          headersTimeout: 5_000,
+          bodyTimeout: 5_000,
+        }).then(
+          async (res) => {
+            await res.body.text();
+            results.push({ status: res.statusCode, ms: Date.now() - started });
+          },
+          () => void results.push({ status: 0, ms: Date.now() - started }),
+        ),
+      );
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    await Promise.all(pending);
+  } finally {
+    await agent.close();
+  }
+  return results;
+}
+
+describe('slow readers', () => {
+  it('slowhttptest -X against a 1 MB answer leaves room for normal GETs', async () => {
+    const s = await startSidecarProcess({
+      UPSTREAM_BASE_URL: upstream.url,
+      TOKEN_URL: `${standin.url}/oauth/token/`,
+      UPSTREAM_CA_FILE: writeTemp('ca.pem', pki.caCert),
+      CLIENT_ID: 'reader',
+      CLIENT_SECRET: 'reader-secret',
+      LOG_LEVEL: 'info',
+    });
+    let attack: ChildProcess | undefined;
+    try {
+      await waitReady(s);
+      const pid = s.child.pid!;
+      attack = spawn(
+        'slowhttptest',
+        [
+          ...['-c', '1000', '-X', '-r', '200', '-w', '512', '-y', '1024', '-n', '5', '-z', '32'],
+          ...['-k', '3', '-l', '40', '-u', `${s.proxyUrl}/v1.0/big/file`],
+        ],
+        { stdio: 'ignore' },
+      );
+      // The attack is on once a hundred of its requests reached the upstream.
+      const before = bigRequests;
+      await waitFor(() => bigRequests - before >= 100, 15_000, '100 slow readers answered');
+      let maxRss = rssMiB(pid);
+      const watch = setInterval(() => (maxRss = Math.max(maxRss, rssMiB(pid))), 250);
+      const results = await probe(s).finally(() => clearInterval(watch));
+      const good = results.filter((r) => r.status === 200 && r.ms < 2_000).length;
+      const cut = s.stdout.filter((line) => line.includes('"result":"client_too_slow"')).length;
+      console.info(
+        `slow readers: ${good} of ${PROBES} GETs answered 200 within 2 s (statuses ${results.map((r) => r.status).join(',')}); max RSS ${maxRss.toFixed(0)} MiB; ${cut} readers cut as client_too_slow`,
+      );
+      expect(good).toBeGreaterThanOrEqual(Math.ceil(PROBES * 0.9));
+      expect(maxRss).toBeLessThan(250);
+      expect(cut).toBeGreaterThan(0);
+      expect(s.child.exitCode).toBeNull();
+    } finally {
+      attack?.kill('SIGKILL');
+      await s.stop('SIGKILL');
+    }
+  }, 120_000);
+});
