@@ -85,17 +85,6 @@ export interface UpstreamCallState {
 /** The most of an answer read and dropped after its client left, to keep the connection. */
 export const DRAIN_LIMIT_BYTES = 64 * 1024;
 
-type WatchedClient = ReturnType<typeof closesWithClient>;
-
-/** Each client response (or h2 stream) with the call that writes into it now. */
-const currentCall = new WeakMap<WatchedClient, { clientClosed(): void; clientFinished(): void }>();
-function onClientClose(this: WatchedClient): void {
-  currentCall.get(this)?.clientClosed();
-}
-function onClientFinish(this: WatchedClient): void {
-  currentCall.get(this)?.clientFinished();
-}
-
 export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, UpstreamCallState {
   abortedBy: AbortCause | undefined;
   /** Bytes handed to the client response, and when its head was written (slow-readers.ts). */
@@ -168,7 +157,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
   readonly #client: ReturnType<typeof closesWithClient>;
   readonly #hooks: UpstreamCallHooks<I>;
 
-  /** The client's side closed (shared listener, below). */
+  /** The client's side closed. */
   clientClosed(): void {
     // Finished (only once we ended it: the h2 compat response reports `writableFinished` on a
     // reset too), or destroyed by us after an upstream failure: not the client's doing.
@@ -192,10 +181,10 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
     });
     const client = closesWithClient(res);
     this.#client = client;
-    // One listener per response, shared by every call on it (a 401 replay is a second call),
-    // finding the current call by the response: no closure, no `once` wrapper, no removal.
-    if (!currentCall.has(client)) client.on('close', onClientClose);
-    currentCall.set(client, this);
+    // Each call listens for itself (a 401 replay is a second call on the same response; the first
+    // is settled by then and ignores the close). A WeakMap from the response to its call cost far
+    // more than these closures (docs/benchmarks.md "Tried and not kept").
+    client.on('close', () => this.clientClosed());
   }
 
   /**
@@ -363,8 +352,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
     this.#answered = answered;
     // Settled when node has handed the last bytes over: 'finish' of the response, or on h2 of
     // the stream (the compat response emits 'finish' on any close of its stream, a reset too).
-    // A shared listener, as for 'close'; the constructor pointed the client at this call.
-    this.#client.on('finish', onClientFinish);
+    this.#client.on('finish', () => this.clientFinished());
     (this.#res as ServerResponse).end();
   }
 
