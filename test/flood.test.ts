@@ -9,7 +9,6 @@
 import { readFileSync } from 'node:fs';
 import { connect as connectH2, constants as h2 } from 'node:http2';
 import { connect } from 'node:net';
-import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPki, startStandin, type Standin, type TestPki } from '../src/standin/index.js';
@@ -21,19 +20,12 @@ import {
   type SidecarProcess,
 } from './helpers/sidecar-process.js';
 import { startCountingUpstream, type CountingUpstream } from './helpers/upstream.js';
+import { SHIPPED_ENV, SHIPPED_NODE_FLAGS } from './helpers/shipped-runtime.js';
 
 const MIB = 1024 * 1024;
 /** Node 24 runs in the container image; the storm's figures are bounded tighter there. */
 const CONTAINER_RUNTIME = Number(process.versions.node.split('.')[0]) >= 24;
 const MAX_CONNECTIONS = 16;
-const DOCKERFILE = readFileSync(join(import.meta.dirname, '..', 'Dockerfile'), 'utf8');
-const NODE_OPTIONS = /NODE_OPTIONS="([^"]*)"/.exec(DOCKERFILE)?.[1] ?? '';
-const GLIBC_TUNABLES = /^\s*GLIBC_TUNABLES="([^"]*)"/m.exec(DOCKERFILE)?.[1];
-/** The ENTRYPOINT's node flags (`["node", <flags>, "dist/main.js"]`): V8 flags NODE_OPTIONS refuses. */
-const NODE_FLAGS = (
-  JSON.parse(/^ENTRYPOINT (\[.*\])\s*$/m.exec(DOCKERFILE)?.[1] ?? '[]') as string[]
-).slice(1, -1);
-
 let pki: TestPki;
 let standin: Standin;
 let upstream: CountingUpstream;
@@ -63,8 +55,7 @@ function rssOf(pid: number): number {
 async function sidecar(extra: Record<string, string> = {}): Promise<SidecarProcess> {
   const process = await startSidecarProcess(
     {
-      NODE_OPTIONS,
-      ...(GLIBC_TUNABLES !== undefined && { GLIBC_TUNABLES }),
+      ...SHIPPED_ENV,
       UPSTREAM_BASE_URL: upstream.url,
       TOKEN_URL: `${standin.url}/oauth/token/`,
       UPSTREAM_CA_FILE: writeTemp('ca.pem', pki.caCert),
@@ -75,7 +66,7 @@ async function sidecar(extra: Record<string, string> = {}): Promise<SidecarProce
       ...extra,
     },
     [],
-    NODE_FLAGS,
+    SHIPPED_NODE_FLAGS,
   );
   await waitReady(process);
   return process;
