@@ -6,9 +6,8 @@
  */
 import { isIPv6 } from 'node:net';
 import { shown } from '../safe-text.js';
-import { parseStoreUrl } from '../store-url.js';
 import { DEFAULT_LISTEN_HOST } from './defaults.js';
-import type { ClientAuth, HostPort, LogLevel, StoreMode, TokenFormat } from './types.js';
+import type { ClientAuth, HostPort, LogLevel, TokenFormat } from './types.js';
 
 /** What a parser returns when the value is unusable (after reporting why). */
 export const INVALID: unique symbol = Symbol('invalid');
@@ -280,11 +279,6 @@ export function listen(): Parser<HostPort> {
 
 export const TOKEN_FORMATS = ['json', 'form'] as const satisfies readonly TokenFormat[];
 export const CLIENT_AUTHS = ['body', 'basic'] as const satisfies readonly ClientAuth[];
-export const STORE_MODES = [
-  'standalone',
-  'cluster',
-  'sentinel',
-] as const satisfies readonly StoreMode[];
 export const LOG_LEVELS = [
   'fatal',
   'error',
@@ -304,48 +298,4 @@ export function listItems(raw: unknown): unknown[] | null {
       .filter((item) => item !== '');
   }
   return Array.isArray(raw) ? (raw as unknown[]) : null;
-}
-
-/**
- * `store.url` (alias `token.store.url`): a `redis://` or `rediss://` URL naming one host, or several
- * (comma-separated) for `store.mode` cluster or sentinel. It may hold a password, so no message
- * ever repeats it (the field is secret).
- */
-export function storeUrl(): Parser<string> {
-  return (raw, report) => {
-    const expected =
-      'must be a redis:// or rediss:// URL, e.g. rediss://user:password@redis:6380/0 (several hosts: redis://a:6379,b:6379)';
-    if (typeof raw !== 'string' || raw.trim() === '') {
-      report(expected);
-      return INVALID;
-    }
-    const parsed = parseStoreUrl(raw);
-    if ('problem' in parsed) {
-      report(`${expected} (${parsed.problem})`);
-      return INVALID;
-    }
-    return raw.trim();
-  };
-}
-
-/** `store.sentinelPrimary`: the name the sentinels know the primary by. */
-export function sentinelPrimary(): Parser<string> {
-  return pipe(text('the name of the primary the sentinels watch'), (raw, report) => {
-    if (!/^[\x21-\x7e]{1,128}$/.test(raw)) {
-      report(`must be 1 to 128 printable ASCII characters without spaces (got ${shown(raw)})`);
-      return INVALID;
-    }
-    return raw;
-  });
-}
-
-/** `token.store.keyPrefix`: printable, no whitespace, at most 64 characters. */
-export function keyPrefix(): Parser<string> {
-  return pipe(text('a key prefix such as oauth-sidecar:'), (raw, report): string | Invalid => {
-    if (!/^[\x21-\x7e]{1,64}$/.test(raw)) {
-      report(`must be 1 to 64 printable ASCII characters without spaces (got ${shown(raw)})`);
-      return INVALID;
-    }
-    return raw;
-  });
 }

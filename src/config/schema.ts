@@ -6,27 +6,24 @@
 import {
   CLIENT_AUTHS,
   LOG_LEVELS,
-  STORE_MODES,
   TOKEN_FORMATS,
   baseUrl,
   boolean,
   endpointUrl,
   fraction,
   integer,
-  keyPrefix,
   listen,
   oneOf,
   pathPrefixes,
   scopes,
   secret,
-  sentinelPrimary,
-  storeUrl,
   text,
   type Parser,
 } from './parsers.js';
 
 import { cacheRules } from './cache-parsers.js';
 import { noProxy, proxyUrl } from './egress.js';
+import { STORE_MODES, keyPrefix, sentinelPrimary, storeUrl } from './store-parsers.js';
 import { callerHeader, callerName, callerPolicies, rateLimit } from './quota-parsers.js';
 import {
   OTLP_PROTOCOLS,
