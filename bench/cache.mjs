@@ -43,6 +43,7 @@ import {
   startChild,
   startRedisServer,
   waitForStatus,
+  contractsJson,
 } from './lib.mjs';
 
 const run = promisify(execFile);
@@ -66,19 +67,6 @@ const SHARED_KEYS = 1000;
 
 const work = makeWorkDir('oauth-sidecar-bench-cache-');
 const cleanups = [];
-
-/** The same 2 KB JSON body as bench/run.mjs. */
-function contractsJson() {
-  const data = [];
-  let text = '';
-  for (let i = 0; ; i++) {
-    data.push({ shortName: `spark${i}`, fullName: `Spark contract ${i}`, type: 'freight' });
-    const next = JSON.stringify({ data });
-    if (next.length > 2048) break;
-    text = next;
-  }
-  return text.padEnd(2048, ' ');
-}
 
 function startNginx(name, template, values, cpu) {
   for (const sub of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) {

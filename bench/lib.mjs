@@ -371,3 +371,16 @@ export async function startRedisServer(cleanups, wrap = (command, argv) => [comm
     },
   };
 }
+
+/** A 2 KB JSON answer shaped like the API's contracts listing (the benches' upstream body). */
+export function contractsJson() {
+  const data = [];
+  let text = '';
+  for (let i = 0; ; i++) {
+    data.push({ shortName: `spark${i}`, fullName: `Spark contract ${i}`, type: 'freight' });
+    const next = JSON.stringify({ data });
+    if (next.length > 2048) break;
+    text = next;
+  }
+  return text.padEnd(2048, ' ');
+}

@@ -7,11 +7,10 @@
 //
 //   node bench/module-cost.mjs [--node /path/to/node24] [--reps 3] [--also zod,...]
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import process from 'node:process';
 import { parseArgs } from 'node:util';
 import { ROOT, median, say } from './lib.mjs';
+import { dockerEnv } from './shipped-runtime.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -21,8 +20,7 @@ const { values: args } = parseArgs({
     also: { type: 'string', default: '' },
   },
 });
-const NODE_OPTIONS =
-  /\bNODE_OPTIONS="([^"]*)"/.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))?.[1] ?? '';
+const NODE_OPTIONS = dockerEnv('NODE_OPTIONS');
 /** What dist/main.js imports at start, in its order; then the lazily loaded ones. */
 const SERVING = ['prom-client', 'hono', '@hono/node-server', 'undici', 'pino'];
 const LAZY = [

@@ -59,7 +59,9 @@ import {
   sidecarEnv,
   startChild,
   waitForStatus,
+  contractsJson,
 } from './lib.mjs';
+import { dockerEntrypointFlags, dockerEnv } from './shipped-runtime.mjs';
 
 const run = promisify(execFile);
 const { values: args } = parseArgs({
@@ -141,21 +143,6 @@ const { pinned: PIN, onCpu, pinSelf } = pinning(args['no-pin']);
 const onProxyCpu = (command, argv) => onCpu(1, command, argv);
 const onLoadCpu = (command, argv) => onCpu(0, command, argv);
 
-/** A variable of the Dockerfile's ENV (NODE_OPTIONS, GLIBC_TUNABLES): the shipped runtime's. */
-function dockerEnv(name) {
-  const text = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
-  return new RegExp(`^\\s*(?:ENV\\s+)?${name}="([^"]*)"`, 'm').exec(text)?.[1] ?? '';
-}
-/**
- * The node flags of the Dockerfile's ENTRYPOINT (`["node", <flags>, "dist/main.js"]`): V8 flags
- * NODE_OPTIONS may not carry (`--heap-growing-percent`). Part of the shipped runtime.
- */
-function dockerEntrypointFlags() {
-  const text = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
-  const entrypoint = /^ENTRYPOINT (\[.*\])\s*$/m.exec(text)?.[1];
-  const argv = entrypoint === undefined ? [] : JSON.parse(entrypoint);
-  return argv.slice(1, -1);
-}
 const BODY_2KB = '/v1.0/contracts/';
 const BODY_1MB = '/v1.0/big';
 const MIB = 1048576;
@@ -163,19 +150,6 @@ const MIB = 1048576;
 const work = makeWorkDir('oauth-sidecar-bench-');
 const log = (name) => join(work, `${name}.log`);
 const cleanups = [];
-
-/** A 2 KB JSON answer shaped like the API's contracts listing. */
-function contractsJson() {
-  const data = [];
-  let text = '';
-  for (let i = 0; ; i++) {
-    data.push({ shortName: `spark${i}`, fullName: `Spark contract ${i}`, type: 'freight' });
-    const next = JSON.stringify({ data });
-    if (next.length > 2048) break;
-    text = next;
-  }
-  return text.padEnd(2048, ' ');
-}
 
 function render(template, values) {
   let text = readFileSync(join(ROOT, 'bench', 'nginx', template), 'utf8');

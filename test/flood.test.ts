@@ -10,42 +10,31 @@ import { readFileSync } from 'node:fs';
 import { connect as connectH2, constants as h2 } from 'node:http2';
 import { connect } from 'node:net';
 import { request } from 'undici';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestPki, startStandin, type Standin, type TestPki } from '../src/standin/index.js';
+import { describe, expect, it } from 'vitest';
 import {
   startSidecarProcess,
   waitFor,
   waitReady,
-  writeTemp,
   type SidecarProcess,
 } from './helpers/sidecar-process.js';
-import { startCountingUpstream, type CountingUpstream } from './helpers/upstream.js';
+import { useLimitsFixture } from './helpers/limits-fixture.js';
 import { SHIPPED_ENV, SHIPPED_NODE_FLAGS } from './helpers/shipped-runtime.js';
 
 const MIB = 1024 * 1024;
 /** Node 24 runs in the container image; the storm's figures are bounded tighter there. */
 const CONTAINER_RUNTIME = Number(process.versions.node.split('.')[0]) >= 24;
 const MAX_CONNECTIONS = 16;
-let pki: TestPki;
-let standin: Standin;
-let upstream: CountingUpstream;
 
-beforeAll(async () => {
-  pki = await createTestPki();
-  standin = await startStandin({ pki, clientId: 'flood', clientSecret: 'flood-secret' });
-  upstream = await startCountingUpstream(pki, (req, res, done) => {
+const fixture = useLimitsFixture(
+  { clientId: 'flood', clientSecret: 'flood-secret' },
+  (req, res, done) => {
     setTimeout(() => {
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify({ path: req.url }));
       done();
     }, 5);
-  });
-});
-
-afterAll(async () => {
-  await upstream.close();
-  await standin.close();
-});
+  },
+);
 
 function rssOf(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -56,12 +45,8 @@ async function sidecar(extra: Record<string, string> = {}): Promise<SidecarProce
   const process = await startSidecarProcess(
     {
       ...SHIPPED_ENV,
-      UPSTREAM_BASE_URL: upstream.url,
-      TOKEN_URL: `${standin.url}/oauth/token/`,
-      UPSTREAM_CA_FILE: writeTemp('ca.pem', pki.caCert),
+      ...fixture.env(),
       UPSTREAM_MAX_CONNECTIONS: String(MAX_CONNECTIONS),
-      CLIENT_ID: 'flood',
-      CLIENT_SECRET: 'flood-secret',
       LOG_LEVEL: 'warn',
       ...extra,
     },
@@ -105,7 +90,7 @@ describe('floods under the container heap cap', () => {
     const s = await sidecar({ LOG_LEVEL: 'info' });
     // LOG_LEVEL info: the helper waits for the listening line; it is the shipped default too.
     const pid = s.child.pid!;
-    const connectionsBefore = upstream.connections;
+    const connectionsBefore = fixture.upstream.connections;
     const port = Number(new URL(s.proxyUrl).port);
     const socket = connect(port, '127.0.0.1');
     socket.on('error', () => undefined);
@@ -127,7 +112,7 @@ describe('floods under the container heap cap', () => {
     }
     socket.destroy();
     expect(s.child.exitCode).toBeNull();
-    expect(upstream.connections - connectionsBefore).toBeLessThanOrEqual(MAX_CONNECTIONS);
+    expect(fixture.upstream.connections - connectionsBefore).toBeLessThanOrEqual(MAX_CONNECTIONS);
     expect(peak).toBeLessThan(250 * MIB);
     for (const p of probes) {
       expect(p.metricsMs).toBeLessThan(2_000);
@@ -139,8 +124,12 @@ describe('floods under the container heap cap', () => {
   it('20,000 h2 streams opened and reset at once are not forwarded', async () => {
     const s = await sidecar({ LOG_LEVEL: 'info', PROXY_HTTP2: 'true' });
     const pid = s.child.pid!;
-    const requestsBefore = upstream.requests;
-    await waitFor(() => upstream.open === 0, 10_000, 'the previous test’s connections to close');
+    const requestsBefore = fixture.upstream.requests;
+    await waitFor(
+      () => fixture.upstream.open === 0,
+      10_000,
+      'the previous test’s connections to close',
+    );
     // Sampled every 10 ms from the kernel's table: the upstream's own count of open sockets lags
     // while its process is busy (a connection undici dropped after an aborted request is still
     // counted until its close is handled), which made this check flaky under a full parallel run.
@@ -150,8 +139,11 @@ describe('floods under the container heap cap', () => {
     let maxOpen = 0;
     let maxOpenAnyProcess = 0;
     const sampler = setInterval(() => {
-      maxOpen = Math.max(maxOpen, upstream.establishedClients(pid));
-      maxOpenAnyProcess = Math.max(maxOpenAnyProcess, upstream.establishedClients(undefined));
+      maxOpen = Math.max(maxOpen, fixture.upstream.establishedClients(pid));
+      maxOpenAnyProcess = Math.max(
+        maxOpenAnyProcess,
+        fixture.upstream.establishedClients(undefined),
+      );
     }, 10);
     // Probed while the storm runs: /metrics within 2 s, another client answered too. An
     // `overloaded` 503 is an answer too (more than maxInFlight streams may be in progress then).
@@ -231,7 +223,7 @@ describe('floods under the container heap cap', () => {
     // came with or just after their HEADERS). A stream whose RST_STREAM arrives after it was sent
     // cannot be unsent: its answer is read and dropped. This test process writes the cancels
     // while busy with the storm and the upstream, so some come late.
-    const forwarded = upstream.requests - requestsBefore - 2; // minus the one after the storm and the probe
+    const forwarded = fixture.upstream.requests - requestsBefore - 2; // minus the one after the storm and the probe
     // The sidecar's own time for the other client's requests (its request lines): the probe's
     // figure also holds this test process's own delays (it runs the storm and the upstream).
     const sidecarOtherMs = s.stdout

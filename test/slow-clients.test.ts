@@ -7,29 +7,19 @@
 import { connect as connectH2, constants as h2 } from 'node:http2';
 import { connect, type Socket } from 'node:net';
 import { Agent, request } from 'undici';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createTestPki, startStandin, type Standin, type TestPki } from '../src/standin/index.js';
-import {
-  startSidecarProcess,
-  waitReady,
-  writeTemp,
-  type SidecarProcess,
-} from './helpers/sidecar-process.js';
-import { startCountingUpstream, type CountingUpstream } from './helpers/upstream.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startSidecarProcess, waitReady, type SidecarProcess } from './helpers/sidecar-process.js';
+import { useLimitsFixture } from './helpers/limits-fixture.js';
 
 /** The upstream's slow path answers after this long, as in the issue's measurement. */
 const SLOW_MS = 3_000;
 
-let pki: TestPki;
-let standin: Standin;
-let upstream: CountingUpstream;
 /** Requests for the slow path that reached the upstream. */
 let slowRequests = 0;
 
-beforeAll(async () => {
-  pki = await createTestPki();
-  standin = await startStandin({ pki, clientId: 'slow', clientSecret: 'slow-secret' });
-  upstream = await startCountingUpstream(pki, (req, res, done) => {
+const fixture = useLimitsFixture(
+  { clientId: 'slow', clientSecret: 'slow-secret' },
+  (req, res, done) => {
     const slow = req.url?.startsWith('/v1.0/slow/') === true;
     if (slow) slowRequests += 1;
     req.resume();
@@ -40,8 +30,8 @@ beforeAll(async () => {
     };
     if (slow) setTimeout(answer, SLOW_MS);
     else answer();
-  });
-});
+  },
+);
 
 /** Sidecars of this file; one a failed test left running is killed after it. */
 const sidecars: SidecarProcess[] = [];
@@ -52,18 +42,9 @@ afterEach(() => {
   }
 });
 
-afterAll(async () => {
-  await upstream.close();
-  await standin.close();
-});
-
 async function sidecar(extra: Record<string, string>): Promise<SidecarProcess> {
   const s = await startSidecarProcess({
-    UPSTREAM_BASE_URL: upstream.url,
-    TOKEN_URL: `${standin.url}/oauth/token/`,
-    UPSTREAM_CA_FILE: writeTemp('ca.pem', pki.caCert),
-    CLIENT_ID: 'slow',
-    CLIENT_SECRET: 'slow-secret',
+    ...fixture.env(),
     // info: the helper waits for the "listening" line (the shipped default too).
     LOG_LEVEL: 'info',
     ...extra,
@@ -155,7 +136,7 @@ describe('h2c streams the client resets, on a slow upstream path', () => {
     // sidecar let go of every request and the upstream answered all it got (bounded waits: the
     // old code took 25 s and more to wind up; the count then is what it is).
     await until(async () => (await inFlight(s)) === 0, 15_000);
-    await until(() => upstream.inProgress === 0, SLOW_MS + 2_000);
+    await until(() => fixture.upstream.inProgress === 0, SLOW_MS + 2_000);
     const reached = slowRequests - slowBefore;
     // The sidecar's own time for that GET (its request line), beside this process's figure,
     // which also holds this process's delays (it runs the storm and the upstream).

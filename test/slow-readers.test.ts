@@ -11,31 +11,25 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'undici';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestPki, startStandin, type Standin, type TestPki } from '../src/standin/index.js';
+import { describe, expect, it } from 'vitest';
 import {
   startSidecarProcess,
   waitFor,
   waitReady,
-  writeTemp,
   type SidecarProcess,
 } from './helpers/sidecar-process.js';
-import { startCountingUpstream, type CountingUpstream } from './helpers/upstream.js';
+import { useLimitsFixture } from './helpers/limits-fixture.js';
 import { SHIPPED_ENV, SHIPPED_NODE_FLAGS } from './helpers/shipped-runtime.js';
 
 const BIG = Buffer.alloc(1024 * 1024, 'x');
 const PROBES = 40;
 
-let pki: TestPki;
-let standin: Standin;
-let upstream: CountingUpstream;
 /** Requests for the 1 MB answer that reached the upstream. */
 let bigRequests = 0;
 
-beforeAll(async () => {
-  pki = await createTestPki();
-  standin = await startStandin({ pki, clientId: 'reader', clientSecret: 'reader-secret' });
-  upstream = await startCountingUpstream(pki, (req, res, done) => {
+const fixture = useLimitsFixture(
+  { clientId: 'reader', clientSecret: 'reader-secret' },
+  (req, res, done) => {
     req.resume();
     res.once('close', done);
     if (req.url?.startsWith('/v1.0/big/') === true) {
@@ -46,13 +40,8 @@ beforeAll(async () => {
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify({ path: req.url }));
     }
-  });
-});
-
-afterAll(async () => {
-  await upstream.close();
-  await standin.close();
-});
+  },
+);
 
 /** The resident set of process `pid` in MiB (/proc/<pid>/status). */
 function rssMiB(pid: number): number {
@@ -96,11 +85,7 @@ describe('slow readers', () => {
     const s = await startSidecarProcess(
       {
         ...SHIPPED_ENV,
-        UPSTREAM_BASE_URL: upstream.url,
-        TOKEN_URL: `${standin.url}/oauth/token/`,
-        UPSTREAM_CA_FILE: writeTemp('ca.pem', pki.caCert),
-        CLIENT_ID: 'reader',
-        CLIENT_SECRET: 'reader-secret',
+        ...fixture.env(),
         LOG_LEVEL: 'info',
       },
       [],
