@@ -126,6 +126,8 @@ describe('spans on the SDK', () => {
     const attempt = request.attempt('GET', false);
     expect(attempt.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
     attempt.end(200);
+    // No span is started per attempt: every attempt carries the request's own context.
+    expect(request.attempt('GET', true).traceparent).toBe(attempt.traceparent);
     request.end(200);
     tracing.grant('client_credentials').end('success');
     expect(request.sampledTraceId).toBeUndefined();

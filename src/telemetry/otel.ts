@@ -13,6 +13,7 @@ import {
   defaultTextMapGetter,
   trace,
   type Attributes,
+  type Context,
   type Meter,
   type MeterProvider,
   type Span,
@@ -131,15 +132,31 @@ class Attempt implements AttemptSpan {
   }
 
   end(status: number | undefined, errorType?: string): void {
-    // Not recording: not sampled, or ended already.
+    // Not recording: ended already.
     if (!this.span.isRecording()) return;
     const failed = status !== undefined && status >= 500 ? String(status) : undefined;
     finish(this.span, status, errorType ?? failed);
   }
 }
 
+/**
+ * The attempt of a request whose span does not record: every configured sampler decides a child
+ * as its parent was decided (by the parent's flag or the shared trace id), so no span is started
+ * and the request's own unsampled context goes upstream.
+ */
+class UnrecordedAttempt implements AttemptSpan {
+  constructor(readonly traceparent: string) {}
+
+  end(): void {}
+}
+
+const SERVER = { kind: SpanKind.SERVER };
+
+/** The server span of a request: its attributes and route-qualified name only when it records. */
 class Request implements RequestSpan {
   readonly sampledTraceId: string | undefined;
+  /** The span as a parent (recording only), made once. */
+  #parent: Context | undefined;
 
   constructor(
     private readonly span: Span,
@@ -150,16 +167,25 @@ class Request implements RequestSpan {
     this.sampledTraceId = context.traceFlags & TraceFlags.SAMPLED ? context.traceId : undefined;
   }
 
+  #asParent(): Context {
+    this.#parent ??= trace.setSpan(ROOT_CONTEXT, this.span);
+    return this.#parent;
+  }
+
   wait(name: WaitName, startMs: number, endMs: number, attributes?: Record<string, string>): void {
     if (!this.span.isRecording()) return;
-    const parent = trace.setSpan(ROOT_CONTEXT, this.span);
     this.tracer
-      .startSpan(name, { kind: SpanKind.INTERNAL, attributes, startTime: startMs }, parent)
+      .startSpan(
+        name,
+        { kind: SpanKind.INTERNAL, attributes, startTime: startMs },
+        this.#asParent(),
+      )
       .end(endMs);
   }
 
   attempt(method: string, resend: boolean): AttemptSpan {
-    const parent = trace.setSpan(ROOT_CONTEXT, this.span);
+    if (!this.span.isRecording())
+      return new UnrecordedAttempt(traceparentOf(this.span.spanContext()));
     const attributes: Attributes = {
       'server.address': this.upstream.address,
       'server.port': this.upstream.port,
@@ -167,7 +193,7 @@ class Request implements RequestSpan {
     };
     if (resend) attributes['http.request.resend_count'] = 1;
     return new Attempt(
-      this.tracer.startSpan(method, { kind: SpanKind.CLIENT, attributes }, parent),
+      this.tracer.startSpan(method, { kind: SpanKind.CLIENT, attributes }, this.#asParent()),
     );
   }
 
@@ -198,6 +224,21 @@ function serverAttributes(
   const requestId = headers['x-request-id'];
   if (typeof requestId === 'string') attributes['http.request.header.x-request-id'] = [requestId];
   return attributes;
+}
+
+/** A recording server span's route-qualified name and attributes. */
+function describeServer(
+  span: Span,
+  method: string,
+  target: string,
+  headers: IncomingHttpHeaders,
+  prefixes: readonly string[],
+  recordQuery: boolean,
+): void {
+  const query = target.indexOf('?');
+  const route = routeOf(query < 0 ? target : target.slice(0, query), prefixes);
+  if (route !== undefined) span.updateName(`${method} ${route}`);
+  span.setAttributes(serverAttributes(method, target, route, headers, recordQuery));
 }
 
 /** Export what is queued and stop, or give up after `timeoutMs`. */
@@ -244,11 +285,11 @@ export function createTracing(
   return {
     request(headers, method, target) {
       const parent = propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
-      const query = target.indexOf('?');
-      const route = routeOf(query < 0 ? target : target.slice(0, query), deps.pathPrefixes);
-      const name = route === undefined ? method : `${method} ${route}`;
-      const attributes = serverAttributes(method, target, route, headers, config.recordQuery);
-      const span = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
+      // The configured samplers decide on the trace id and the parent alone: the name and the
+      // attributes are built only for a span that records.
+      const span = tracer.startSpan(method, SERVER, parent);
+      if (span.isRecording())
+        describeServer(span, method, target, headers, deps.pathPrefixes, config.recordQuery);
       return new Request(span, tracer, upstream);
     },
     grant(grant): GrantSpan {
