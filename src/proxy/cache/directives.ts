@@ -45,6 +45,19 @@ function expiresPast(answer: AnswerFreshness, nowMs: number): boolean {
 /** RFC 3986 §2.3 unreserved characters: percent-encoding them changes nothing (§6.2.2.2). */
 const UNRESERVED = /[A-Za-z0-9\-._~]/;
 
+function headerText(value: string | string[] | undefined): string {
+  if (value === undefined) return '';
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+/** The key of a request for `uri` (normalized path and query): with its `Accept` and `Accept-Encoding`. */
+export function cacheKey(
+  uri: string,
+  headers: { accept?: string | string[]; 'accept-encoding'?: string | string[] },
+): string {
+  return `${uri}\n${headerText(headers.accept)}\n${headerText(headers['accept-encoding'])}`;
+}
+
 /**
  * A path as the cache keys it: percent-encoded unreserved characters decoded and the hex of the
  * others upper-cased (RFC 3986 §6.2.2), so `/item/%61` and `/item/a` are one resource for

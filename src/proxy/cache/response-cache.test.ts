@@ -14,7 +14,8 @@ import type { ClientResponse, ForwardOutcome } from '../outcome.js';
 import type { ClientRequest } from '../request-body.js';
 import type { ExchangeView } from '../stages.js';
 import { MAX_REFRESHES } from './refresh.js';
-import { createResponseCache, type CacheSettings, type ResponseCache } from './response-cache.js';
+import type { CacheSettings, ResponseCache } from './cache-contract.js';
+import { createResponseCache } from './response-cache.js';
 
 /** These tests are about fresh entries; stale answers have their own (stale-answers tests). */
 const NO_STALE = {
