@@ -6,7 +6,12 @@
 // medians of per-round ratios. Checks that cache hits and store hits sent nothing upstream.
 //
 //   npm run build && node bench/cache.mjs [--rounds 3] [--duration 5] [--connections 50]
-//     [--node /path/to/node] [--no-pin] [--keep]
+//     [--node /path/to/node] [--no-pin] [--keep] [--targets hit,miss,shared,nginx]
+//     [--sidecar-flags="--cpu-prof --cpu-prof-dir=DIR"] [--no-shipped-runtime] [--help]
+//
+// The sidecars run on the shipped runtime (the Dockerfile's NODE_OPTIONS, GLIBC_TUNABLES and
+// ENTRYPOINT flags) unless --no-shipped-runtime; --sidecar-flags add node flags (a CPU profile:
+// summarise it with bench/profile-summary.mjs).
 //
 // Pinning as in bench/run.mjs (taskset, 2+ cores): the servers compared (sidecars, nginx serving
 // the file) on CPU 1; wrk, the upstream nginx, redis-server and this process (token endpoint) on
@@ -23,6 +28,7 @@ import process from 'node:process';
 import { promisify, parseArgs } from 'node:util';
 import { request } from 'undici';
 import { roundOrder } from './order.mjs';
+import { dockerEntrypointFlags, shippedEnv } from './shipped-runtime.mjs';
 import {
   CLK_TCK,
   ROOT,
@@ -55,8 +61,28 @@ const { values: args } = parseArgs({
     node: { type: 'string', default: process.env.BENCH_NODE ?? process.execPath },
     keep: { type: 'boolean', default: false },
     'no-pin': { type: 'boolean', default: false },
+    targets: { type: 'string', default: 'hit,miss,shared,nginx' },
+    'sidecar-flags': { type: 'string', default: '' },
+    'no-shipped-runtime': { type: 'boolean', default: false },
+    help: { type: 'boolean', default: false },
   },
 });
+if (args.help) {
+  say(
+    readFileSync(new URL(import.meta.url), 'utf8')
+      .split('\nimport ')[0]
+      .replace(/^\/\/ ?/gm, ''),
+  );
+  process.exit(0);
+}
+const WANTED = new Set(args.targets.split(',').filter(Boolean));
+const SHIPPED = !args['no-shipped-runtime'];
+/** The image's runtime (Dockerfile), and any flags asked for. */
+const SIDECAR_FLAGS = [
+  ...(SHIPPED ? dockerEntrypointFlags() : []),
+  ...args['sidecar-flags'].split(/\s+/).filter(Boolean),
+];
+const SHIPPED_ENV = SHIPPED ? shippedEnv() : {};
 const { pinned: PIN, onCpu, pinSelf } = pinning(args['no-pin']);
 const ROUNDS = Number(args.rounds);
 const DURATION = Number(args.duration);
@@ -137,7 +163,10 @@ async function main() {
   const redis = await startRedisServer(cleanups, (command, argv) => onCpu(0, command, argv));
   const startSidecar = async (name, extra) => {
     const [port, adminPort] = await freePorts(2);
-    const [sidecarCommand, sidecarArgv] = onCpu(1, args.node, [join(ROOT, 'dist', 'main.js')]);
+    const [sidecarCommand, sidecarArgv] = onCpu(1, args.node, [
+      ...SIDECAR_FLAGS,
+      join(ROOT, 'dist', 'main.js'),
+    ]);
     const proc = startChild(sidecarCommand, sidecarArgv, {
       env: sidecarEnv({
         upstream,
@@ -145,7 +174,7 @@ async function main() {
         caFile: pki.caFile,
         proxyPort: port,
         adminPort,
-        extra: { CACHE_RULES: `${PATH}=3600`, ...extra },
+        extra: { ...SHIPPED_ENV, CACHE_RULES: `${PATH}=3600`, ...extra },
       }),
       logFile: join(work, `${name}.log`),
     });
@@ -186,7 +215,7 @@ async function main() {
     throw new Error(`warm-up: ${JSON.stringify(bodies.map((b) => b.status))}, bodies differ?`);
   }
 
-  const targets = [
+  const allTargets = [
     {
       name: 'hit',
       label: 'oauth-sidecar, cache hit',
@@ -212,6 +241,7 @@ async function main() {
     },
     { name: 'nginx', label: 'nginx serving the same file (HTTP)', url: nginxUrl, headers: [] },
   ];
+  const targets = allTargets.filter((t) => WANTED.has(t.name));
   for (const t of targets) await wrk(t.url, t.headers, t.script); // warm-up (JIT, pools)
 
   const upstreamCount = async (adminUrl = admin) =>
@@ -253,7 +283,8 @@ async function main() {
   }
 
   const pick = (name, key) => median(rounds.map((r) => r[name][key]));
-  const ratio = (a, b) => median(rounds.map((r) => r[a].rps / r[b].rps));
+  const ratio = (a, b, key = 'rps') =>
+    median(rounds.map((r) => (r[a] && r[b] ? r[a][key] / r[b][key] : NaN)));
   const summary = Object.fromEntries(
     targets.map((t) => [
       t.name,
@@ -272,6 +303,7 @@ async function main() {
     hitOverNginx: ratio('hit', 'nginx'),
     sharedOverHit: ratio('shared', 'hit'),
     sharedOverMiss: ratio('shared', 'miss'),
+    sharedOverMissCpu: ratio('shared', 'miss', 'cpuUsPerRequest'),
   };
   const meta = {
     date: new Date().toISOString(),
@@ -284,6 +316,9 @@ async function main() {
     wrk: `wrk -t1 -c${CONNECTIONS} -d${DURATION}s --latency`,
     rounds: ROUNDS,
     command: `node bench/cache.mjs ${process.argv.slice(2).join(' ')}`.trim(),
+    runtime: SHIPPED
+      ? 'shipped (Dockerfile NODE_OPTIONS, GLIBC_TUNABLES, ENTRYPOINT flags)'
+      : 'plain node',
     pinned: PIN
       ? 'taskset: sidecars and nginx (static) on CPU 1; wrk, upstream nginx, redis-server, token endpoint on CPU 0'
       : 'not pinned',
@@ -294,7 +329,8 @@ async function main() {
     `${meta.date} · ${meta.cpu} · ${meta.cores} cores · sidecar on ${meta.proxyNode} · load average at end ${meta.loadavgAtEnd}`,
     '',
     `Load: \`${meta.wrk}\` for one 2 KB answer (\`${PATH}\`, \`CACHE_RULES=${PATH}=3600\`); ` +
-      `${meta.rounds} rounds in alternating order, medians over rounds. Pinning: ${meta.pinned}.`,
+      `${meta.rounds} rounds in alternating order, medians over rounds. Runtime: ${meta.runtime}. ` +
+      `Pinning: ${meta.pinned}.`,
     '',
     '| target | 2 KB req/s | p50 | p99 | CPU µs / request | non-2xx |',
     '|---|---:|---:|---:|---:|---:|',
@@ -310,6 +346,7 @@ async function main() {
     `| cache hit / nginx static (req/s) | ${fmt.x(ratios.hitOverNginx)} |`,
     `| shared tier (store hit) / local hit (req/s) | ${fmt.x(ratios.sharedOverHit)} |`,
     `| shared tier (store hit) / miss path (req/s) | ${fmt.x(ratios.sharedOverMiss)} |`,
+    `| shared tier (store hit) / miss path (CPU per request) | ${fmt.x(ratios.sharedOverMissCpu)} |`,
     '',
     `Upstream requests while hits were measured: ${upstreamDuringHits} (must be 0); while the ` +
       `shared tier was measured: ${upstreamDuringStoreHits} (must be 0), with ${storeHitsMeasured} ` +

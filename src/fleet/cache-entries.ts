@@ -11,7 +11,7 @@ import {
   IdentityKeys,
   deriveCacheKeys,
   seal,
-  unseal,
+  unsealParts,
   type CacheKeys,
   type IdentityReader,
 } from './crypto.js';
@@ -291,7 +291,7 @@ class StoreCacheEntries implements StoreCache {
     if (ttl <= 0 || ttl > lifetime) return undefined;
     if (writtenAt + lifetime + CLOCK_SKEW_MS < this.#options.now()) return undefined;
     const clear = fields.slice(0, 5).join('.');
-    const plaintext = unseal(keys.seal, `${entry}\0${clear}`, `${fields[5]}.${fields[6]}`);
+    const plaintext = unsealParts(keys.seal, `${entry}\0${clear}`, fields[5]!, fields[6]!);
     if (plaintext === undefined) return undefined;
     const split = plaintext.indexOf(10);
     if (split === -1) return undefined;

@@ -21,6 +21,19 @@ describe('store key names', () => {
     expect(naming.plainLease(keys, 'GET /v1/a?x=1')).toBeUndefined();
   });
 
+  it('remembers at most its bound of path names, and none across a rotated secret', () => {
+    const naming = new CacheNaming('p:', true, 2);
+    const fresh = (path: string, k = keys) => new CacheNaming('p:', true).generation(k, path);
+    for (const path of ['/v1/a', '/v1/b', '/v1/c', '/v1/a']) {
+      expect(naming.generation(keys, path)).toBe(fresh(path));
+      expect(naming.rememberedPaths).toBeLessThanOrEqual(2);
+    }
+    const rotated = deriveCacheKeys('rotated', 'https://idp.example/token');
+    expect(naming.generation(rotated, '/v1/a')).toBe(fresh('/v1/a', rotated));
+    expect(naming.generation(rotated, '/v1/a')).not.toBe(fresh('/v1/a'));
+    expect(naming.rememberedPaths).toBe(1);
+  });
+
   it('a token set and its lease share one hash tag in a cluster, and other sets another', () => {
     const identity = {
       keyPrefix: 'p:',

@@ -8,6 +8,8 @@ import { hashTagged } from './scripts.js';
 
 /** Fill leases a process remembers the store key of (one per key being filled). */
 const MAX_HELD_LEASES = 4_096;
+/** Paths whose hashed name a process remembers (one HMAC fewer per read); then it starts again. */
+const MAX_PATH_NAMES = 1_024;
 
 export interface CacheNames {
   entry: string;
@@ -16,15 +18,25 @@ export interface CacheNames {
 }
 
 export class CacheNaming {
+  /** Hashed, tagged path names under `#pathKeys` (other keys: a rotated secret starts again). */
+  #pathNames = new Map<string, string>();
+  #pathKeys: CacheKeys | undefined;
+
   constructor(
     private readonly keyPrefix: string,
     private readonly hashTags: boolean,
+    private readonly maxPathNames = MAX_PATH_NAMES,
   ) {}
+
+  /** Path names remembered, for tests. */
+  get rememberedPaths(): number {
+    return this.#pathNames.size;
+  }
 
   /** The keys one read or write touches. Standalone: plain names; a cluster: `{path}:key`. */
   names(keys: CacheKeys, key: string, path: string): CacheNames {
     const name = hashedName(keys, key);
-    const pathName = hashTagged(hashedName(keys, path), this.hashTags);
+    const pathName = this.#pathName(keys, path);
     const keyed = this.hashTags ? `${pathName}:${name}` : name;
     return {
       entry: this.#named('cache', keyed),
@@ -35,7 +47,21 @@ export class CacheNaming {
 
   /** A path's generation key (what invalidation bumps). */
   generation(keys: CacheKeys, path: string): string {
-    return this.#named('cache-gen', hashTagged(hashedName(keys, path), this.hashTags));
+    return this.#named('cache-gen', this.#pathName(keys, path));
+  }
+
+  /** A path's hashed name (hash-tagged in a cluster), remembered for the next read of it. */
+  #pathName(keys: CacheKeys, path: string): string {
+    if (this.#pathKeys !== keys || this.#pathNames.size >= this.maxPathNames) {
+      this.#pathNames = new Map();
+      this.#pathKeys = keys;
+    }
+    let name = this.#pathNames.get(path);
+    if (name === undefined) {
+      name = hashTagged(hashedName(keys, path), this.hashTags);
+      this.#pathNames.set(path, name);
+    }
+    return name;
   }
 
   /** A key's fill lease by its name alone: only where it is not named after its path. */

@@ -101,6 +101,49 @@ export function makeStoreClient(
     : sentinel(parsed, options, socket, scripts);
 }
 
+/** What every node-redis client (single, cluster, Sentinel) has in common, as used here. */
+interface NodeRedisClient {
+  readonly isReady: boolean;
+  readonly isOpen: boolean;
+  on(event: 'ready' | 'connect' | 'error', listener: (error: unknown) => void): unknown;
+  connect(): Promise<unknown>;
+  close(): Promise<unknown>;
+  destroy(): unknown;
+}
+
+/** How one mode differs: the event that means usable, and how it pings, reads INFO, names nodes. */
+interface ModeParts {
+  readyEvent: 'ready' | 'connect';
+  ping: () => Promise<void>;
+  info: () => Promise<unknown>;
+  nodes: () => string[];
+}
+
+/** One {@link StoreClient} over any node-redis client. */
+function adapt(client: NodeRedisClient, parts: ModeParts): StoreClient {
+  return {
+    get isReady() {
+      return client.isReady;
+    },
+    get isOpen() {
+      return client.isOpen;
+    },
+    onReady: (listener) => void client.on(parts.readyEvent, listener),
+    onError: (listener) => void client.on('error', listener),
+    connect: () => client.connect(),
+    script: (name, keys, args) => callScript(client, name, keys, args),
+    ping: parts.ping,
+    info: parts.info,
+    nodes: parts.nodes,
+    close: async () => void (await client.close()),
+    destroy: () => {
+      const destroyed = client.destroy();
+      // A Sentinel client's destroy is a promise; nothing waits for it.
+      if (destroyed instanceof Promise) destroyed.catch(() => undefined);
+    },
+  };
+}
+
 function standalone(url: string, socket: SocketPolicy, scripts: readonly ClientScript[]) {
   const client = createClient({
     url,
@@ -111,24 +154,12 @@ function standalone(url: string, socket: SocketPolicy, scripts: readonly ClientS
   });
   const parsed = parseStoreUrl(url);
   const node = 'problem' in parsed ? [] : parsed.nodes.map((n) => `${n.host}:${n.port ?? 6379}`);
-  return {
-    get isReady() {
-      return client.isReady;
-    },
-    get isOpen() {
-      return client.isOpen;
-    },
-    onReady: (listener: () => void) => void client.on('ready', listener),
-    onError: (listener: (error: unknown) => void) => void client.on('error', listener),
-    connect: () => client.connect(),
-    script: (name: string, keys: readonly string[], args: readonly string[]) =>
-      callScript(client, name, keys, args),
+  return adapt(client, {
+    readyEvent: 'ready',
     ping: async () => void (await client.sendCommand(['PING'])),
     info: () => client.sendCommand(['INFO', 'server']),
     nodes: () => node,
-    close: () => client.close(),
-    destroy: () => client.destroy(),
-  } satisfies StoreClient;
+  });
 }
 
 /** Credentials and TLS of the URL, for the data nodes. */
@@ -151,19 +182,8 @@ function cluster(parsed: StoreUrl, socket: SocketPolicy, scripts: readonly Clien
     // reconnecting (the library waits 5 s by default), so a promoted replica is used at once.
     topologyRefreshOnReconnectionAttemptStrategy: 1_000,
   });
-  const masters = () => client.masters.map((m) => `${m.host}:${m.port}`);
-  return {
-    get isReady() {
-      return client.isReady;
-    },
-    get isOpen() {
-      return client.isOpen;
-    },
-    onReady: (listener: () => void) => void client.on('connect', listener),
-    onError: (listener: (error: unknown) => void) => void client.on('error', listener),
-    connect: () => client.connect(),
-    script: (name: string, keys: readonly string[], args: readonly string[]) =>
-      callScript(client, name, keys, args),
+  return adapt(client, {
+    readyEvent: 'connect',
     // Every master: a cluster with one master lost is a store that is (partly) down.
     ping: async () => {
       await Promise.all(
@@ -174,10 +194,8 @@ function cluster(parsed: StoreUrl, socket: SocketPolicy, scripts: readonly Clien
       );
     },
     info: () => client.sendCommand(undefined, true, ['INFO', 'server']),
-    nodes: masters,
-    close: () => client.close(),
-    destroy: () => client.destroy(),
-  } satisfies StoreClient;
+    nodes: () => client.masters.map((m) => `${m.host}:${m.port}`),
+  });
 }
 
 /** The sentinels find the primary and follow its promotion (node-redis `createSentinel`). */
@@ -201,25 +219,13 @@ function sentinel(
     scripts: scriptsOption(scripts),
     masterPoolSize: 1,
   });
-  return {
-    get isReady() {
-      return client.isReady;
-    },
-    get isOpen() {
-      return client.isOpen;
-    },
-    onReady: (listener: () => void) => void client.on('ready', listener),
-    onError: (listener: (error: unknown) => void) => void client.on('error', listener),
-    connect: () => client.connect(),
-    script: (name: string, keys: readonly string[], args: readonly string[]) =>
-      callScript(client, name, keys, args),
+  return adapt(client, {
+    readyEvent: 'ready',
     ping: async () => void (await client.sendCommand(false, ['PING'])),
     info: () => client.sendCommand(false, ['INFO', 'server']),
     nodes: () => {
       const primary = client.getMasterNode();
       return primary === undefined ? [] : [`${primary.host}:${primary.port}`];
     },
-    close: () => client.close(),
-    destroy: () => void client.destroy().catch(() => undefined),
-  } satisfies StoreClient;
+  });
 }

@@ -9,8 +9,10 @@ import {
   createDecipheriv,
   createHash,
   createHmac,
+  createSecretKey,
   hkdfSync,
   randomBytes,
+  type KeyObject,
 } from 'node:crypto';
 import { hashTagged } from './scripts.js';
 
@@ -37,14 +39,20 @@ export interface EntryKeys {
   /** Redis key of the renewal lease. */
   lease: string;
   /** AES-256-GCM key. */
-  seal: Buffer;
+  seal: KeyObject;
   /** HMAC key for access-token fingerprints (compare-and-delete without decrypting in Lua). */
-  fingerprint: Buffer;
+  fingerprint: KeyObject;
 }
 
-/** A 256-bit key for `purpose` (its HKDF label), from the client secret and the token URL. */
-function deriveKey(clientSecret: string, tokenUrl: string, purpose: string): Buffer {
-  return Buffer.from(hkdfSync('sha256', clientSecret, SALT, `${purpose}\0${tokenUrl}`, 32));
+/**
+ * A 256-bit key for `purpose` (its HKDF label), from the client secret and the token URL. A
+ * KeyObject, made once: node:crypto checks and copies a Buffer key on every HMAC and cipher made
+ * with it, a KeyObject it takes as is (docs/token-store.md "How it works").
+ */
+function deriveKey(clientSecret: string, tokenUrl: string, purpose: string): KeyObject {
+  return createSecretKey(
+    Buffer.from(hkdfSync('sha256', clientSecret, SALT, `${purpose}\0${tokenUrl}`, 32)),
+  );
 }
 
 /** Derive the entry's names and keys. Pure; cache the result per credentials. */
@@ -55,7 +63,7 @@ export function deriveEntryKeys(identity: EntryIdentity): EntryKeys {
     )
     .digest('hex')
     .slice(0, 32);
-  const derive = (purpose: string): Buffer =>
+  const derive = (purpose: string): KeyObject =>
     deriveKey(identity.clientSecret, identity.tokenUrl, purpose);
   const tagged = hashTagged(name, identity.hashTags === true);
   return {
@@ -72,8 +80,8 @@ export function deriveEntryKeys(identity: EntryIdentity): EntryKeys {
  * under a key of their own (its own HKDF label: a cache entry never opens as a token set).
  */
 export interface CacheKeys {
-  names: Buffer;
-  seal: Buffer;
+  names: KeyObject;
+  seal: KeyObject;
 }
 
 export function deriveCacheKeys(clientSecret: string, tokenUrl: string): CacheKeys {
@@ -89,7 +97,7 @@ export function hashedName(keys: CacheKeys, text: string): string {
 }
 
 /** `<iv>.<ciphertext+tag>` (base64url) under AES-256-GCM, bound to `aad`. */
-export function seal(key: Buffer, aad: string, plaintext: Buffer | string): string {
+export function seal(key: KeyObject, aad: string, plaintext: Buffer | string): string {
   const iv = randomBytes(IV_BYTES);
   const cipher = createCipheriv('aes-256-gcm', key, iv);
   cipher.setAAD(Buffer.from(aad));
@@ -98,9 +106,19 @@ export function seal(key: Buffer, aad: string, plaintext: Buffer | string): stri
 }
 
 /** The plaintext of {@link seal}'s output, or undefined: another key or `aad`, or corrupted. */
-export function unseal(key: Buffer, aad: string, sealed: string): Buffer | undefined {
+export function unseal(key: KeyObject, aad: string, sealed: string): Buffer | undefined {
   const [ivText, bodyText, extra] = sealed.split('.');
   if (ivText === undefined || bodyText === undefined || extra !== undefined) return undefined;
+  return unsealParts(key, aad, ivText, bodyText);
+}
+
+/** {@link unseal} of a value already split at its dot: `<iv>` and `<ciphertext+tag>`. */
+export function unsealParts(
+  key: KeyObject,
+  aad: string,
+  ivText: string,
+  bodyText: string,
+): Buffer | undefined {
   const iv = Buffer.from(ivText, 'base64url');
   const body = Buffer.from(bodyText, 'base64url');
   if (iv.length !== IV_BYTES || body.length < TAG_BYTES) return undefined;
@@ -108,10 +126,9 @@ export function unseal(key: Buffer, aad: string, sealed: string): Buffer | undef
     const decipher = createDecipheriv('aes-256-gcm', key, iv);
     decipher.setAAD(Buffer.from(aad));
     decipher.setAuthTag(body.subarray(body.length - TAG_BYTES));
-    return Buffer.concat([
-      decipher.update(body.subarray(0, body.length - TAG_BYTES)),
-      decipher.final(),
-    ]);
+    const plaintext = decipher.update(body.subarray(0, body.length - TAG_BYTES));
+    decipher.final(); // GCM returns nothing more; it checks the tag (throws when it differs)
+    return plaintext;
   } catch {
     return undefined;
   }

@@ -60,6 +60,59 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** A started `redis-server` and the last of what it printed. */
+export interface RedisProcess {
+  port: number;
+  child: ChildProcess;
+  output: string;
+}
+
+/** The arguments of a `redis-server` on `port` (loopback, no persistence, in `dir`), then `extra`. */
+export function redisServerArgs(
+  port: number,
+  dir: string,
+  extra: readonly string[] = [],
+): string[] {
+  return [
+    ...['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    ...['--dir', dir, '--daemonize', 'no', ...extra],
+  ];
+}
+
+/** Start `redis-server` with `args` (a sentinel's too), keeping the last 4,000 characters it prints. */
+export function spawnRedisServer(args: readonly string[], port = Number(args[1])): RedisProcess {
+  const child = spawn(REDIS_SERVER_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc: RedisProcess = { port, child, output: '' };
+  const keep = (d: Buffer) => (proc.output = (proc.output + d.toString()).slice(-4000));
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  return proc;
+}
+
+/** Thrown by a {@link waitFor} condition: give up at once (a server that exited). */
+export class Fatal extends Error {}
+
+/**
+ * Poll `ready` every 20 ms until it is true; an error it throws counts as not yet (not listening),
+ * a {@link Fatal} one ends the wait. Fails after `timeoutMs`.
+ */
+export async function waitFor(
+  what: string,
+  ready: () => Promise<boolean>,
+  timeoutMs = 20_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if (await ready()) return;
+    } catch (error) {
+      if (error instanceof Fatal) throw error;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 /** Start `redis-server` on a free 127.0.0.1 port and wait until it answers PING. */
 export async function startRedisServer(options: { password?: string } = {}): Promise<RedisServer> {
   const missing = missingRedisServer();
@@ -67,40 +120,18 @@ export async function startRedisServer(options: { password?: string } = {}): Pro
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'oauth-sidecar-redis-'));
   let child: ChildProcess | undefined;
-  let output = '';
 
   const launch = async (): Promise<void> => {
-    const args = [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--dir',
-      dir,
-      '--daemonize',
-      'no',
-      ...(options.password === undefined ? [] : ['--requirepass', options.password]),
-    ];
-    const proc = spawn(REDIS_SERVER_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    child = proc;
-    proc.stdout?.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-4000)));
-    proc.stderr?.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-4000)));
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      if (proc.exitCode !== null) throw new Error(`redis-server exited at start:\n${output}`);
-      try {
-        const reply = await send(port, ['PING'], options.password);
-        if (reply.includes('PONG')) return;
-      } catch {
-        // not listening yet
-      }
-      if (Date.now() > deadline) throw new Error(`redis-server did not answer PING:\n${output}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    const extra = options.password === undefined ? [] : ['--requirepass', options.password];
+    const proc = spawnRedisServer(redisServerArgs(port, dir, extra));
+    child = proc.child;
+    const answers = async () => {
+      if (proc.child.exitCode !== null) throw new Fatal('redis-server exited at start');
+      return (await send(port, ['PING'], options.password)).includes('PONG');
+    };
+    await waitFor('redis-server to answer PING', answers, 10_000).catch((error: Error) => {
+      throw new Error(`${error.message}:\n${proc.output}`);
+    });
   };
 
   const stop = async (): Promise<void> => {

@@ -4,41 +4,21 @@
  * `--cluster-enabled yes` and joined by `redis-cli --cluster create`; a primary, its replica and
  * three `redis-server FILE --sentinel`. Short timeouts so a fail-over takes seconds. No persistence.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { REDIS_SERVER_BIN, freePort, missingRedisServer, send } from './redis-server.js';
+import {
+  freePort,
+  missingRedisServer,
+  redisServerArgs,
+  send,
+  spawnRedisServer,
+  waitFor as until,
+  type RedisProcess as Proc,
+} from './redis-server.js';
 
 export const REDIS_CLI_BIN = process.env.REDIS_CLI_BIN ?? 'redis-cli';
-
-interface Proc {
-  port: number;
-  child: ChildProcess;
-  output: string;
-}
-
-function launch(args: string[], port: number): Proc {
-  const child = spawn(REDIS_SERVER_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  const proc: Proc = { port, child, output: '' };
-  const keep = (d: Buffer) => (proc.output = (proc.output + d.toString()).slice(-4000));
-  child.stdout?.on('data', keep);
-  child.stderr?.on('data', keep);
-  return proc;
-}
-
-async function until(what: string, fn: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if (await fn()) return;
-    } catch {
-      // not up yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 function killAll(procs: Iterable<Proc>): Promise<void> {
   return Promise.all(
@@ -85,14 +65,13 @@ export async function startRedisCluster(
     const nodeDir = join(dir, String(port));
     mkdirSync(nodeDir);
     // Debian's redis-server reads the bus port from --cluster-port (Redis 7).
-    const args = ['--port', String(port), '--cluster-port', String(bus), '--bind', '127.0.0.1'];
+    const args = redisServerArgs(port, nodeDir, ['--cluster-port', String(bus)]);
     args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(nodeDir, 'nodes.conf'));
-    args.push('--cluster-node-timeout', '1000', '--save', '', '--appendonly', 'no');
+    args.push('--cluster-node-timeout', '1000');
     // A replica fails over however long it has been out of touch with its master: on a loaded
     // machine a 1 s node timeout times 10 can pass before the master is killed.
     args.push('--cluster-replica-validity-factor', '0');
-    args.push('--dir', nodeDir, '--daemonize', 'no');
-    procs.set(port, launch(args, port));
+    procs.set(port, spawnRedisServer(args));
   }
   const ports = [...procs.keys()];
   const closeAll = async () => {
@@ -191,30 +170,15 @@ export async function startRedisSentinels(): Promise<RedisSentinels> {
   const dir = mkdtempSync(join(tmpdir(), 'oauth-sidecar-sentinel-'));
   const procs: Proc[] = [];
   const name = 'mymaster';
-  const data = (port: number, extra: string[] = []) => [
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
-    '--save',
-    '',
-    '--appendonly',
-    'no',
-    '--dir',
-    dir,
-    '--daemonize',
-    'no',
-    ...extra,
-  ];
+  const data = (port: number, extra: string[] = []) =>
+    spawnRedisServer(redisServerArgs(port, dir, extra));
   const closeAll = async () => {
     await killAll(procs);
     rmSync(dir, { recursive: true, force: true });
   };
   const [primaryPort, replicaPort] = [await freePort(), await freePort()];
-  procs.push(launch(data(primaryPort), primaryPort));
-  procs.push(
-    launch(data(replicaPort, ['--replicaof', '127.0.0.1', String(primaryPort)]), replicaPort),
-  );
+  procs.push(data(primaryPort));
+  procs.push(data(replicaPort, ['--replicaof', '127.0.0.1', String(primaryPort)]));
   const sentinelPorts: number[] = [];
   try {
     await until(
@@ -238,7 +202,7 @@ export async function startRedisSentinels(): Promise<RedisSentinels> {
           '',
         ].join('\n'),
       );
-      procs.push(launch([file, '--sentinel'], port));
+      procs.push(spawnRedisServer([file, '--sentinel'], port));
       sentinelPorts.push(port);
     }
     for (const port of sentinelPorts) {
