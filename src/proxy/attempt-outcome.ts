@@ -1,6 +1,9 @@
 import { CLIENT_GONE, type ForwardOutcome } from './outcome.js';
 import type { AbortCause, Attempt, CutResult } from './upstream-call.js';
 
+/** The attempt of a client that left: nothing more happens for it. */
+export const GONE_ATTEMPT: Attempt = Object.freeze({ kind: 'client_gone' });
+
 /** What an answer cut after its head is logged as, by who aborted it (nobody: the upstream failed). */
 export function cutResult(abortedBy: AbortCause | undefined): CutResult {
   if (abortedBy === 'client') return 'client_closed';

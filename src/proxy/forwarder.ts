@@ -17,9 +17,9 @@ import type { Dispatcher } from 'undici';
 import type { Clock } from '../clock.js';
 import { overloadedError, SidecarError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
-import { EgressFailures } from './egress-failure.js';
 import { createInFlightLimit, type InFlightLimit } from './admission.js';
-import { cutResult, outcomeOf } from './attempt-outcome.js';
+import { AttemptFailures, bodiless } from './attempt-failures.js';
+import { GONE_ATTEMPT, outcomeOf } from './attempt-outcome.js';
 import type { Exchange } from './exchange.js';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.js';
 import { CLIENT_GONE, unlessClientGone, type ForwardOutcome } from './outcome.js';
@@ -30,13 +30,13 @@ import {
   hasNoBody,
   holdWhileBodyArrives,
   prepareBody,
-  requestTimeoutError,
   upstreamBody,
   type BodyTimeout,
   type ClientRequest,
   type PreparedBody,
 } from './request-body.js';
-import type { BodyTap, ForwardStage, Served, UpstreamHead } from './stages.js';
+import type { ForwardStage } from './stages.js';
+import { NO_TAPS, StageRunner } from './stage-runner.js';
 import type { SlowReaders } from './slow-readers.js';
 import type { AccessTokenSource } from './types.js';
 import {
@@ -44,7 +44,6 @@ import {
   type Attempt,
   type HeadDecision,
   type UpstreamCallHooks,
-  type UpstreamCallState,
 } from './upstream-call.js';
 import { UpstreamMetrics, methodLabel, type ForwarderMetrics } from './upstream-metrics.js';
 
@@ -81,21 +80,8 @@ export interface ForwarderOptions {
   readers?: SlowReaders; // requests whose client is not reading (slow-readers.ts)
 }
 
-/** RFC 9110 §6.4.1: 204 and 304 answers never carry content (nor does any answer to HEAD). */
-function bodiless(status: number, method: string): boolean {
-  return status === 204 || status === 304 || method === 'HEAD';
-}
-
-function errorCode(err: unknown): string | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? code : undefined;
-}
-
-const NO_TAPS: BodyTap[] = [];
-
 /** Longest an answer is read and dropped after its client left, before its connection is given up. */
 export const CLIENT_GONE_DRAIN_MS = 1_000;
-const GONE_ATTEMPT: Attempt = Object.freeze({ kind: 'client_gone' });
 
 export class Forwarder {
   readonly #origin: string;
@@ -108,14 +94,11 @@ export class Forwarder {
   readonly #replayLimit: number;
   readonly #bodyTimeout: BodyTimeout;
   readonly #streamSlots: InFlightLimit;
-  readonly #logger: Logger;
-  readonly #egressFailures: EgressFailures;
   readonly #clock: ForwarderOptions['clock'];
   readonly #metrics: UpstreamMetrics;
-  readonly #before: readonly ForwardStage[];
-  readonly #answered: readonly ForwardStage[];
-  readonly #rescuers: readonly ForwardStage[];
-  readonly #noStages: boolean;
+  readonly #failures: AttemptFailures;
+  /** Undefined without stages: nothing of theirs runs per request. */
+  readonly #stages: StageRunner | undefined;
   // undici's headersTimeout starts once the request is written; this deadline also covers the
   // wait for a free connection (docs/configuration.md: time to response headers): a node timer per
   // call, unref'd. A client that left after its request was written: its answer is read and
@@ -139,18 +122,23 @@ export class Forwarder {
       clock: options.clock,
     };
     this.#streamSlots = createInFlightLimit(options.maxBodiesStreaming ?? Number.POSITIVE_INFINITY);
-    this.#logger = options.logger;
-    this.#egressFailures = new EgressFailures(options.logger, options.clock);
     this.#clock = options.clock;
     this.#metrics = new UpstreamMetrics(options.metrics);
+    this.#failures = new AttemptFailures({
+      metrics: this.#metrics,
+      logger: options.logger,
+      clock: options.clock,
+      timeoutMs: this.#timeoutMs,
+      clientBodyTimeoutMs: this.#bodyTimeout.ms,
+    });
     const stages = options.stages ?? [];
-    this.#noStages = stages.length === 0;
-    this.#before = stages.filter((s) => s.beforeUpstream !== undefined);
-    this.#answered = stages.filter((s) => s.upstreamAnswered !== undefined);
-    this.#rescuers = stages.filter((s) => s.failed !== undefined);
+    this.#stages =
+      stages.length === 0
+        ? undefined
+        : new StageRunner(stages, (exchange) => this.#forwardUpstream(exchange));
     this.#hooks = {
       onHead: (call, status, rawHeaders) => this.#onHead(call, status, rawHeaders),
-      onError: (call, err) => this.#classify(err, call, call.info),
+      onError: (call, err) => this.#failures.classify(err, call, call.info),
       onSettled: (call) => {
         this.#clearHeadDeadline(call);
         // A request undici still holds after a 504 stays counted until undici lets go of it; one
@@ -171,56 +159,13 @@ export class Forwarder {
    * response destroyed.
    */
   forward(exchange: Exchange): Promise<ForwardOutcome> {
-    if (this.#rescuers.length === 0) return this.#forward(exchange);
-    return this.#forward(exchange).catch((err: unknown) => this.#rescue(exchange, err));
-  }
-
-  /** A stage may answer instead of the error (a stale entry), while nothing was written. */
-  #rescue(exchange: Exchange, err: unknown): ForwardOutcome {
-    if (err instanceof SidecarError && !exchange.res.headersSent && !exchange.clientGone()) {
-      for (const stage of this.#rescuers) {
-        const outcome = stage.failed?.(exchange, err);
-        if (outcome !== undefined) return outcome;
-      }
-    }
-    throw err;
-  }
-
-  #forward(exchange: Exchange): Promise<ForwardOutcome> {
+    // STAGE HOOK 1 (stage-runner.ts), then steps 2–6.
+    if (this.#stages !== undefined) return this.#stages.run(exchange);
     try {
-      if (this.#noStages) return this.#forwardUpstream(exchange);
-      // STAGE HOOK 1: each stage may wait, refuse (throw) or answer the client itself. A stage that
-      // answers synchronously (no limit, no cache rule for the path) costs no await.
-      const before = this.#before;
-      for (let i = 0; i < before.length; i += 1) {
-        const result = before[i]?.beforeUpstream?.(exchange);
-        if (result instanceof Promise) return this.#afterStage(result, i, exchange);
-        if (result !== undefined) return Promise.resolve(result);
-        if (exchange.clientGone()) return Promise.resolve(CLIENT_GONE);
-      }
       return this.#forwardUpstream(exchange);
     } catch (err) {
-      // A stage that refuses throws: the caller sees a rejection, as from the rest of the path.
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
-  }
-
-  /** STAGE HOOK 1 from stage `index` on, once a stage had to be awaited. */
-  async #afterStage(
-    pending: Promise<ForwardOutcome | undefined>,
-    index: number,
-    exchange: Exchange,
-  ): Promise<ForwardOutcome> {
-    let served = await pending;
-    for (let i = index + 1; ; i += 1) {
-      if (served !== undefined) return served;
-      if (exchange.clientGone()) return CLIENT_GONE;
-      const stage = this.#before[i];
-      if (stage === undefined) break;
-      const result = stage.beforeUpstream?.(exchange);
-      served = result instanceof Promise ? await result : result;
-    }
-    return this.#forwardUpstream(exchange);
   }
 
   /**
@@ -349,67 +294,14 @@ export class Forwarder {
       this.#metrics.metrics.upstreamUnauthorized.inc({ replayed: String(replay) });
       if (replay) return { replay: true, bodiless: true, taps: NO_TAPS };
     }
-    // STAGE HOOK 2: the answer head, before the client sees it (a stage may add fields, or
-    // answer the client itself: the upstream's body is then dropped).
-    const taps = this.#noStages ? NO_TAPS : this.#tapsFor(exchange, status, { headers: upstream });
+    // STAGE HOOK 2 (stage-runner.ts): the answer head, before the client sees it.
+    const stages = this.#stages;
+    const taps =
+      stages === undefined ? NO_TAPS : stages.taps(exchange, status, { headers: upstream });
     if (!Array.isArray(taps)) return { replay: false, taps: NO_TAPS, ...taps, bodiless: true };
     const headers = clientResponseHeaders(upstream, exchange.requestId, status);
     if (exchange.keepAlive !== undefined) headers['keep-alive'] = exchange.keepAlive;
     return { replay: false, taps, headers, bodiless: bodiless(status, exchange.method) };
-  }
-
-  #tapsFor(exchange: Exchange, status: number, head: UpstreamHead): BodyTap[] | Served {
-    let taps: BodyTap[] | undefined;
-    let served: Served | undefined;
-    for (const stage of this.#answered) {
-      const tap = stage.upstreamAnswered?.(exchange, status, head);
-      if (tap === undefined) continue;
-      if ('served' in tap) served = tap;
-      else (taps ??= []).push(tap);
-    }
-    if (served === undefined) return taps ?? NO_TAPS;
-    for (const tap of taps ?? NO_TAPS) tap.end(false);
-    return served;
-  }
-
-  /** How a failed or aborted exchange ends: an outcome once the client saw a head, else an error. */
-  #classify(err: Error, state: UpstreamCallState, exchange: Exchange): Attempt | Error {
-    const { abortedBy, upstreamStatus, replay } = state;
-    if (!state.headersSeen) this.#metrics.count(exchange.label, 'error');
-    exchange.attemptSpan?.end(undefined, abortedBy ?? errorCode(err) ?? err.name);
-    if (replay && !state.wrote) {
-      // The discarded 401 body failed to arrive in full; the replay does not need it.
-      return { kind: 'answered', upstreamStatus, replay };
-    }
-    if (state.wrote) return this.#cut(err, state, exchange);
-    if (abortedBy === 'client' || err instanceof ClientGoneError) return GONE_ATTEMPT;
-    if (abortedBy === 'client_body')
-      return err instanceof SidecarError ? err : requestTimeoutError(this.#bodyTimeout.ms);
-    if (abortedBy === 'timeout' || errorCode(err) === 'UND_ERR_HEADERS_TIMEOUT') {
-      return new SidecarError(
-        'upstream_timeout',
-        `no response headers from the upstream within ${this.#timeoutMs} ms`,
-        { cause: err },
-      );
-    }
-    return this.#egressFailures.unreachable(err);
-  }
-
-  /** A failure after the head was written: the answer was complete, or the client's was cut. */
-  #cut(err: Error, state: UpstreamCallState, exchange: Exchange): Attempt {
-    const { upstreamStatus, replay } = state;
-    if (bodiless(upstreamStatus, exchange.method) && state.clientEnded) {
-      // The answer was complete at its head; only the upstream's extra bytes failed.
-      return { kind: 'answered', upstreamStatus, replay };
-    }
-    const result = cutResult(state.abortedBy);
-    if (result === 'upstream_failed') {
-      this.#logger.warn(
-        { err, requestId: exchange.requestId },
-        'upstream failed after response headers; client response aborted',
-      );
-    }
-    return { kind: 'cut', upstreamStatus, result };
   }
 
   /** The token source promises SidecarErrors; anything else it throws still means "no token". */

@@ -1,7 +1,7 @@
 /**
  * Hooks other features hang on the request path (the quota guard, the response cache), so they
  * add work only where they are configured. The forwarder calls them at two places, marked
- * "STAGE HOOK" in forwarder.ts; with no stage configured both places cost one length check.
+ * "STAGE HOOK" (stage-runner.ts runs them); with no stage configured both places cost one check.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Exchange } from './exchange.js';
