@@ -6,11 +6,11 @@
 import type { Clock } from '../clock.js';
 import { SidecarError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
-import { GONE_ATTEMPT, cutResult } from './attempt-outcome.js';
+import { GONE_ATTEMPT, cutResult, type Attempt } from './attempt-outcome.js';
 import { EgressFailures } from './egress-failure.js';
 import type { Exchange } from './exchange.js';
 import { ClientGoneError, requestTimeoutError } from './request-body.js';
-import type { Attempt, UpstreamCallState } from './upstream-call.js';
+import type { UpstreamCallState } from './upstream-hooks.js';
 import type { UpstreamMetrics } from './upstream-metrics.js';
 
 /** RFC 9110 §6.4.1: 204 and 304 answers never carry content (nor does any answer to HEAD). */

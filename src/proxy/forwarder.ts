@@ -19,7 +19,7 @@ import { overloadedError, SidecarError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import { createInFlightLimit, type InFlightLimit } from './admission.js';
 import { AttemptFailures, bodiless } from './attempt-failures.js';
-import { GONE_ATTEMPT, outcomeOf } from './attempt-outcome.js';
+import { GONE_ATTEMPT, outcomeOf, type Attempt } from './attempt-outcome.js';
 import type { Exchange } from './exchange.js';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.js';
 import { CLIENT_GONE, unlessClientGone, type ForwardOutcome } from './outcome.js';
@@ -39,12 +39,8 @@ import type { ForwardStage } from './stages.js';
 import { NO_TAPS, StageRunner } from './stage-runner.js';
 import type { SlowReaders } from './slow-readers.js';
 import type { AccessTokenSource } from './types.js';
-import {
-  UpstreamCall,
-  type Attempt,
-  type HeadDecision,
-  type UpstreamCallHooks,
-} from './upstream-call.js';
+import { UpstreamCall } from './upstream-call.js';
+import type { CallView, HeadDecision, UpstreamCallHooks } from './upstream-hooks.js';
 import { UpstreamMetrics, methodLabel, type ForwarderMetrics } from './upstream-metrics.js';
 
 export type { ClientRequest } from './request-body.js';
@@ -267,17 +263,13 @@ export class Forwarder {
     return call.done;
   }
 
-  #clearHeadDeadline(call: UpstreamCall<Exchange>): void {
+  #clearHeadDeadline(call: CallView<Exchange>): void {
     if (call.headDeadline === undefined) return;
     this.#clock.clearTimeout(call.headDeadline);
     call.headDeadline = undefined;
   }
 
-  #onHead(
-    call: UpstreamCall<Exchange>,
-    status: number,
-    upstream: IncomingHttpHeaders,
-  ): HeadDecision {
+  #onHead(call: CallView<Exchange>, status: number, upstream: IncomingHttpHeaders): HeadDecision {
     this.#clearHeadDeadline(call);
     const exchange = call.info;
     exchange.attemptSpan?.end(status);

@@ -12,7 +12,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../clock.js';
 import { SlowReaders } from './slow-readers.js';
 import type { BodyTap } from './stages.js';
-import { UpstreamCall, type Attempt, type UpstreamCallHooks } from './upstream-call.js';
+import type { Attempt } from './attempt-outcome.js';
+import { UpstreamCall } from './upstream-call.js';
+import type { UpstreamCallHooks } from './upstream-hooks.js';
 
 /** A controller as undici hands a dispatch handler; `resume` is the test's to watch. */
 function dispatchController(resume: () => void = () => {}): Dispatcher.DispatchController {

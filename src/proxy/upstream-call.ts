@@ -11,81 +11,21 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { TimerHandle } from '../clock.js';
+import type { AbortCause, Attempt } from './attempt-outcome.js';
+import { DispatchedRequest } from './dispatched-request.js';
 import { closesWithClient, type ClientResponse } from './outcome.js';
 import { ClientGoneError } from './request-body.js';
-import { ClientTooSlowError, SLOW_READER_DRAIN_BYTES, type SlowReaders } from './slow-readers.js';
+import { ClientTooSlowError, SLOW_READER_DRAIN_BYTES } from './slow-readers.js';
 import type { BodyTap } from './stages.js';
-
-export type Attempt =
-  /** `status`: what the client got when a stage answered instead of the upstream. */
-  | { kind: 'answered'; upstreamStatus: number; replay: boolean; status?: number }
-  | { kind: 'cut'; upstreamStatus: number; result: CutResult }
-  | { kind: 'client_gone' };
-
-/** Why the exchange was aborted from this side, if it was. */
-export type AbortCause = 'timeout' | 'client' | 'client_body' | 'client_slow';
-
-// How an answer cut short after its head ended (the request log's `result`).
-export type CutResult = 'client_closed' | 'client_too_slow' | 'upstream_failed';
-
-/** What the answer head decides (the forwarder's rules: 401 replay, stages, bodiless answers). */
-export interface HeadDecision {
-  /** Swallow the body: a 401 about to be replayed. Nothing is written to the client. */
-  replay: boolean;
-  /** Headers to write, with the status (an object, or node's flat name, value list); undefined when `replay`. */
-  headers?: OutgoingHttpHeaders | string[];
-  /** The answer carries no content (204, 304, HEAD): end the client response at its head. */
-  bodiless: boolean;
-  /** The stages' body taps. */
-  taps: BodyTap[];
-  /**
-   * A stage answered the client itself with this status (a stale entry): the upstream's body is
-   * read and dropped, and nothing of it is written.
-   */
-  served?: number;
-}
-
-/**
- * The caller's rules, one object for every call (no closures per request): each hook gets the
- * call, whose `info` carries what the caller needs to know about the request.
- */
-export interface UpstreamCallHooks<I> {
-  /**
-   * Called once with the answer head (status ≥ 200), before anything is written. `headers`
-   * as undici read them: name, value, name, value, ... (names as sent).
-   */
-  onHead(call: UpstreamCall<I>, status: number, headers: IncomingHttpHeaders): HeadDecision;
-  /** The error that ended the exchange (after classification by the caller). */
-  onError(call: UpstreamCall<I>, err: Error): Attempt | Error;
-  /**
-   * The exchange settled (`done` is about to resolve or reject); undici may still hold the
-   * request (`isReleased` false) when it was answered before it got a connection.
-   */
-  onSettled?(call: UpstreamCall<I>): void;
-  /**
-   * The client left after the request was written and the answer is being read and dropped to
-   * keep the connection: the caller bounds how long (`stopDraining` aborts it).
-   */
-  onDraining?(call: UpstreamCall<I>): void;
-  readonly readers?: SlowReaders; // requests whose client is not reading, bounded
-}
-
-/** What the error classification needs to know. */
-export interface UpstreamCallState {
-  abortedBy: AbortCause | undefined;
-  headersSeen: boolean;
-  upstreamStatus: number;
-  /** Something (head) was written to the client. */
-  wrote: boolean;
-  replay: boolean;
-  /** The client response was ended (a bodiless answer is complete at its head). */
-  readonly clientEnded: boolean;
-}
+import type { CallView, UpstreamCallHooks } from './upstream-hooks.js';
 
 /** The most of an answer read and dropped after its client left, to keep the connection. */
 export const DRAIN_LIMIT_BYTES = 64 * 1024;
 
-export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, UpstreamCallState {
+export class UpstreamCall<I = undefined>
+  extends DispatchedRequest
+  implements Dispatcher.DispatchHandler, CallView<I>
+{
   abortedBy: AbortCause | undefined;
   /** Bytes handed to the client response, and when its head was written (slow-readers.ts). */
   written = 0;
@@ -99,29 +39,6 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
   readonly done: Promise<Attempt>;
   /** What the caller's hooks need to know about the request. */
   readonly info: I;
-  #isReleased = false;
-  /** Made only when asked for (a request undici still holds after the exchange settled). */
-  #released: Promise<void> | undefined;
-  #release: (() => void) | undefined;
-
-  get isReleased(): boolean {
-    return this.#isReleased;
-  }
-
-  /** Resolves once undici is finished with the request (answered, failed or dropped). */
-  get released(): Promise<void> {
-    if (this.#isReleased) return Promise.resolve();
-    this.#released ??= new Promise<void>((resolve) => {
-      this.#release = resolve;
-    });
-    return this.#released;
-  }
-
-  #markReleased(): void {
-    this.#isReleased = true;
-    this.#release?.();
-  }
-
   /** The client response this call writes into. */
   get res(): ClientResponse {
     return this.#res;
@@ -131,11 +48,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
     return this.#res.writableEnded;
   }
 
-  /** undici's controller for this request (undefined while it waits for a connection). */
-  #controller: Dispatcher.DispatchController | undefined;
   #paused = false;
-  /** Set when the exchange was aborted before undici handed over its controller. */
-  #pendingAbort: Error | undefined;
   #settled = false;
   #resolve!: (attempt: Attempt) => void;
   #reject!: (err: Error) => void;
@@ -171,6 +84,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
    *   the answer can be read to its end and the connection kept.
    */
   constructor(res: ClientResponse, hooks: UpstreamCallHooks<I>, drainable: boolean, info: I) {
+    super();
     this.#res = res;
     this.#hooks = hooks;
     this.#drainable = drainable;
@@ -192,7 +106,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
    * instead. Nothing happens once undici is done with the request.
    */
   stopDraining(): void {
-    if (this.#draining && !this.#isReleased) this.#controller?.abort(new ClientGoneError());
+    if (this.#draining && !this.isReleased) this.controller?.abort(new ClientGoneError());
   }
 
   /** Of `written`, what the response still buffers (the socket has not taken it). */
@@ -207,7 +121,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
 
   /** `dispatch()` threw instead of calling the handler: the exchange fails with `err`. */
   dispatchFailed(err: Error): void {
-    this.#markReleased();
+    this.markReleased();
     this.#conclude(err);
   }
 
@@ -220,7 +134,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
       this.#conclude(reason);
       return;
     }
-    if (this.#controller !== undefined) {
+    if (this.controller !== undefined) {
       if (cause === 'client' && this.#owned()) {
         // A cache fill belongs to the cache, not to this client: the answer is read on for it
         // (bounded by the tap's own limit) and the waiters get it; the client's part ends now.
@@ -243,26 +157,15 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
         this.#resume();
         return;
       }
-      this.#controller.abort(reason);
+      this.controller.abort(reason);
       return;
     }
-    // Still queued for a connection: answer now; undici drops it the moment it would start
-    // (`released` tells when, and the caller keeps the request counted until then).
-    this.#pendingAbort = reason;
+    // Still queued for a connection: answer now; undici drops it when it would start.
+    this.dropOnStart(reason);
     this.#conclude(reason);
   }
 
-  // undici's public dispatch handler API: the controller pauses, resumes and aborts.
-
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.#controller = controller;
-    if (this.#pendingAbort !== undefined) {
-      // Thrown, not `abort()`: undici then drops the request before writing it and keeps the
-      // connection (an abort destroys it, and the pool opens another: under an h2 reset storm
-      // that was connection churn past `upstream.maxConnections` at the kernel).
-      throw this.#pendingAbort;
-    }
-  }
+  // undici's public dispatch handler API (onRequestStart: dispatched-request.ts).
 
   onResponseStart(
     _controller: Dispatcher.DispatchController,
@@ -305,12 +208,12 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.#orphaned) {
       for (const tap of this.#taps) tap.chunk(chunk);
-      if (!this.#owned()) this.#controller?.abort(new ClientGoneError());
+      if (!this.#owned()) this.controller?.abort(new ClientGoneError());
       return;
     }
     if (this.#draining) {
       this.#drained += chunk.length;
-      if (this.#drained > this.#drainLimit) this.#controller?.abort(new ClientGoneError());
+      if (this.#drained > this.#drainLimit) this.controller?.abort(new ClientGoneError());
       return;
     }
     if (this.#discard || this.#settled) return;
@@ -325,7 +228,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
     // A tap that owns the answer reads on at the upstream's pace: a slow client holds no waiter.
     if (!(res as ServerResponse).write(chunk) && !this.#owned()) {
       this.#paused = true;
-      this.#controller?.pause();
+      this.controller?.pause();
       res.once('drain', () => this.#resume());
       const readers = this.#hooks.readers;
       if (readers !== undefined && !readers.stall(this, !this.#upstreamEnded)) this.tooSlow();
@@ -333,7 +236,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
   }
 
   onResponseEnd(): void {
-    this.#markReleased();
+    this.markReleased();
     this.#hooks.readers?.upstreamEnded(this);
     // The answer is complete when it arrived, not when a slow client has taken it all.
     this.#endTaps(!this.#discard || this.#orphaned);
@@ -364,7 +267,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
-    this.#markReleased();
+    this.markReleased();
     this.#endTaps(false);
     this.#conclude(err);
   }
@@ -380,7 +283,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
     if (!this.#paused) return;
     this.#paused = false;
     this.#hooks.readers?.flowing(this);
-    this.#controller?.resume();
+    this.controller?.resume();
   }
 
   /** The exchange failed or was aborted: the caller's classification decides how it ends. */
