@@ -2,28 +2,23 @@
  * The quota guard (docs/quota-guard.md): spends the API's per-organisation quota on behalf of
  * every caller, with a cooldown taken from a 429/503 `Retry-After` (cooldown.ts) and an optional
  * rate limit, a token bucket whose slots are shared fairly between callers, each waiting a bounded
- * time (fair-queue.ts, callers.ts). With a store both are fleet-wide (fleet-link.ts); while it is
+ * time (fair-queue.ts, callers.ts), slots handed out as they come due (slot-pump.ts). With a
+ * store both are fleet-wide (fleet-link.ts); while it is
  * down each process applies them alone. With no limit and no cooldown, `admit` is two comparisons:
  * no allocation, no promise.
  */
-import type { TimerHandle } from '../../clock.js';
 import { SidecarError } from '../../errors.js';
-import type {
-  CallerDemand,
-  CooldownStatus,
-  SharedCooldown,
-  SharedQuota,
-} from '../../fleet/ports.js';
+import type { CooldownStatus, SharedCooldown } from '../../fleet/ports.js';
 import { wholeSecondsLeft, type HeaderValue } from '../../http-fields/retry-after.js';
 import type { Logger } from '../../telemetry/logger.js';
 import { TokenBucket, type RateLimit } from './bucket.js';
 import { Cooldown, mayStartCooldown } from './cooldown.js';
-
 import { FleetLink, SHARED_POLL_MS } from './fleet-link.js';
 import { Callers } from './callers.js';
 import { FairQueue, type CallerState, type Waiter } from './fair-queue.js';
 import type { QuotaGuardMetrics, QuotaGuardOptions, QuotaStatus } from './guard-contract.js';
 import { rateLimitFields, rateLimitPolicy, type RateLimitFields } from './ratelimit-fields.js';
+import { SlotPump } from './slot-pump.js';
 
 export type { RateLimit } from './bucket.js';
 export type { QuotaGuardMetrics, QuotaGuardOptions, QuotaStatus } from './guard-contract.js';
@@ -55,9 +50,7 @@ export class QuotaGuard {
   private readonly queue: FairQueue;
   readonly callers: Callers;
   private readonly metrics: QuotaGuardMetrics;
-  private pumpTimer: TimerHandle | undefined;
-  /** A store decision is pending. */
-  private pumping = false;
+  private readonly pump: SlotPump;
 
   constructor(options: QuotaGuardOptions) {
     this.clock = options.clock;
@@ -85,9 +78,20 @@ export class QuotaGuard {
     this.queue = new FairQueue({
       clock: this.clock,
       queueMs: this.queueMs,
-      onDeadline: (waiter) => this.expire(waiter),
-      onEmpty: () => this.disarmPump(),
+      onDeadline: (waiter) => this.pump.expire(waiter),
+      onEmpty: () => this.pump.disarm(),
       waited: (seconds, caller) => this.admitted(seconds, caller),
+    });
+    this.pump = new SlotPump({
+      clock: this.clock,
+      queue: this.queue,
+      bucket: this.bucket,
+      mirror: this.mirror,
+      fleet: this.fleet,
+      cooldown: this.cooldown,
+      refuseAll: (refusal) => this.refuseAll(refusal),
+      applyCooldown: (status, ms, now) => this.applyCooldown(status, ms, now),
+      refuseExpired: (waiter) => this.refuseExpired(waiter),
     });
   }
 
@@ -132,7 +136,7 @@ export class QuotaGuard {
       throw this.refuse(who, expected, 'the wait queue is full');
     if (this.callers.waiting(who) >= this.maxQueuedPerCaller)
       throw this.refuse(who, expected, `${who.name}'s waiters fill its share of the queue`);
-    return this.queue.add(who, now, signal, () => this.pump());
+    return this.queue.add(who, now, signal, () => this.pump.pump());
   }
 
   /** The caller a request belongs to (callers.ts), active callers judged over the rate's period. */
@@ -274,96 +278,10 @@ export class QuotaGuard {
     return fleet ? this.mirror! : this.bucket!;
   }
 
-  private expire(waiter: Waiter): void {
-    if (!this.queue.has(waiter)) return;
-    if (this.pumping) {
-      // A store decision is pending: if the store fails, the local bucket must still get its say,
-      // or a store outage would refuse requests (docs/quota-guard.md: none fails because of the store).
-      waiter.expired = true;
-      return;
-    }
-    // A slot due at the very deadline goes to the waiter, whichever timer fired first.
-    if (this.pumpTimer !== undefined) this.pump();
-    this.refuseExpired(waiter);
-  }
-
   private refuseExpired(waiter: Waiter): void {
     if (!this.queue.has(waiter)) return;
     const now = this.clock.now();
     const expected = this.estimate(this.fleetActive()).msUntil(1, now);
     this.queue.settle(waiter, this.refuse(waiter.caller, expected, 'no slot'));
-  }
-
-  /** Waiters whose deadline passed during a store decision, once it is made. */
-  private refuseAllExpired(): void {
-    for (const waiter of this.queue) if (waiter.expired) this.refuseExpired(waiter);
-  }
-
-  private disarmPump(): void {
-    if (this.pumpTimer === undefined) return;
-    this.clock.clearTimeout(this.pumpTimer);
-    this.pumpTimer = undefined;
-  }
-
-  private armPump(ms: number): void {
-    this.disarmPump();
-    this.pumpTimer = this.clock.setTimeout(
-      () => {
-        this.pumpTimer = undefined;
-        this.pump();
-      },
-      Math.max(1, ms),
-    );
-  }
-
-  /** Hand free slots to the waiters, in fair order; wake up again when the next one is due. */
-  private pump(): void {
-    if (this.pumping || this.queue.size === 0) return;
-    const now = this.clock.now();
-    if (this.cooldown.until > now) {
-      this.refuseAll(this.cooldown.refusal(this.cooldown.until - now));
-      return;
-    }
-    if (this.fleet !== undefined && this.fleet.active()) {
-      this.pumpShared(this.fleet.shared);
-      return;
-    }
-    const bucket = this.bucket!;
-    this.queue.grant(bucket.take(this.queue.size, now), now);
-    if (this.queue.size > 0) this.armPump(bucket.msUntil(1, now));
-  }
-
-  private pumpShared(shared: SharedQuota): void {
-    this.pumping = true;
-    const asking = [...this.queue.backlogged];
-    const demands: CallerDemand[] = asking.map((c) => ({
-      caller: c.name,
-      weight: c.weight,
-      priority: c.priority,
-      want: c.waiters.size,
-    }));
-    shared.take(demands).then(
-      (decision) => {
-        this.pumping = false;
-        const now = this.clock.now();
-        this.mirror!.set(decision.tokens, now);
-        if (decision.cooldown !== undefined) {
-          this.applyCooldown(decision.cooldown.status, decision.cooldown.msLeft, now);
-        }
-        // Slots granted for waiters that left meanwhile are spent: the fleet stays under the limit.
-        asking.forEach((caller, i) => this.queue.grantTo(caller, decision.grants[i] ?? 0, now));
-        this.refuseAllExpired();
-        if (this.queue.size === 0) return;
-        // Slots left and granted: more waiters came during the call, ask again now.
-        if (decision.granted > 0 && decision.tokens >= 1) this.pump();
-        else this.armPump(decision.waitMs);
-      },
-      () => {
-        // The connection marked the store down: the local bucket decides from here.
-        this.pumping = false;
-        this.pump();
-        this.refuseAllExpired();
-      },
-    );
   }
 }
