@@ -93,8 +93,8 @@ const boundaries = [
     files: ['src/**/*.ts'],
     ignores: ['src/**/*.test.ts'],
     rules: {
-      'max-lines': ['error', { max: 450, skipBlankLines: false, skipComments: false }],
-      'max-lines-per-function': ['error', { max: 80, skipBlankLines: false, skipComments: false }],
+      'max-lines': ['error', { max: 350, skipBlankLines: false, skipComments: false }],
+      'max-lines-per-function': ['error', { max: 60, skipBlankLines: false, skipComments: false }],
     },
   },
   { files: ['src/main.ts'], rules: { 'max-lines': ['error', { max: 120 }] } },
