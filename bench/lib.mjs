@@ -8,7 +8,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { URL, fileURLToPath } from 'node:url';
+import { URL, fileURLToPath, pathToFileURL } from 'node:url';
 import { Agent, request } from 'undici';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -383,4 +383,24 @@ export function contractsJson() {
     text = next;
   }
   return text.padEnd(2048, ' ');
+}
+
+/**
+ * Import a TypeScript module of this repository (a test helper: one starter for the tests and the
+ * bench) bundled by esbuild (a dev dependency) into `dir`; its node_modules imports stay imports.
+ */
+export async function importTypeScript(relativePath, dir) {
+  const { build } = await import('esbuild');
+  const outfile = join(dir, `${relativePath.replace(/\W+/g, '-')}.mjs`);
+  await build({
+    entryPoints: [join(ROOT, relativePath)],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    packages: 'external',
+    logLevel: 'error',
+    outfile,
+  });
+  return import(pathToFileURL(outfile).href);
 }

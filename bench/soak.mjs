@@ -15,7 +15,10 @@
 //      presented twice, at most 1 failed request in 1,000, one grant per lifetime afterwards;
 //   g) behind an egress proxy: one sidecar with HTTPS_PROXY naming a real tinyproxy with Basic
 //      credentials, token and API through CONNECT, short tokens, the proxy restarted mid-phase:
-//      requests fail only while it is down, 200s again after, the proxy's password in no output.
+//      requests fail only while it is down, 200s again after, the proxy's password in no output;
+//   h) a Redis Cluster fail-over (bench/soak-cluster.mjs): 3 masters + 3 replicas, two sidecars
+//      with STORE_MODE=cluster under steady load, the busiest master SIGKILLed: no failed request,
+//      the fleet sharing again within 20 s of the cluster being whole.
 //
 //   npm run build && node bench/soak.mjs [--duration 60] [--ci] [--node /path/to/node]
 //
@@ -51,6 +54,7 @@ import {
   startRedisServer,
   waitForStatus,
 } from './lib.mjs';
+import { clusterPhase } from './soak-cluster.mjs';
 import { startTinyproxy } from './tinyproxy.mjs';
 
 const { values: args } = parseArgs({
@@ -77,6 +81,8 @@ const PLAN = {
   f: { seconds: CI ? 32 : Math.max(32, D), lifetime: 6, delayMs: 1500, processes: 3 },
   // The proxy is stopped and started again at 40 % of the phase.
   g: { seconds: CI ? 16 : Math.max(16, D), lifetime: 5 },
+  // Load before the kill and after sharing again, half each.
+  h: { loadSeconds: CI ? 10 : Math.max(10, D) },
 };
 const CONCURRENCY = Number(args.concurrency);
 /**
@@ -347,22 +353,14 @@ function soakEnv(pki, frontUrl, proxyPort, adminPort, extra = {}) {
   });
 }
 
-/**
- * Phase e: a fleet of sidecars sharing one token through Redis, with a flaky token endpoint.
- * Grants are counted at the stand-in; without a store each process would make its own.
- */
-async function fleetPhase(pki, frontUrl, runFleetPhase) {
-  const redis = await startRedis();
+/** Start `count` sidecars named `name-<i>` with `extra` environment (not yet waited for). */
+async function startFleet(pki, frontUrl, name, count, extra) {
   const members = [];
-  for (let i = 0; i < PLAN.e.processes; i++) {
+  for (let i = 0; i < count; i++) {
     const [proxyPort, adminPort] = await freePorts(2);
     const child = startChild(args.node, [join(ROOT, 'dist', 'main.js')], {
-      env: soakEnv(pki, frontUrl, proxyPort, adminPort, {
-        TOKEN_STORE_URL: redis.url,
-        // Renew about 1 s before expiry (not at half-life): one grant per 5 s token.
-        TOKEN_REFRESH_MARGIN_SECONDS: '1',
-      }),
-      logFile: join(work, `fleet-${i}.log`),
+      env: soakEnv(pki, frontUrl, proxyPort, adminPort, extra),
+      logFile: join(work, `${name}-${i}.log`),
     });
     cleanups.push(() => child.stop());
     members.push({
@@ -371,9 +369,28 @@ async function fleetPhase(pki, frontUrl, runFleetPhase) {
       admin: `http://127.0.0.1:${adminPort}`,
     });
   }
+  return members;
+}
+
+/** Every member ready (`/readyz`), within 20 s each. */
+async function fleetReady(members) {
   for (const m of members) {
     await waitForStatus(`${m.admin}/readyz`, { isAlive: () => !m.child.exited, timeoutMs: 20000 });
   }
+}
+
+/**
+ * Phase e: a fleet of sidecars sharing one token through Redis, with a flaky token endpoint.
+ * Grants are counted at the stand-in; without a store each process would make its own.
+ */
+async function fleetPhase(pki, frontUrl, runFleetPhase) {
+  const redis = await startRedis();
+  const members = await startFleet(pki, frontUrl, 'fleet', PLAN.e.processes, {
+    TOKEN_STORE_URL: redis.url,
+    // Renew about 1 s before expiry (not at half-life): one grant per 5 s token.
+    TOKEN_REFRESH_MARGIN_SECONDS: '1',
+  });
+  await fleetReady(members);
   const commandsOf = async () =>
     Number(/total_commands_processed:(\d+)/.exec(await redis.command('INFO stats'))?.[1] ?? NaN);
   const commandsBefore = await commandsOf();
@@ -439,30 +456,15 @@ const respFields = (reply) =>
  */
 async function distrustPhase(pki, front, frontUrl) {
   const redis = await startRedis();
-  const members = [];
-  for (let i = 0; i < PLAN.f.processes; i++) {
-    const [proxyPort, adminPort] = await freePorts(2);
-    const child = startChild(args.node, [join(ROOT, 'dist', 'main.js')], {
-      env: soakEnv(pki, frontUrl, proxyPort, adminPort, {
-        TOKEN_STORE_URL: redis.url,
-        TOKEN_REFRESH_MARGIN_SECONDS: '1',
-        TOKEN_REFRESH_FRACTION: '0.35',
-      }),
-      logFile: join(work, `distrust-${i}.log`),
-    });
-    cleanups.push(() => child.stop());
-    members.push({
-      child,
-      origin: `http://127.0.0.1:${proxyPort}`,
-      admin: `http://127.0.0.1:${adminPort}`,
-    });
-  }
+  const members = await startFleet(pki, frontUrl, 'distrust', PLAN.f.processes, {
+    TOKEN_STORE_URL: redis.url,
+    TOKEN_REFRESH_MARGIN_SECONDS: '1',
+    TOKEN_REFRESH_FRACTION: '0.35',
+  });
   standin.clearTokenFaults();
   setLifetime(PLAN.f.lifetime);
   front.delayMs = PLAN.f.delayMs;
-  for (const m of members) {
-    await waitForStatus(`${m.admin}/readyz`, { isAlive: () => !m.child.exited, timeoutMs: 20000 });
-  }
+  await fleetReady(members);
   phase = phaseStats(
     `f fleet of ${PLAN.f.processes}, endpoint ${PLAN.f.delayMs / 1000} s, store restart + rollback`,
   );
@@ -896,6 +898,37 @@ async function main() {
   });
   await distrustPhase(pki, front, frontUrl);
   await egressPhase(pki, frontUrl);
+  setLifetime(PLAN.a.lifetime);
+  await clusterPhase({
+    work,
+    cleanups,
+    concurrency: CONCURRENCY,
+    loadSeconds: PLAN.h.loadSeconds,
+    startMembers: async (name, count, extra) => {
+      const members = await startFleet(pki, frontUrl, name, count, extra);
+      await fleetReady(members);
+      return members;
+    },
+    begin: (name) => {
+      phase = phaseStats(name);
+      phases.push(phase);
+      mix = () => 'normal';
+      return phase;
+    },
+    startLoad,
+    check,
+    only,
+    grants: () => issued().length,
+    watch: (p, children) => {
+      const sampler = setInterval(() => {
+        for (const child of children.filter((c) => !c.exited)) {
+          p.maxRss = Math.max(p.maxRss, procStatusBytes(child.pid, 'VmRSS'));
+          p.maxFds = Math.max(p.maxFds, fdCount(child.pid));
+        }
+      }, 1000);
+      return () => clearInterval(sampler);
+    },
+  });
 
   say();
   say(
