@@ -6,10 +6,10 @@
  */
 import { connect as connectH2, constants as h2 } from 'node:http2';
 import { connect, type Socket } from 'node:net';
-import { Agent, request } from 'undici';
+import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSidecarProcess, waitReady, type SidecarProcess } from './helpers/sidecar-process.js';
-import { useLimitsFixture } from './helpers/limits-fixture.js';
+import { pacedGets, useLimitsFixture } from './helpers/limits-fixture.js';
 
 /** The upstream's slow path answers after this long, as in the issue's measurement. */
 const SLOW_MS = 3_000;
@@ -189,32 +189,9 @@ describe('slow request bodies', () => {
       // at once, so a refused connection cannot turn into a busy loop of this test's own.
       for (let i = sockets.size; i < TRICKLERS; i++) open();
     }, 4_000);
-    const agent = new Agent({ connections: 64 });
     try {
       expect(await until(async () => (await inFlight(s)) >= 200, 20_000)).toBe(true);
-      const results: { status: number; ms: number }[] = [];
-      const pending: Promise<void>[] = [];
-      for (let i = 0; i < 40; i++) {
-        const started = Date.now();
-        pending.push(
-          request(`${s.proxyUrl}/v1.0/normal/${i}`, {
-            dispatcher: agent,
-            headersTimeout: 5_000,
-            bodyTimeout: 5_000,
-          }).then(
-            async (res) => {
-              await res.body.text();
-              results.push({ status: res.statusCode, ms: Date.now() - started });
-            },
-            () => {
-              results.push({ status: 0, ms: Date.now() - started });
-            },
-          ),
-        );
-        await new Promise((r) => setTimeout(r, 500));
-      }
-      await Promise.all(pending);
-      const good = results.filter((r) => r.status === 200 && r.ms < 2_000).length;
+      const { results, good } = await pacedGets(s.proxyUrl, 40);
       const statuses = results.map((r) => r.status).join(',');
       console.info(
         `slow bodies: ${good} of 40 GETs answered 200 within 2 s (statuses ${statuses}); ${sockets.size} trickling connections; ${tooSlow} bodies cut off with 408`,
@@ -227,7 +204,6 @@ describe('slow request bodies', () => {
       stopping = true;
       clearInterval(trickle);
       for (const socket of sockets) socket.destroy();
-      await agent.close();
     }
     expect(await s.stop()).toBe(0);
   }, 120_000);

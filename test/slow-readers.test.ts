@@ -10,15 +10,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { Agent, request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import {
-  startSidecarProcess,
-  waitFor,
-  waitReady,
-  type SidecarProcess,
-} from './helpers/sidecar-process.js';
-import { useLimitsFixture } from './helpers/limits-fixture.js';
+import { startSidecarProcess, waitFor, waitReady } from './helpers/sidecar-process.js';
+import { pacedGets, useLimitsFixture } from './helpers/limits-fixture.js';
 import { SHIPPED_ENV, SHIPPED_NODE_FLAGS } from './helpers/shipped-runtime.js';
 
 const BIG = Buffer.alloc(1024 * 1024, 'x');
@@ -47,36 +41,6 @@ const fixture = useLimitsFixture(
 function rssMiB(pid: number): number {
   const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
   return Number(kb) / 1024;
-}
-
-/** Normal GETs, one every 500 ms; each one's status (0: none in 5 s) and time. */
-async function probe(s: SidecarProcess): Promise<{ status: number; ms: number }[]> {
-  const agent = new Agent({ connections: 64 });
-  const results: { status: number; ms: number }[] = [];
-  const pending: Promise<void>[] = [];
-  try {
-    for (let i = 0; i < PROBES; i++) {
-      const started = Date.now();
-      pending.push(
-        request(`${s.proxyUrl}/v1.0/normal/${i}`, {
-          dispatcher: agent,
-          headersTimeout: 5_000,
-          bodyTimeout: 5_000,
-        }).then(
-          async (res) => {
-            await res.body.text();
-            results.push({ status: res.statusCode, ms: Date.now() - started });
-          },
-          () => void results.push({ status: 0, ms: Date.now() - started }),
-        ),
-      );
-      await new Promise((r) => setTimeout(r, 500));
-    }
-    await Promise.all(pending);
-  } finally {
-    await agent.close();
-  }
-  return results;
 }
 
 describe('slow readers', () => {
@@ -108,8 +72,9 @@ describe('slow readers', () => {
       await waitFor(() => bigRequests - before >= 100, 15_000, '100 slow readers answered');
       let maxRss = rssMiB(pid);
       const watch = setInterval(() => (maxRss = Math.max(maxRss, rssMiB(pid))), 250);
-      const results = await probe(s).finally(() => clearInterval(watch));
-      const good = results.filter((r) => r.status === 200 && r.ms < 2_000).length;
+      const { results, good } = await pacedGets(s.proxyUrl, PROBES).finally(() =>
+        clearInterval(watch),
+      );
       const cut = s.stdout.filter((line) => line.includes('"result":"client_too_slow"')).length;
       console.info(
         `slow readers: ${good} of ${PROBES} GETs answered 200 within 2 s (statuses ${results.map((r) => `${r.status}:${r.ms}`).join(',')}); max RSS ${maxRss.toFixed(0)} MiB; ${cut} readers cut as client_too_slow`,

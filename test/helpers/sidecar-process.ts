@@ -42,6 +42,12 @@ export function writeTemp(name: string, content: string): string {
   return file;
 }
 
+/** A fixture's part, started in a beforeAll: there in tests and hooks, an error before. */
+export function readyInTests<T>(value: T | undefined, what: string): T {
+  if (value === undefined) throw new Error(`${what} is ready in tests and hooks only`);
+  return value;
+}
+
 export interface StandinFixture {
   readonly standin: Standin;
   /** The stand-in's CA as a file, for UPSTREAM_CA_FILE. */
@@ -62,10 +68,7 @@ export function useStandin(client: { clientId: string; clientSecret: string }): 
   afterAll(async () => {
     await standin?.close();
   });
-  const ready = <T>(value: T | undefined): T => {
-    if (value === undefined) throw new Error('the stand-in is ready in tests and hooks only');
-    return value;
-  };
+  const ready = <T>(value: T | undefined): T => readyInTests(value, 'the stand-in');
   return {
     get standin() {
       return ready(standin);
