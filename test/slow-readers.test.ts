@@ -2,10 +2,10 @@
  * docs/design.md "Bounded work": clients that read their answer slowly, against the built bundle.
  * Debian's `slowhttptest -X` opens 1,000 connections that ask for a 1 MB answer and read it
  * through a 512–1024-byte receive window, 32 bytes every 5 s; meanwhile a normal GET every 500 ms
- * for 20 s must be answered 200 within 2 s at least half of the time (the build before the
- * slow-reader bounds: none), and the sidecar (the image's runtime settings) stay under 250 MiB.
- * The figure asked for is 90 %: met on Node 20, not every time on Node 24 (docs/benchmarks.md
- * "Floods and storms"). A client that only pauses its socket is not enough on loopback: the kernel's
+ * for 20 s must be answered 200 within 2 s at least 90 % of the time (the build before the
+ * slow-reader bounds: none; before client sockets buffered 16 KiB, 32–39 of 40 on Node 24), and the
+ * sidecar (the image's runtime settings) stay under 250 MiB (docs/benchmarks.md "Floods and
+ * storms"). A client that only pauses its socket is not enough on loopback: the kernel's
  * buffers take a 1 MB answer whole, so slowhttptest's small window is what makes the reader slow.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -79,7 +79,7 @@ describe('slow readers', () => {
       console.info(
         `slow readers: ${good} of ${PROBES} GETs answered 200 within 2 s (statuses ${results.map((r) => `${r.status}:${r.ms}`).join(',')}); max RSS ${maxRss.toFixed(0)} MiB; ${cut} readers cut as client_too_slow`,
       );
-      expect(good).toBeGreaterThanOrEqual(Math.ceil(PROBES * 0.5));
+      expect(good).toBeGreaterThanOrEqual(Math.ceil(PROBES * 0.9));
       expect(maxRss).toBeLessThan(250);
       expect(cut).toBeGreaterThan(0);
       expect(s.child.exitCode).toBeNull();

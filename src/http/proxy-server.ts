@@ -66,6 +66,9 @@ export interface ProxyServer {
   drain(timeoutMs?: number): Promise<void>;
 }
 
+/** Bytes a client socket of the HTTP/1.1 listener buffers in the process before backpressure. */
+export const SOCKET_HIGH_WATER_MARK = 16 * 1024;
+
 /**
  * HTTP/1.1 server settings. Request bodies are bounded by `proxy.bodyTimeoutMs` (a pause). The
  * keep-alive timeout is the idle sweep's (idle-connections.ts), not node's.
@@ -84,6 +87,12 @@ export const HTTP1_OPTIONS = {
    * reads the body of such a request (request-body.ts `mayHaveBody`). Node 20 ignores the option.
    */
   optimizeEmptyRequests: true,
+  /**
+   * Each client socket buffers at most 16 KiB in the process before `write` says "not reading"
+   * (node 22+ defaults to 64 KiB): a slow reader is noticed sooner, and writes to a socket whose
+   * peer advertises a tiny window stay small (docs/design.md "Bounded work", slow readers).
+   */
+  highWaterMark: SOCKET_HIGH_WATER_MARK,
 } as const;
 
 /** RFC 9113 §5.1.2: the h2 streams one session may have open at once (docs/design.md "Bounded work"). */
