@@ -10,6 +10,11 @@ const FLOODS = ['test/flood.test.ts'];
 const STORMS = ['test/slow-clients.test.ts', 'test/slow-bodies.test.ts'];
 /** slowhttptest's 1,000 slow readers of a 1 MB answer: alone, last (the sidecar needs its core). */
 const READERS = ['test/slow-readers.test.ts'];
+/**
+ * Fair share's latency figures (an interactive caller's p95 within 250 ms beside a flood): alone
+ * too, so that they measure the sidecar and not the other files' processes on the same 2 cores.
+ */
+const FAIRNESS = ['test/fair-share.test.ts'];
 
 export default defineConfig({
   test: {
@@ -24,7 +29,7 @@ export default defineConfig({
         test: {
           name: 'suite',
           include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
-          exclude: [...FLOODS, ...STORMS, ...READERS],
+          exclude: [...FLOODS, ...STORMS, ...READERS, ...FAIRNESS],
           sequence: { groupOrder: 0 },
         },
       },
@@ -39,6 +44,10 @@ export default defineConfig({
       {
         extends: true,
         test: { name: 'readers', include: READERS, sequence: { groupOrder: 3 } },
+      },
+      {
+        extends: true,
+        test: { name: 'fairness', include: FAIRNESS, sequence: { groupOrder: 4 } },
       },
     ],
   },
