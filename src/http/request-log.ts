@@ -70,10 +70,9 @@ export function createRequestLog(options: {
     pending = '';
     sink.write(lines);
   };
-  const isoTime = createIsoTime();
   return {
     write(fields) {
-      pending += requestLogLine(fields, now(), isoTime);
+      pending += requestLogLine(fields, now());
       if (pending.length >= batchBytes) flush();
       else if (timer === undefined) {
         timer = setTimeout(flush, flushMs);
@@ -85,43 +84,12 @@ export function createRequestLog(options: {
   };
 }
 
-/** "000" … "999": the milliseconds' digits. */
-const MILLIS = Array.from({ length: 1000 }, (_, ms) => String(ms).padStart(3, '0'));
-
-/**
- * `new Date(time).toISOString()` that formats the date once per second and appends the
- * milliseconds otherwise: one request log's clock (docs/design.md "Exceptions").
- */
-export function createIsoTime(): (time: number) => string {
-  let secondPrefix = '';
-  let secondStart = Number.NaN;
-  return (time) => {
-    // A clock with fractions of a millisecond: `toISOString` truncates them; so does this.
-    if (!Number.isInteger(time)) return new Date(time).toISOString();
-    const ms = time - secondStart;
-    if (ms >= 0 && ms < 1000) return `${secondPrefix}${MILLIS[ms] as string}Z`;
-    const text = new Date(time).toISOString();
-    // Years 0–9999 only (24 characters): any other keeps the full formatting every time.
-    if (text.length === 24) {
-      secondStart = time - (((time % 1000) + 1000) % 1000);
-      secondPrefix = text.slice(0, 20);
-    }
-    return text;
-  };
-}
-
-const fullIsoTime = (time: number): string => new Date(time).toISOString();
-
 /**
  * The one builder of the request line: a pino-compatible JSON line (level, time, fields, msg), the
  * time written as pino's `stdTimeFunctions.isoTime` writes it.
  */
-export function requestLogLine(
-  fields: RequestLogFields,
-  time: number,
-  isoTime: (time: number) => string = fullIsoTime,
-): string {
-  let line = `{"level":"info","time":"${isoTime(time)}","component":"proxy","requestId":${JSON.stringify(fields.requestId)},"method":${JSON.stringify(fields.method)},"path":${JSON.stringify(pathForLog(fields.target))},"status":${fields.status},"durationMs":${fields.durationMs}`;
+export function requestLogLine(fields: RequestLogFields, time: number): string {
+  let line = `{"level":"info","time":"${new Date(time).toISOString()}","component":"proxy","requestId":${JSON.stringify(fields.requestId)},"method":${JSON.stringify(fields.method)},"path":${JSON.stringify(pathForLog(fields.target))},"status":${fields.status},"durationMs":${fields.durationMs}`;
   if (fields.upstreamStatus !== undefined) line += `,"upstreamStatus":${fields.upstreamStatus}`;
   line += `,"replayed":${fields.replayed}`;
   if (fields.result !== undefined) line += `,"result":${JSON.stringify(fields.result)}`;

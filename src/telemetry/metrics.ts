@@ -1,6 +1,5 @@
-import { Counter, Gauge, Histogram } from 'prom-client';
+import { Counter, Gauge, Histogram, collectDefaultMetrics } from 'prom-client';
 import type { MetricsRegistry } from './exposition.js';
-import { registerProcessMetrics } from './process-metrics.js';
 
 export const METRIC_PREFIX = 'oauth_sidecar_';
 
@@ -76,7 +75,7 @@ export interface StoreGaugeSource {
 export interface MetricsOptions {
   /** `createMetricsRegistry()`: prom-client keeps exemplars only there. */
   registry: MetricsRegistry;
-  /** prom-client's process metrics (CPU, memory, event loop lag; process-metrics.ts) under the same prefix. */
+  /** prom-client's process metrics (`collectDefaultMetrics`: CPU, memory, event loop lag, GC) under the same prefix. */
   defaultMetrics?: boolean;
 }
 
@@ -258,7 +257,7 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
       sources.inFlight = count;
     },
   };
-  // The process metrics: prom-client's defaults but the GC histogram (docs/reference.md "Metrics").
-  if (defaultMetrics) registerProcessMetrics(registry, METRIC_PREFIX);
+  // The process metrics: prom-client's defaults under the same prefix (docs/reference.md "Metrics").
+  if (defaultMetrics) collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
   return metrics;
 }
