@@ -1,5 +1,5 @@
-import { request } from 'node:http';
-import type { Socket } from 'node:net';
+import { request, type ServerResponse } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createInFlightLimit } from '../proxy/admission.js';
@@ -8,8 +8,30 @@ import { createLogger } from '../telemetry/logger.js';
 import { createMetrics } from '../telemetry/metrics.js';
 import { createDrainState } from './drain.js';
 import { SOCKET_HIGH_WATER_MARK, startProxyServer, type ProxyServer } from './proxy-server.js';
+import type { ProxyHandler } from './proxy-handler.js';
 
 const quiet = new Writable({ write: (_chunk, _encoding, done) => done() });
+
+/** A listener on a free port with `handler` and `maxPipelined`, everything else at rest. */
+function listener(handler: ProxyHandler, maxPipelined = 4): Promise<ProxyServer> {
+  return startProxyServer({
+    handler,
+    listen: { host: '127.0.0.1', port: 0 },
+    http2: false,
+    maxPipelined,
+    maxHeaders: 100,
+    inFlight: createInFlightLimit(8),
+    drainState: createDrainState(),
+    logger: createLogger({ level: 'silent', destination: quiet }),
+    requestLog: undefined,
+    metrics: createMetrics({ registry: createMetricsRegistry(), defaultMetrics: false }),
+  });
+}
+
+/** Resolves once `check` holds, polling each macrotask (no clock involved). */
+async function until(check: () => boolean): Promise<void> {
+  while (!check()) await new Promise((resolve) => setImmediate(resolve));
+}
 
 describe('the HTTP/1.1 listener', () => {
   let proxy: ProxyServer | undefined;
@@ -18,29 +40,56 @@ describe('the HTTP/1.1 listener', () => {
     proxy = undefined;
   });
 
+  // docs/design.md "Bounded work": answers go out in request order, so a request behind one whose
+  // client stops reading could only hold an upstream request while its answer waits in memory.
+  it('handles the pipelined requests of a connection one after another, in order', async () => {
+    const started: string[] = [];
+    const open: ServerResponse[] = [];
+    // Requests whose answer was not yet complete when a later one started.
+    let overlapping = 0;
+    proxy = await listener((req, res) => {
+      started.push(req.url ?? '');
+      overlapping += open.filter((earlier) => !earlier.writableFinished).length;
+      open.push(res as ServerResponse);
+      return Promise.resolve();
+    });
+    const socket = connect(proxy.address.port, '127.0.0.1');
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
+    socket.write(['/a', '/b', '/c'].map((p) => `GET ${p} HTTP/1.1\r\nHost: x\r\n\r\n`).join(''));
+    try {
+      await until(() => started.length >= 1);
+      // Another macrotask or two: the old gate had started all three by now.
+      await new Promise((resolve) => setImmediate(resolve));
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(started).toEqual(['/a']);
+      open[0]!.end('first');
+      await until(() => started.length === 2);
+      expect(started).toEqual(['/a', '/b']);
+      open[1]!.end('second');
+      await until(() => started.length === 3);
+      open[2]!.end('third');
+      await until(() => received.split('HTTP/1.1 200').length === 4);
+      expect(received.indexOf('first')).toBeLessThan(received.indexOf('second'));
+      expect(received.indexOf('second')).toBeLessThan(received.indexOf('third'));
+      expect(overlapping).toBe(0);
+    } finally {
+      socket.destroy();
+    }
+  });
+
   // Node 22+ would buffer 64 KiB per client socket: a reader that stops is noticed later, and each
   // write to a peer with a tiny receive window is cut by the kernel into many small segments.
   it('buffers at most 16 KiB per client socket before backpressure, on every node', async () => {
     const seen: number[] = [];
-    proxy = await startProxyServer({
-      handler: (_req, res) => {
-        const socket = (res as unknown as { socket: Socket }).socket;
-        seen.push(
-          socket.writableHighWaterMark,
-          (res as { writableHighWaterMark: number }).writableHighWaterMark,
-        );
-        res.end('ok');
-        return Promise.resolve();
-      },
-      listen: { host: '127.0.0.1', port: 0 },
-      http2: false,
-      maxPipelined: 4,
-      maxHeaders: 100,
-      inFlight: createInFlightLimit(8),
-      drainState: createDrainState(),
-      logger: createLogger({ level: 'silent', destination: quiet }),
-      requestLog: undefined,
-      metrics: createMetrics({ registry: createMetricsRegistry(), defaultMetrics: false }),
+    proxy = await listener((_req, res) => {
+      const socket = (res as unknown as { socket: Socket }).socket;
+      seen.push(
+        socket.writableHighWaterMark,
+        (res as { writableHighWaterMark: number }).writableHighWaterMark,
+      );
+      res.end('ok');
+      return Promise.resolve();
     });
     const { port } = proxy.address;
     const status = await new Promise<number>((resolve, reject) => {

@@ -66,30 +66,37 @@ export interface GatedResponse extends EventEmitter {
 }
 
 interface ConnectionState<Q extends GatedRequest, R extends GatedResponse> {
-  active: number;
-  /**
-   * Requests node already parsed from the same read while `active` was at the limit, as flat
-   * request, response pairs.
-   */
+  /** Whether a request of this connection is being handled (at most one at a time). */
+  running: boolean;
+  /** Requests node already parsed behind it, as flat request, response pairs. */
   waiting: (Q | R)[];
   paused: boolean;
   watching: boolean;
 }
 
 /**
- * `proxy.maxPipelined`: at most `max` requests of one HTTP/1.1 connection in progress. Beyond it
- * the socket stops being read, so further pipelined requests stay in the kernel's buffer (and the
- * client's) instead of becoming objects here. node parses a whole read (up to 64 KiB) at once, so
- * the requests of the read that crossed the limit wait in a queue bounded by that read.
+ * `proxy.maxPipelined`: at most `max` requests of one HTTP/1.1 connection in progress, handled one
+ * after another. Answers go out in request order anyway, so a request behind one whose client is
+ * not reading could only hold an upstream connection and an in-flight slot while its answer waits
+ * in memory; handled in turn, a connection that stops reading holds one upstream request, not
+ * `max` (docs/design.md "Bounded work"). At `max`, the socket stops being read, so further
+ * pipelined requests stay in the kernel's buffer (and the client's) instead of becoming objects
+ * here; node parses a whole read (up to 64 KiB) at once, so the requests of the read that crossed
+ * the limit wait too, in a queue bounded by that read.
  */
 export interface PipelineGate<Q extends GatedRequest, R extends GatedResponse> {
   /**
-   * Call `start(req, res)` now, or once an earlier request of the same connection ended. A
+   * Call `start(req, res)` now, or once the requests before it on the same connection ended. A
    * request has ended when its response emitted 'close' (the gate listens from `start` on).
    */
   admit(this: void, req: Q, res: R): void;
   /** True while a request of this connection is in progress or waiting to start. */
   busy(this: void, socket: PausableSocket): boolean;
+}
+
+/** Requests of the connection handled or waiting to be. */
+function inProgress(state: { running: boolean; waiting: unknown[] }): number {
+  return (state.running ? 1 : 0) + state.waiting.length / 2;
 }
 
 /** Stop reading the connection's next requests until one of its requests ends. */
@@ -123,19 +130,20 @@ export function createPipelineGate<Q extends GatedRequest, R extends GatedRespon
     const socket = this.req.socket;
     const state = states.get(socket);
     if (state === undefined) return;
-    state.active -= 1;
+    state.running = false;
     if (state.waiting.length > 0) {
       const req = state.waiting.shift() as Q;
       const res = state.waiting.shift() as R;
       run(state, req, res);
-    } else if (state.paused && state.active < max) {
+    }
+    if (state.paused && inProgress(state) < max) {
       state.paused = false;
       socket.resume();
     }
   }
 
   function run(state: ConnectionState<Q, R>, req: Q, res: R): void {
-    state.active += 1;
+    state.running = true;
     // 'on', not 'once': a response emits 'close' once (no wrapper per request).
     res.on('close', ended);
     start(req, res);
@@ -144,21 +152,21 @@ export function createPipelineGate<Q extends GatedRequest, R extends GatedRespon
   return {
     busy(socket) {
       const state = states.get(socket);
-      return state !== undefined && (state.active > 0 || state.waiting.length > 0);
+      return state !== undefined && (state.running || state.waiting.length > 0);
     },
     admit(req, res) {
       const socket = req.socket;
       let state = states.get(socket);
       if (state === undefined) {
-        state = { active: 0, waiting: [], paused: false, watching: false };
+        state = { running: false, waiting: [], paused: false, watching: false };
         states.set(socket, state);
       }
-      if (state.active < max && state.waiting.length === 0) {
+      if (!state.running && state.waiting.length === 0) {
         run(state, req, res);
         return;
       }
       state.waiting.push(req, res);
-      pauseReading(state, socket, keepPaused);
+      if (inProgress(state) >= max) pauseReading(state, socket, keepPaused);
     },
   };
 }
