@@ -162,14 +162,16 @@ describe.concurrent('a fleet of three sidecars sharing a token through Redis', (
     async () => {
       const fleet = await startFleet(6, SIX_SECOND_TOKENS);
       const load = drive(fleet.sidecars);
-      const grantsBefore = issued(fleet.standin);
       const t0 = Date.now();
       await waitFor(() => Date.now() - t0 >= 30_000, 40_000, '30 s of requests');
       const statuses = await load.stop();
       const grants = fleet.standin.tokenRequests.filter((r) => r.outcome === 'issued');
 
       expect(Object.keys(statuses), load.failures.join('\n')).toEqual(['200']);
-      expect(grantsBefore).toBe(1); // start-up: one process granted, two adopted
+      // Start-up: one process granted, two adopted; every later grant a renewal (refresh grant).
+      // Not counted when the fleet was ready: on a loaded machine the three processes can take
+      // longer to be ready than the first renewal (3.9 s) does.
+      expect(grants.filter((g) => g.grant === 'client_credentials')).toHaveLength(1);
       expect(grants.length).toBeLessThanOrEqual(10);
       // One grant per renewal: never two within a second of each other.
       for (let i = 1; i < grants.length; i++) {
