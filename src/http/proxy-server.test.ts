@@ -2,6 +2,7 @@ import { request, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../../test/helpers/sidecar-process.js';
 import { createInFlightLimit } from '../proxy/admission.js';
 import { createMetricsRegistry } from '../telemetry/exposition.js';
 import { createLogger } from '../telemetry/logger.js';
@@ -26,11 +27,6 @@ function listener(handler: ProxyHandler, maxPipelined = 4): Promise<ProxyServer>
     requestLog: undefined,
     metrics: createMetrics({ registry: createMetricsRegistry(), defaultMetrics: false }),
   });
-}
-
-/** Resolves once `check` holds, polling each macrotask (no clock involved). */
-async function until(check: () => boolean): Promise<void> {
-  while (!check()) await new Promise((resolve) => setImmediate(resolve));
 }
 
 describe('the HTTP/1.1 listener', () => {
@@ -58,18 +54,18 @@ describe('the HTTP/1.1 listener', () => {
     socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
     socket.write(['/a', '/b', '/c'].map((p) => `GET ${p} HTTP/1.1\r\nHost: x\r\n\r\n`).join(''));
     try {
-      await until(() => started.length >= 1);
-      // Another macrotask or two: the old gate had started all three by now.
+      await waitFor(() => started.length >= 1, 5_000, 'the first request');
+      // A macrotask or two more: a gate that ran them at once would have started all three.
       await new Promise((resolve) => setImmediate(resolve));
       await new Promise((resolve) => setImmediate(resolve));
       expect(started).toEqual(['/a']);
       open[0]!.end('first');
-      await until(() => started.length === 2);
+      await waitFor(() => started.length === 2, 5_000, 'the second request');
       expect(started).toEqual(['/a', '/b']);
       open[1]!.end('second');
-      await until(() => started.length === 3);
+      await waitFor(() => started.length === 3, 5_000, 'the third request');
       open[2]!.end('third');
-      await until(() => received.split('HTTP/1.1 200').length === 4);
+      await waitFor(() => received.split('HTTP/1.1 200').length === 4, 5_000, 'three answers');
       expect(received.indexOf('first')).toBeLessThan(received.indexOf('second'));
       expect(received.indexOf('second')).toBeLessThan(received.indexOf('third'));
       expect(overlapping).toBe(0);
