@@ -91,6 +91,41 @@ describe('proxy.maxPipelined and upstream.maxConnections', () => {
   }, 90_000);
 });
 
+describe('requests pipelined behind one whose client leaves', () => {
+  it('are never sent upstream, and each is logged as the client leaving', async () => {
+    let held: (() => void) | undefined;
+    const upstream = await startCountingUpstream(pki, (_req, res, done) => {
+      held = () => {
+        res.end('{"ok":true}');
+        done();
+      };
+    });
+    const stack = await startStack(standin, { upstream: upstream.url, logLevel: 'info' });
+    const requestLines = () => stack.logs.filter((l) => l.msg === 'request');
+    try {
+      const raw = rawConnection(stack.port);
+      raw.socket.write(GET('/v1.0/first') + GET('/v1.0/second') + GET('/v1.0/third'));
+      await waitFor(() => upstream.requests === 1, 5_000, 'the first request upstream');
+      // The client leaves while its first answer is still upstream.
+      raw.socket.destroy();
+      await waitFor(() => requestLines().length === 3, 5_000, 'all three requests logged');
+      held?.();
+      expect(requestLines().map((l) => [l.path, l.status])).toEqual(
+        expect.arrayContaining([
+          ['/v1.0/first', 499],
+          ['/v1.0/second', 499],
+          ['/v1.0/third', 499],
+        ]),
+      );
+      expect(upstream.requests).toBe(1);
+      await waitFor(async () => (await inFlightOf(stack)) === 0, 5_000, 'every slot back');
+    } finally {
+      await stack.close();
+      await upstream.close();
+    }
+  });
+});
+
 describe('proxy.maxInFlight', () => {
   it('answers 503 overloaded with Retry-After: 1 once maxInFlight requests are in progress', async () => {
     const stack = await startStack(standin, { limits: { maxInFlight: 2 } });

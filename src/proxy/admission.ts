@@ -71,6 +71,7 @@ interface ConnectionState<Q extends GatedRequest, R extends GatedResponse> {
   /** Requests node already parsed behind it, as flat request, response pairs. */
   waiting: (Q | R)[];
   paused: boolean;
+  /** Whether the gate listens to the socket ('resume' and 'close'): once it first queued a request. */
   watching: boolean;
 }
 
@@ -99,18 +100,39 @@ function inProgress(state: { running: boolean; waiting: unknown[] }): number {
   return (state.running ? 1 : 0) + state.waiting.length / 2;
 }
 
-/** Stop reading the connection's next requests until one of its requests ends. */
-function pauseReading(
-  state: { paused: boolean; watching: boolean },
+/** The connection's state, made when it sends its first request. */
+function stateOf<Q extends GatedRequest, R extends GatedResponse>(
+  states: WeakMap<object, ConnectionState<Q, R>>,
   socket: PausableSocket,
-  keepPaused: (this: PausableSocket) => void,
+): ConnectionState<Q, R> {
+  let state = states.get(socket);
+  if (state === undefined) {
+    state = { running: false, waiting: [], paused: false, watching: false };
+    states.set(socket, state);
+  }
+  return state;
+}
+
+/**
+ * Queue a request behind the one running; the gate's socket listeners go on at the first, and at
+ * `max` the connection's next requests stay unread until one of its requests ends.
+ */
+function queue<Q extends GatedRequest, R extends GatedResponse>(
+  state: ConnectionState<Q, R>,
+  [req, res]: [Q, R],
+  max: number,
+  listeners: { keepPaused: (this: PausableSocket) => void; closed: (this: PausableSocket) => void },
 ): void {
-  if (state.paused) return;
-  state.paused = true;
-  socket.pause();
+  const socket = req.socket;
+  state.waiting.push(req, res);
   if (!state.watching) {
     state.watching = true;
-    socket.on('resume', keepPaused);
+    socket.on('resume', listeners.keepPaused);
+    socket.once('close', listeners.closed);
+  }
+  if (inProgress(state) >= max && !state.paused) {
+    state.paused = true;
+    socket.pause();
   }
 }
 
@@ -119,11 +141,22 @@ export function createPipelineGate<Q extends GatedRequest, R extends GatedRespon
   start: (req: Q, res: R) => void,
 ): PipelineGate<Q, R> {
   const states = new WeakMap<object, ConnectionState<Q, R>>();
-
-  // node resumes a socket itself once its output drained; a gate at its limit pauses it again.
-  function keepPaused(this: PausableSocket): void {
-    if (states.get(this)?.paused) this.pause();
-  }
+  const listeners = {
+    // node resumes a socket itself once its output drained; a gate at its limit pauses it again.
+    keepPaused(this: PausableSocket): void {
+      if (states.get(this)?.paused) this.pause();
+    },
+    // The connection closed: node emits 'close' only on the answer it was writing, so requests
+    // still waiting would never start. Each starts now, finds its client gone and is logged so;
+    // nothing is forwarded for a client that left.
+    closed(this: PausableSocket): void {
+      const state = states.get(this);
+      if (state === undefined) return;
+      const waiting = state.waiting;
+      state.waiting = [];
+      for (let i = 0; i < waiting.length; i += 2) run(state, waiting[i] as Q, waiting[i + 1] as R);
+    },
+  };
 
   // One listener for every response (no closure per request): the response knows its socket.
   function ended(this: R): void {
@@ -133,8 +166,7 @@ export function createPipelineGate<Q extends GatedRequest, R extends GatedRespon
     state.running = false;
     if (state.waiting.length > 0) {
       const req = state.waiting.shift() as Q;
-      const res = state.waiting.shift() as R;
-      run(state, req, res);
+      run(state, req, state.waiting.shift() as R);
     }
     if (state.paused && inProgress(state) < max) {
       state.paused = false;
@@ -155,18 +187,9 @@ export function createPipelineGate<Q extends GatedRequest, R extends GatedRespon
       return state !== undefined && (state.running || state.waiting.length > 0);
     },
     admit(req, res) {
-      const socket = req.socket;
-      let state = states.get(socket);
-      if (state === undefined) {
-        state = { running: false, waiting: [], paused: false, watching: false };
-        states.set(socket, state);
-      }
-      if (!state.running && state.waiting.length === 0) {
-        run(state, req, res);
-        return;
-      }
-      state.waiting.push(req, res);
-      if (inProgress(state) >= max) pauseReading(state, socket, keepPaused);
+      const state = stateOf(states, req.socket);
+      if (!state.running && state.waiting.length === 0) run(state, req, res);
+      else queue(state, [req, res], max, listeners);
     },
   };
 }
