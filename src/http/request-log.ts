@@ -38,8 +38,8 @@ export const REQUEST_LOG_FLUSH_MS = 50;
 /**
  * One line per proxied request, written without pino's generic redaction: every field is fixed
  * and safe by construction (no header, no query string, no token), so nothing needs censoring,
- * and the line costs one string build (redaction of this line is the largest single cost per
- * request in the profile: docs/benchmarks.md "Hot path"). Same shape as the other JSON lines.
+ * and the line costs one string build: an exception to "pino for logs", with its figure, in
+ * docs/design.md "Exceptions". Byte for byte the line pino would write (the test says so).
  *
  * Lines go to the sink in batches: at REQUEST_LOG_BATCH_BYTES, or REQUEST_LOG_FLUSH_MS after the
  * first line of a batch, whichever comes first, and on `flush()` (shutdown, exit). Under load
