@@ -184,11 +184,11 @@ export function createPipelineGate<Q extends GatedRequest, R extends GatedRespon
   return {
     busy(socket) {
       const state = states.get(socket);
-      return state !== undefined && (state.running || state.waiting.length > 0);
+      return state !== undefined && inProgress(state) > 0;
     },
     admit(req, res) {
       const state = stateOf(states, req.socket);
-      if (!state.running && state.waiting.length === 0) run(state, req, res);
+      if (inProgress(state) === 0) run(state, req, res);
       else queue(state, [req, res], max, listeners);
     },
   };
