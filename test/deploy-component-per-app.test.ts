@@ -119,11 +119,48 @@ describe('the component once per app', () => {
       'price-reports',
       'price-worker',
     );
-    writeFileSync(
-      join(app!, 'other.yaml'),
-      other.replace("    oauth-sidecar/inject: 'true'\n", ''),
-    );
+    writeFileSync(join(app!, 'other.yaml'), other);
     expect(() => render(app!)).toThrow(/multiple matches/);
+  });
+
+  it('needs no label: the one Deployment beside the component gets the sidecar, and none stops the render', () => {
+    const [app] = twoAppsTree(() => {});
+    const deployment = readFileSync(join(app!, 'deployment.yaml'), 'utf8');
+    // No oauth-sidecar label anywhere on the workload (the component once selected a label and,
+    // without it, rendered its ConfigMap, Service and NetworkPolicy around no sidecar).
+    expect(deployment).not.toContain('oauth-sidecar');
+    const docs = render(app!);
+    const pod = template(docs, 'price-reports');
+    expect(pod.spec.initContainers.map((c) => c.name)).toEqual([
+      'oauth-sidecar',
+      'fetch-templates',
+    ]);
+    expect(pod.metadata.labels).toMatchObject({
+      'oauth-sidecar/injected': 'true',
+      'oauth-sidecar/app': 'price-reports',
+    });
+    expect(crossReferences(docs, secretExample)).toEqual([]);
+
+    // A kustomization with the component and no Deployment: kustomize says `nothing selected by
+    // Deployment…` (the replacement's source), and so does the built-in renderer.
+    const kustomization = join(app!, 'kustomization.yaml');
+    writeFileSync(
+      kustomization,
+      readFileSync(kustomization, 'utf8').replace('resources:\n  - deployment.yaml\n', ''),
+    );
+    expect(() => render(app!)).toThrow(/nothing selected/);
+  });
+
+  it('deploy/README.md names the longest Deployment name whose metrics Service stays within 63 characters', () => {
+    const docs = render(join(deploy, 'examples', 'your-app'));
+    const names = docs.filter((d) => d.kind !== 'Deployment').map((d) => d.metadata.name);
+    const suffix = Math.max(...names.map((name) => name.length - 'price-reports'.length));
+    const service = docs.find((d) => d.kind === 'Service')!.metadata.name;
+    expect(service.length - 'price-reports'.length).toBe(suffix);
+    const readme = readFileSync(join(deploy, 'README.md'), 'utf8').replace(/\s+/g, ' ');
+    const stated = /Deployment names up to (\d+) characters fit/.exec(readme);
+    // A Service's name is an RFC 1035 label: 63 characters at most.
+    expect(Number(stated?.[1])).toBe(63 - suffix);
   });
 
   it('ports and port names moved for an app on 8080/9090 with a port named admin', () => {
