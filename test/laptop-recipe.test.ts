@@ -4,7 +4,7 @@
  * ports of the recipe (8443, 8080, 9090) are the only change: free ports, so parallel runs agree.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { request } from 'undici';
@@ -71,15 +71,22 @@ describe("README's laptop recipe", () => {
     try {
       await waitFor(() => standin.output.text.includes('\nexport '), 10_000);
       const exportLine = /^export .*$/m.exec(standin.output.text)![0];
+      // Absolute paths: the line works from any directory (the sidecar runs from another below).
+      const files = join(realpathSync(dir), 'standin');
       expect(exportLine).toBe(
-        `export UPSTREAM_BASE_URL=https://127.0.0.1:${standinPort} UPSTREAM_CA_FILE=standin/ca.pem CLIENT_CREDENTIALS_CSV=standin/credentials.csv`,
+        `export UPSTREAM_BASE_URL=https://127.0.0.1:${standinPort} UPSTREAM_CA_FILE=${files}/ca.pem CLIENT_CREDENTIALS_CSV=${files}/credentials.csv`,
       );
-      expect(existsSync(join(dir, 'standin/credentials.csv'))).toBe(true);
+      expect(existsSync(join(files, 'credentials.csv'))).toBe(true);
+      // A final newline: `cat ca.pem other.pem` makes a valid bundle.
+      expect(readFileSync(join(files, 'ca.pem'), 'utf8')).toMatch(/-----END CERTIFICATE-----\n$/);
+      const elsewhere = join(dir, 'elsewhere');
+      mkdirSync(elsewhere);
+      symlinkSync(join(ROOT, 'dist'), join(elsewhere, 'dist'));
       // The build already ran (npm test builds first): the recipe from its second line.
       const script = [...lines.slice(1, 2), exportLine, ...lines.slice(2)]
         .join('\n')
         .replaceAll('127.0.0.1:9090', `127.0.0.1:${adminPort}`);
-      sidecar = run(script, dir, { PROXY_LISTEN: `127.0.0.1:${proxyPort}` });
+      sidecar = run(script, elsewhere, { PROXY_LISTEN: `127.0.0.1:${proxyPort}` });
       await waitFor(() => sidecar!.output.text.includes('oauth-sidecar listening'), 15_000);
       expect(sidecar.output.text).toContain('grant: client_credentials\n');
       expect(sidecar.output.text).toContain('expires in: 1799 s\n');

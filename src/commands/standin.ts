@@ -5,7 +5,7 @@
  * that point the sidecar at it.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { resolve } from 'node:path';
 import { parseListen } from '../config/schema.js';
 import type { Io } from './check.js';
 
@@ -37,16 +37,24 @@ export async function runStandin(
     );
     return 1;
   }
-  await mkdir(STANDIN_DIR, { recursive: true });
-  const ca = join(STANDIN_DIR, 'ca.pem');
-  const csv = join(STANDIN_DIR, 'credentials.csv');
-  await writeFile(ca, standin.caCert);
+  // Absolute, so the printed line works from any directory.
+  const dir = resolve(STANDIN_DIR);
+  await mkdir(dir, { recursive: true });
+  const ca = resolve(dir, 'ca.pem');
+  const csv = resolve(dir, 'credentials.csv');
+  // A final newline, so that `cat ca.pem other.pem` is a valid bundle.
+  await writeFile(ca, standin.caCert.endsWith('\n') ? standin.caCert : `${standin.caCert}\n`);
   await writeFile(csv, `clientId,clientSecret\n${CLIENT.clientId},${CLIENT.clientSecret}\n`, {
     mode: 0o600,
   });
   io.out(`stand-in API on ${standin.url} (Ctrl-C stops it); in another shell, for the API:`);
   io.out(
-    `export UPSTREAM_BASE_URL=${standin.url} UPSTREAM_CA_FILE=${ca} CLIENT_CREDENTIALS_CSV=${csv}`,
+    `export UPSTREAM_BASE_URL=${standin.url} UPSTREAM_CA_FILE=${shellWord(ca)} CLIENT_CREDENTIALS_CSV=${shellWord(csv)}`,
   );
   return { close: () => standin.close() };
+}
+
+/** `text` as one POSIX shell word: as it is when it holds no special character, else single-quoted. */
+export function shellWord(text: string): string {
+  return /^[\w./:@%+=,-]+$/.test(text) ? text : `'${text.replaceAll("'", `'\\''`)}'`;
 }

@@ -3,6 +3,7 @@
  * credential source, and the files it names readable now (docs/configuration.md "Credentials").
  * Each fault is one line of the configuration error.
  */
+import { X509Certificate } from 'node:crypto';
 import {
   CredentialsFileError,
   readClientCredentials,
@@ -114,11 +115,15 @@ export async function checkCredentialFiles(
   }
 }
 
-/** The CA bundle (`upstream.caFile`) is readable and holds a PEM certificate. */
+/**
+ * The CA bundle (`upstream.caFile`) is readable and holds a PEM certificate (else a problem); a
+ * certificate in it that TLS would not read is a warning (pushed to `warnings`).
+ */
 export async function checkCaFile(
   path: string,
   readFile: ReadTextFile,
   problems: string[],
+  warnings: string[],
 ): Promise<void> {
   let text: string;
   try {
@@ -127,9 +132,49 @@ export async function checkCaFile(
     problems.push(`${label('upstream.caFile')}: ${path}: cannot read (${readFailure(error)})`);
     return;
   }
-  if (!text.includes('-----BEGIN CERTIFICATE-----')) {
+  if (!text.includes(BEGIN)) {
     problems.push(
-      `${label('upstream.caFile')}: ${path}: no PEM certificate (-----BEGIN CERTIFICATE-----) in the file`,
+      `${label('upstream.caFile')}: ${path}: no PEM certificate (${BEGIN}) in the file`,
     );
+    return;
   }
+  warnings.push(
+    ...unreadableCertificates(text).map(
+      (fault) =>
+        `${label('upstream.caFile')}: ${path}: ${fault}; the bundle may be trusted in part or not at all`,
+    ),
+  );
+}
+
+const BEGIN = '-----BEGIN CERTIFICATE-----';
+const END = '-----END CERTIFICATE-----';
+
+/**
+ * What TLS (OpenSSL's PEM reader) would stumble on in a PEM bundle, one line per certificate:
+ * a BEGIN or END line that is not a line of its own (`cat a.pem b.pem` when a.pem has no final
+ * newline: Node then trusts none of the file), or a block that is not a certificate.
+ */
+export function unreadableCertificates(text: string): string[] {
+  const faults: string[] = [];
+  const starts = [...text.matchAll(/-----BEGIN CERTIFICATE-----/g)].map((match) => match.index);
+  for (const [n, start] of starts.entries()) {
+    const which = `certificate ${n + 1} of ${starts.length}`;
+    const end = text.indexOf(END, start);
+    if (start > 0 && text[start - 1] !== '\n') {
+      faults.push(
+        `${which}: its BEGIN line does not start a line (a file without a final newline joined to another?)`,
+      );
+    } else if (end < 0 || end > (starts[n + 1] ?? Infinity)) {
+      faults.push(`${which}: no END line before the next certificate`);
+    } else if (!/^[ \t]*(\r?\n|$)/.test(text.slice(end + END.length))) {
+      faults.push(`${which}: text after its END line on the same line`);
+    } else {
+      try {
+        new X509Certificate(text.slice(start, end + END.length));
+      } catch {
+        faults.push(`${which}: not a readable X.509 certificate`);
+      }
+    }
+  }
+  return faults;
 }

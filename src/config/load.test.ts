@@ -7,6 +7,7 @@ import { ConfigError } from '../errors.js';
 import { formatConfigProblems, loadConfig, type LoadConfigOptions } from './load.js';
 import { permissionDenied, readFailure } from './credentials.js';
 import { FIELDS } from './schema.js';
+import { createTestPki } from '../standin/index.js';
 
 let dir: string;
 beforeEach(async () => {
@@ -782,13 +783,33 @@ describe('loadConfig: one line per bad configuration', () => {
     expect(await problemsFromEnv({ ...GOOD, UPSTREAM_CA_FILE: notPem })).toEqual([
       `UPSTREAM_CA_FILE (upstream.caFile): ${notPem}: no PEM certificate (-----BEGIN CERTIFICATE-----) in the file`,
     ]);
-    const pem = await file(
-      'ca.pem',
-      '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n',
+    const pem = await file('ca.pem', (await createTestPki()).caCert);
+    const config = await loadConfig({ env: { ...GOOD, UPSTREAM_CA_FILE: pem } });
+    expect(config.upstream.caFile).toBe(pem);
+    expect(config.warnings).toBeUndefined();
+  });
+
+  it('a CA bundle TLS would not read fully loads with one warning per certificate', async () => {
+    const [a, b] = [(await createTestPki()).caCert, (await createTestPki()).caCert];
+    // `cat a.pem b.pem` where a.pem has no final newline: Node trusts none of the file.
+    const joined = await file('joined.pem', a.trimEnd() + b);
+    const label = `UPSTREAM_CA_FILE (upstream.caFile): ${joined}`;
+    const tail = 'the bundle may be trusted in part or not at all';
+    expect((await loadConfig({ env: { ...GOOD, UPSTREAM_CA_FILE: joined } })).warnings).toEqual([
+      `${label}: certificate 1 of 2: text after its END line on the same line; ${tail}`,
+      `${label}: certificate 2 of 2: its BEGIN line does not start a line (a file without a final newline joined to another?); ${tail}`,
+    ]);
+    const garbled = await file(
+      'garbled.pem',
+      `${a.trimEnd()}\n-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n`,
     );
-    expect((await loadConfig({ env: { ...GOOD, UPSTREAM_CA_FILE: pem } })).upstream.caFile).toBe(
-      pem,
-    );
+    expect((await loadConfig({ env: { ...GOOD, UPSTREAM_CA_FILE: garbled } })).warnings).toEqual([
+      `UPSTREAM_CA_FILE (upstream.caFile): ${garbled}: certificate 2 of 2: not a readable X.509 certificate; ${tail}`,
+    ]);
+    const fine = await file('fine.pem', `${a.trimEnd()}\n${b.trimEnd()}`);
+    expect(
+      (await loadConfig({ env: { ...GOOD, UPSTREAM_CA_FILE: fine } })).warnings,
+    ).toBeUndefined();
   });
 
   it('unknown YAML keys, with a suggestion when one is close', async () => {

@@ -69,18 +69,20 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
   // Strict when asked, else a warning: other tools in the pod may share a prefix.
   if (get('strictConfig')) problems.push(...unknown);
   const credentials = credentialSource(v, invalid, problems);
+  const fileWarnings: string[] = [];
   await Promise.all([
     credentials === undefined ? undefined : checkCredentialFiles(credentials, readFile, problems),
     v['upstream.caFile'] === undefined
       ? undefined
-      : checkCaFile(v['upstream.caFile'], readFile, problems),
+      : checkCaFile(v['upstream.caFile'], readFile, problems, fileWarnings),
   ]);
   const baseUrl = v['upstream.baseUrl'];
   if (problems.length > 0 || baseUrl === undefined || credentials === undefined) {
     throw new ConfigError(namingTheFile(problems, layers.fileKeys, options.configFile));
   }
   const config = buildConfig(get, baseUrl.origin, v['token.url']?.href, credentials);
-  return get('strictConfig') || unknown.length === 0 ? config : { ...config, warnings: unknown };
+  const warnings = [...(get('strictConfig') ? [] : unknown), ...fileWarnings];
+  return warnings.length === 0 ? config : { ...config, warnings };
 }
 
 /** Environment over file, key by key; an alias counts as its key, and both set is a problem. */
