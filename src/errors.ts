@@ -249,7 +249,11 @@ const LISTEN_FAILURES: Record<string, string> = {
 
 /** A listener could not bind: names the setting to change, e.g. `PROXY_LISTEN (proxy.listen)`. */
 export class ListenError extends Error {
-  constructor(setting: { env: string; key: string }, address: string, cause: unknown) {
+  constructor(
+    readonly setting: { env: string; key: string },
+    readonly address: string,
+    cause: unknown,
+  ) {
     const code = (cause as { code?: unknown } | null)?.code;
     const why = (typeof code === 'string' && LISTEN_FAILURES[code]) || errorText(cause);
     super(

@@ -439,7 +439,7 @@ describe('oauth-sidecar serve', () => {
     }
   });
 
-  it('exits 1 with a clear reason when the proxy port is taken', async () => {
+  it('exits 1 with one line naming the address and the fix, no stack, when the proxy port is taken', async () => {
     const first = await startSidecarProcess(baseEnv());
     try {
       const taken = first.proxyUrl.slice('http://'.length);
@@ -449,9 +449,19 @@ describe('oauth-sidecar serve', () => {
         ADMIN_LISTEN: '127.0.0.1:0',
       });
       expect(result.code).toBe(1);
-      expect(result.stderr).toContain(
-        `PROXY_LISTEN (proxy.listen) ${taken}: address already in use`,
-      );
+      const output = `${result.stdout}${result.stderr}`;
+      const lines = output.split('\n').filter((line) => line.includes(taken));
+      expect(lines).toHaveLength(1);
+      const line = JSON.parse(lines[0]!) as Record<string, unknown>;
+      expect(line).toMatchObject({
+        level: 'fatal',
+        event: 'listen',
+        setting: 'PROXY_LISTEN',
+        address: taken,
+        msg: `cannot start: PROXY_LISTEN (proxy.listen) ${taken}: address already in use (another process, e.g. a second sidecar or demo, listens there); set PROXY_LISTEN to a free address`,
+      });
+      expect(line).not.toHaveProperty('err');
+      expect(output).not.toMatch(/\n\s+at |"stack"/);
     } finally {
       await first.stop();
     }

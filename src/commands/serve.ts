@@ -1,5 +1,6 @@
 /** `oauth-sidecar` (serve): the sidecar on the configuration, JSON logs on stdout. */
 import type { Config } from '../config/types.js';
+import { ListenError } from '../errors.js';
 import { startSidecar, type RunningSidecar } from '../sidecar.js';
 import { createLogDestination, createLogger, type Logger } from '../telemetry/logger.js';
 import type { Io } from './check.js';
@@ -19,6 +20,15 @@ export async function runServe(config: Config, io: Io): Promise<Serving | number
   try {
     return { logger, sidecar: await startSidecar(config, { logger, logSink: destination }) };
   } catch (error) {
+    if (error instanceof ListenError) {
+      // The operator's to fix, not a bug: one line with the address and the setting, no stack.
+      const { setting, address } = error;
+      logger.fatal(
+        { event: 'listen', setting: setting.env, address },
+        `cannot start: ${error.message}`,
+      );
+      return 1;
+    }
     logger.fatal({ err: error }, 'cannot start');
     io.err(
       `oauth-sidecar: cannot start: ${error instanceof Error ? error.message : String(error)}`,
