@@ -538,6 +538,9 @@ describe('oauth-sidecar demo', () => {
       child.kill('SIGINT');
       expect(await exited).toBe(0);
       expect(output.text).not.toContain('demo-secret');
+      // Its output is a pipe here: pino-pretty's lines, with no ANSI colour codes.
+      expect(output.text).toMatch(/INFO.*demo: stand-in API started/);
+      expect(output.text).not.toContain('\u001b[');
     } finally {
       child.kill('SIGKILL');
     }

@@ -9,7 +9,12 @@ import { SETTING_PREFIXES } from '../config/unknown-settings.js';
 import type { Config } from '../config/types.js';
 import { ConfigError, EXIT_CONFIG } from '../errors.js';
 import { startSidecar, type RunningSidecar } from '../sidecar.js';
-import { createLogDestination, createLogger, type Logger } from '../telemetry/logger.js';
+import {
+  createLogDestination,
+  createLogger,
+  wantsColour,
+  type Logger,
+} from '../telemetry/logger.js';
 import type { Io } from './check.js';
 import type { Serving } from './serve.js';
 
@@ -101,7 +106,7 @@ export async function runDemo(env: Env, io: Io): Promise<Serving | number> {
   let serving: Serving;
   try {
     const config = await loadConfig({ env: demoEnvironment });
-    serving = await startDemoSidecar(config, standin.caCert);
+    serving = await startDemoSidecar(config, standin.caCert, wantsColour(process.stdout, env));
     serving.cleanup = () => standin.close();
     printBanner(io, config, serving.sidecar, ignored);
     return serving;
@@ -118,10 +123,10 @@ export async function runDemo(env: Env, io: Io): Promise<Serving | number> {
   }
 }
 
-async function startDemoSidecar(config: Config, caPem: string): Promise<Serving> {
+async function startDemoSidecar(config: Config, caPem: string, colour: boolean): Promise<Serving> {
   const pretty = prettyAvailable();
   const destination = pretty ? undefined : createLogDestination();
-  const logger = createLogger({ level: config.log.level, pretty, destination });
+  const logger = createLogger({ level: config.log.level, pretty, colour, destination });
   logger.info(
     { upstream: config.upstream.baseUrl, tokenLifetimeSeconds: DEMO_TOKEN_LIFETIME_SECONDS },
     'demo: stand-in API started',

@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger, REDACT_PATHS } from './logger.js';
+import { createLogger, REDACT_PATHS, wantsColour } from './logger.js';
 
 const SECRET = 's3cr3t-value';
 
@@ -64,5 +64,15 @@ describe('createLogger redaction', () => {
       });
     });
     expect(covered).toEqual([]);
+  });
+});
+
+describe('wantsColour', () => {
+  it('colours only on a terminal, and never with NO_COLOR set to something', () => {
+    expect(wantsColour({ isTTY: true }, {})).toBe(true);
+    expect(wantsColour({ isTTY: true }, { NO_COLOR: '' })).toBe(true);
+    expect(wantsColour({ isTTY: true }, { NO_COLOR: '1' })).toBe(false);
+    expect(wantsColour({ isTTY: false }, {})).toBe(false);
+    expect(wantsColour({}, {})).toBe(false);
   });
 });

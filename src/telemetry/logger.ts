@@ -39,6 +39,8 @@ export interface LoggerOptions {
   destination?: DestinationStream;
   /** Human-readable lines (demo and local runs); needs the pino-pretty dev dependency. */
   pretty?: boolean;
+  /** ANSI colours in the human-readable lines ({@link wantsColour}); off when absent. */
+  colour?: boolean;
   /** Extra static fields on every line. */
   base?: Record<string, unknown>;
 }
@@ -50,6 +52,17 @@ export interface LoggerOptions {
  */
 export function createLogDestination(): DestinationStream & { flushSync(): void } {
   return pino.destination({ dest: 1, sync: false });
+}
+
+/**
+ * Colours for human-readable output: only on a terminal, and never with `NO_COLOR` set to
+ * anything but the empty string (no-color.org). A pipe or a file gets plain text.
+ */
+export function wantsColour(
+  stream: { isTTY?: boolean },
+  env: Record<string, string | undefined>,
+): boolean {
+  return stream.isTTY === true && (env.NO_COLOR ?? '') === '';
 }
 
 /** The one logger factory: JSON lines with secrets redacted (docs/reference.md "Logs"). */
@@ -68,7 +81,11 @@ export function createLogger(options: LoggerOptions): Logger {
       formatters: undefined,
       transport: {
         target: 'pino-pretty',
-        options: { colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' },
+        options: {
+          colorize: options.colour === true,
+          translateTime: 'SYS:HH:MM:ss.l',
+          ignore: 'pid,hostname',
+        },
       },
     });
   }
