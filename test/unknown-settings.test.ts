@@ -34,7 +34,7 @@ describe('unknown settings and the features in effect, from the bundle', () => {
       const features = lines.filter((line) => String(line.msg).startsWith('features in effect'));
       expect(features).toHaveLength(1);
       expect(features[0]!.msg).toBe(
-        'features in effect: cache rules: off; rate limit: 20/s (queue 2000 ms); callers: default; store: off; tracing: off; egress proxy: off',
+        'features in effect: cache rules: off; rate limit: 20/s (queue 2000 ms); callers: all as "default"; store: off; tracing: off; egress proxy: off',
       );
       expect(features[0]!.features).toMatchObject({
         cache: 'off',
@@ -65,7 +65,7 @@ describe('unknown settings and the features in effect, from the bundle', () => {
         'warning: CLIENT_SECRT: not a setting, did you mean CLIENT_SECRET? (docs/configuration.md)\n',
     );
     expect(result.stdout).toContain(
-      'features: cache rules: /v1.0/contracts/=60s (local); rate limit: 20/s (queue 2000 ms); callers: default; store: off; tracing: off; egress proxy: off\n',
+      'features: cache rules: /v1.0/contracts/=60s (local); rate limit: 20/s (queue 2000 ms); callers: all as "default"; store: off; tracing: off; egress proxy: off\n',
     );
   });
 });

@@ -15,8 +15,12 @@ function cacheRule(item: unknown, report: Report): CacheRule | undefined {
   let ttl: unknown;
   if (typeof item === 'string') {
     const at = item.lastIndexOf('=');
-    prefix = at < 0 ? item : item.slice(0, at).trim();
-    ttl = at < 0 ? undefined : item.slice(at + 1).trim();
+    if (at < 0) {
+      report(`each rule is PREFIX=SECONDS, e.g. /v1.0/contracts/=300 (got ${shown(item)}: no "=")`);
+      return undefined;
+    }
+    prefix = item.slice(0, at).trim();
+    ttl = item.slice(at + 1).trim();
   } else if (typeof item === 'object' && item !== null && !Array.isArray(item)) {
     const { prefix: p, ttlSeconds, ...rest } = item as Record<string, unknown>;
     const extra = Object.keys(rest);
@@ -48,7 +52,7 @@ function cacheRule(item: unknown, report: Report): CacheRule | undefined {
     seconds > MAX_CACHE_TTL_SECONDS
   ) {
     report(
-      `each rule's TTL must be a whole number of seconds from 1 to ${MAX_CACHE_TTL_SECONDS} (got ${shown(ttl ?? 'nothing')}), e.g. /v1.0/contracts/=300`,
+      `each rule's TTL must be a whole number of seconds from 1 to ${MAX_CACHE_TTL_SECONDS} (got ${ttl === undefined ? 'no ttlSeconds' : shown(ttl)}), e.g. /v1.0/contracts/=300`,
     );
     ok = false;
   }

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { featureLine, featuresInEffect } from './features.js';
 import { loadConfig } from './load.js';
@@ -12,7 +14,7 @@ describe('features in effect', () => {
   it('all off by default', async () => {
     const config = await loadConfig({ env: GOOD });
     expect(featureLine(config)).toBe(
-      'cache rules: off; rate limit: off; callers: default; store: off; tracing: off; egress proxy: off',
+      'cache rules: off; rate limit: off; callers: all as "default"; store: off; tracing: off; egress proxy: off',
     );
   });
 
@@ -37,7 +39,7 @@ describe('features in effect', () => {
     expect(featuresInEffect(config)).toEqual({
       cache: '/v1.0/contracts/=60s, /v1.0/x/=5s (shared)',
       rateLimit: '2/m (queue 2000 ms)',
-      callers: 'billing, header x-caller, 2 listed',
+      callers: 'by header x-caller, else "billing", weighted billing=3 reports=1:batch',
       store: 'rediss://user@redis.internal:6380/0',
       tracing: 'https://otel.internal:4318 (http/protobuf, parentbased_always_on)',
       egressProxy: 'http://proxy-user:***@proxy.corp:3128 (api direct, token endpoint through it)',
@@ -46,5 +48,27 @@ describe('features in effect', () => {
     expect(line).not.toContain('s3cret-pw');
     expect(line).not.toContain('h3ader-secret');
     expect(line).not.toContain('pr0xy-pw');
+  });
+});
+
+describe('the features line as the docs quote it', () => {
+  const doc = (path: string): string =>
+    readFileSync(join(import.meta.dirname, '..', '..', path), 'utf8').replace(/\s+/g, ' ');
+
+  it('docs/configuration.md quotes the default line as the code prints it', async () => {
+    const line = `features in effect: ${featureLine(await loadConfig({ env: GOOD }))}`;
+    expect(doc('docs/configuration.md').includes(`\`${line}\``), line).toBe(true);
+  });
+
+  it("docs/reference.md's template names every item, in the code's order", async () => {
+    const labels = featureLine(await loadConfig({ env: GOOD }))
+      .split('; ')
+      .map((item) => item.slice(0, item.indexOf(': ')));
+    expect(labels).toHaveLength(
+      Object.keys(featuresInEffect(await loadConfig({ env: GOOD }))).length,
+    );
+    const template = labels.map((label) => `${label}: …`).join('; ');
+    const quoted = `\`features in effect: ${template}\``;
+    expect(doc('docs/reference.md').includes(quoted), quoted).toBe(true);
   });
 });

@@ -35,7 +35,7 @@ export function featuresInEffect(config: Config): Features {
   };
 }
 
-/** `cache rules: off; rate limit: 2/m (queue 2000 ms); callers: default; store: off; tracing: off` */
+/** `cache rules: off; rate limit: 2/m (queue 2000 ms); callers: all as "default"; store: off; …` */
 export function featureLine(config: Config): string {
   const features = featuresInEffect(config);
   return [
@@ -54,11 +54,26 @@ function cacheFeature(cache: Config['cache']): string {
   return `${rules} (${cache.shared ? 'shared' : 'local'})`;
 }
 
+/** How many named callers' weights the line shows before `+N more`. */
+const CALLERS_SHOWN = 5;
+
+/**
+ * Who the rate limit's fair share sees: `all as "default"`; `by header x-caller, else "billing"`;
+ * then `, weighted billing=3 reports=1:batch` (QUOTA_CALLERS' own syntax) when callers are listed.
+ */
 function callersFeature(quota: Config['quota']): string {
-  const parts = [quota.caller];
-  if (quota.callerHeader !== undefined) parts.push(`header ${quota.callerHeader}`);
-  if (quota.callers.length > 0) parts.push(`${quota.callers.length} listed`);
-  return parts.join(', ');
+  const who =
+    quota.callerHeader === undefined
+      ? `all as "${quota.caller}"`
+      : `by header ${quota.callerHeader}, else "${quota.caller}"`;
+  if (quota.callers.length === 0) return who;
+  const listed = quota.callers
+    .slice(0, CALLERS_SHOWN)
+    .map(
+      ({ name, weight, priority }) => `${name}=${weight}${priority === 'batch' ? ':batch' : ''}`,
+    );
+  const more = quota.callers.length - listed.length;
+  return `${who}, weighted ${listed.join(' ')}${more > 0 ? ` +${more} more` : ''}`;
 }
 
 /** `http://user:***@proxy:3128 (api through it, token endpoint direct)`: the password masked. */

@@ -749,6 +749,19 @@ describe('loadConfig: one line per bad configuration', () => {
       ' , ',
       'must name at least one path prefix, e.g. /v1.0/',
     ],
+    // A rule without "=": one line saying what is missing (it once said `got "nothing"`).
+    [
+      'CACHE_RULES',
+      'cache.rules',
+      'garbage',
+      'each rule is PREFIX=SECONDS, e.g. /v1.0/contracts/=300 (got "garbage": no "=")',
+    ],
+    [
+      'CACHE_RULES',
+      'cache.rules',
+      '/v1.0/contracts/=soon',
+      'each rule\'s TTL must be a whole number of seconds from 1 to 86400 (got "soon"), e.g. /v1.0/contracts/=300',
+    ],
     // Beyond the safe-integer range: one line (zod, used before, printed this one twice).
     [
       'UPSTREAM_TIMEOUT_MS',
