@@ -197,6 +197,35 @@ describe('the repository', () => {
     expect(readme).toContain('    npm test\n');
   });
 
+  it("README.md's apt line and .ci/run install every Debian package a test's hint names", () => {
+    // The packages the tests need are the ones their "not found" hints name (apt-get install …),
+    // in test/ and in the bench/ modules test/ imports.
+    const testFiles = walk('test').filter((path) => path.endsWith('.ts'));
+    const imported = testFiles.flatMap((path) =>
+      [...read(path).matchAll(/from '(?:\.\.\/)+(bench\/[\w-]+\.mjs)'/g)].map((m) => m[1]!),
+    );
+    const needed = new Set(
+      [...testFiles, ...new Set(imported)].flatMap((path) =>
+        [...read(path).matchAll(/apt-get install (?:-y )?([a-z0-9-]+(?: [a-z0-9-]+)*)/g)].flatMap(
+          (m) => m[1]!.split(' '),
+        ),
+      ),
+    );
+    expect([...needed].sort()).toEqual(
+      expect.arrayContaining(['redis-server', 'redis-tools', 'slowhttptest', 'tinyproxy']),
+    );
+    const installed = (text: string): string[] =>
+      /apt-get install ((?:-[\w-]+ )*[a-z0-9 -]+)/.exec(text)![1]!.split(' ');
+    const readme = installed(read('README.md'));
+    const ci = installed(
+      read('.ci/run')
+        .split('\n')
+        .find((line) => line.includes('apt-get install'))!,
+    );
+    expect([...needed].filter((pkg) => !readme.includes(pkg))).toEqual([]);
+    expect([...needed].filter((pkg) => !ci.includes(pkg))).toEqual([]);
+  });
+
   it('every relative link in README.md, CHANGELOG.md, docs/ and deploy/ resolves', () => {
     const problems = markdown.flatMap((path) => brokenLinks(path, read(path), repo));
     expect(problems, problems.join('\n')).toEqual([]);

@@ -9,7 +9,7 @@
  * not enough on loopback: the kernel's buffers take a 1 MB answer whole, so slowhttptest's small
  * window is what makes the reader slow.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { startSidecarProcess, waitFor, waitReady } from './helpers/sidecar-process.js';
@@ -18,6 +18,13 @@ import { SHIPPED_ENV, SHIPPED_NODE_FLAGS } from './helpers/shipped-runtime.js';
 
 const BIG = Buffer.alloc(1024 * 1024, 'x');
 const PROBES = 40;
+
+/** Why this test cannot run, or undefined: slowhttptest is a Debian package, not an npm one. */
+function missingSlowhttptest(): string | undefined {
+  const probe = spawnSync('slowhttptest', ['-h'], { stdio: 'ignore' });
+  if (probe.error === undefined) return undefined;
+  return `slowhttptest could not be run (${probe.error.message}): apt-get install -y slowhttptest; this test needs it and is not skipped`;
+}
 
 /** Requests for the 1 MB answer that reached the upstream. */
 let bigRequests = 0;
@@ -46,6 +53,8 @@ function rssMiB(pid: number): number {
 
 describe('slow readers', () => {
   it('slowhttptest -X against a 1 MB answer leaves room for normal GETs', async () => {
+    const missing = missingSlowhttptest();
+    if (missing !== undefined) throw new Error(missing);
     // As the image runs it (its heap caps): the RSS bound is about what ships.
     const s = await startSidecarProcess(
       {
