@@ -17,7 +17,9 @@ commands:
                    check and serve offline; prints the variables that point the sidecar at it
 
 options:
-  --config FILE    YAML configuration (environment variables override it)
+  --config FILE    YAML configuration; an environment variable wins over its key, but the
+                   credentials have one source: CLIENT_CREDENTIALS_CSV (or CLIENT_ID...) set
+                   beside credential files in the YAML is an error (exit 78), not an override
   --help, -h       this text
   --version        print the version
 

@@ -8,6 +8,7 @@ import { formatConfigProblems, loadConfig, type LoadConfigOptions } from './load
 import { permissionDenied, readFailure } from './credentials.js';
 import { FIELDS } from './schema.js';
 import { createTestPki } from '../standin/index.js';
+import { USAGE } from '../cli.js';
 
 let dir: string;
 beforeEach(async () => {
@@ -527,6 +528,24 @@ describe('loadConfig: one line per bad configuration', () => {
     expect(await problemsFromEnv({ ...GOOD, CLIENT_CREDENTIALS_CSV: csv })).toEqual([
       `${SOURCES}: exactly one credential source may be set, found inline (CLIENT_ID, CLIENT_SECRET) and csv (CLIENT_CREDENTIALS_CSV)`,
     ]);
+  });
+
+  it('as --help says: the environment wins key by key, but a second credential source is an error', async () => {
+    const [id, secret] = [await file('id', 'the-id'), await file('secret', 'the-secret')];
+    const csv = await file('creds.csv', 'clientId,clientSecret\na,b\n');
+    const yaml = [
+      'upstream: { baseUrl: https://api.example.com, timeoutMs: 1000 }',
+      `credentials: { clientIdFile: ${id}, clientSecretFile: ${secret} }`,
+    ].join('\n');
+    const configFile = await file('creds.yaml', yaml);
+    const config = await loadConfig({ env: { UPSTREAM_TIMEOUT_MS: '2000' }, configFile });
+    expect(config.upstream.timeoutMs).toBe(2000);
+    expect(await problemsOf({ env: { CLIENT_CREDENTIALS_CSV: csv }, configFile })).toEqual([
+      expect.stringContaining('exactly one credential source may be set, found files'),
+    ]);
+    expect(USAGE).toMatch(
+      /environment variable wins over its key, but the\s+credentials have one source/,
+    );
   });
 
   it('half a pair', async () => {
