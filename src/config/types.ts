@@ -152,7 +152,10 @@ export interface Config {
     /** Weights and priorities of named callers; unlisted: weight 1, interactive. */
     callers: NamedCallerPolicy[];
   };
-  /** Problems that did not stop the start (unknown settings without `strictConfig`), one line each. */
+  /**
+   * Problems that did not stop the start (unknown settings without `strictConfig`, a certificate
+   * of the CA bundle TLS would not read), one line each.
+   */
   warnings?: readonly string[];
 }
 
