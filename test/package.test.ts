@@ -1,5 +1,5 @@
 /**
- * The npm package as a user installs it (docs/operations.md "From the npm package"): `npm pack`
+ * The npm package as a user installs it (docs/operations.md "On a VM"): `npm pack`
  * makes oauth-sidecar-<version>.tgz with only what runs, and `npm install -g` of it into a temporary
  * prefix, offline (pino, the one runtime package, travels inside the tarball: bundleDependencies),
  * gives an `oauth-sidecar` command that works outside the checkout. Needs `npm run build` first.
