@@ -1,5 +1,5 @@
 // The version's one source is package.json; this script makes every other place say the same
-// (docs/operations.md "Versions and upgrades"):
+// (docs/operations.md "Versions"):
 //
 //   node scripts/bump-version.mjs --check              every place agrees with package.json, and
 //                                                      CHANGELOG.md has a section for the version

@@ -1,5 +1,5 @@
 // `npm run sea`: the sidecar as one executable file, dist/oauth-sidecar-linux-x64, built with
-// Node's single executable applications (docs/operations.md "One executable file"):
+// Node's single executable applications (docs/operations.md "On a VM"):
 //
 // 1. esbuild bundles src/main.ts and every runtime dependency (pino too) into one CommonJS file:
 //    a SEA runs one script, with no node_modules and no chunk files beside it, and its require()
@@ -80,6 +80,7 @@ await build({
 });
 
 const node = nodeBinary();
+const flags = [...dockerEntrypointFlags(), ...dockerEnv('NODE_OPTIONS').split(' ').filter(Boolean)];
 const blob = join(work, 'sea-prep.blob');
 const seaConfig = join(work, 'sea-config.json');
 writeFileSync(
@@ -91,10 +92,11 @@ writeFileSync(
     useCodeCache: true,
     // The image's node flags (its ENTRYPOINT's and NODE_OPTIONS', docs/benchmarks.md "The image's
     // settings"): the executable runs as the image does. NODE_OPTIONS may still add to them.
-    execArgv: [...dockerEntrypointFlags(), ...dockerEnv('NODE_OPTIONS').split(' ').filter(Boolean)],
+    execArgv: flags,
   }),
 );
-execFileSync(node, ['--experimental-sea-config', seaConfig], { stdio: 'inherit' });
+// Made under the same flags: V8 rejects a code cache made under others.
+execFileSync(node, [...flags, '--experimental-sea-config', seaConfig], { stdio: 'inherit' });
 rmSync(output, { force: true });
 copyFileSync(node, output);
 chmodSync(output, 0o755);

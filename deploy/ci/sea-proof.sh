@@ -31,7 +31,9 @@ wait_for() { # wait_for FILE PATTERN: the line (generous limit: a child process 
   return 1
 }
 
-version=$("${bare[@]}" ./oauth-sidecar --version)
+version=$("${bare[@]}" ./oauth-sidecar --version 2>"$work/version.err")
+# Nothing on stderr: no experimental warning, no "Code cache data rejected".
+[ ! -s "$work/version.err" ] || { cat "$work/version.err" >&2; exit 1; }
 expected=$(node -p 'require(process.argv[1]).version' "$root/package.json")
 [ "$version" = "$expected" ] || { echo "--version said $version, package.json $expected" >&2; exit 1; }
 echo "--version: $version"
