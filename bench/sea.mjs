@@ -72,7 +72,10 @@ async function main() {
     'single executable': [SEA],
   };
   const figures = Object.fromEntries(
-    Object.keys(targets).map((name) => [name, { startMs: [], rss: [], versionMs: [] }]),
+    Object.keys(targets).map((name) => [
+      name,
+      { startMs: [], rss: [], anon: [], file: [], versionMs: [] },
+    ]),
   );
   const glibc = { GLIBC_TUNABLES: dockerEnv('GLIBC_TUNABLES') };
   const rounds = Number(args.rounds);
@@ -111,6 +114,8 @@ async function main() {
       if (answer.statusCode !== 200) throw new Error(`${name}: GET answered ${answer.statusCode}`);
       await sleep(3000);
       figures[name].rss.push(procStatusBytes(child.pid, 'VmRSS'));
+      figures[name].anon.push(procStatusBytes(child.pid, 'RssAnon'));
+      figures[name].file.push(procStatusBytes(child.pid, 'RssFile'));
       await child.stop();
     }
   }
@@ -120,11 +125,11 @@ async function main() {
   say(
     `node: ${execFileSync(NODE, ['--version'], { encoding: 'utf8' }).trim()}${args.plain ? ', no flags for node dist/main.js' : ", the image's flags and environment"}`,
   );
-  say('| target | start-up to /healthz | `--version` | idle RSS |');
-  say('|---|---:|---:|---:|');
+  say('| target | start-up to /healthz | `--version` | idle RSS | file-backed | anonymous |');
+  say('|---|---:|---:|---:|---:|---:|');
   for (const [name, f] of Object.entries(figures)) {
     say(
-      `| ${name} | ${median(f.startMs).toFixed(0)} ms | ${median(f.versionMs).toFixed(0)} ms | ${fmt.mib(median(f.rss))} |`,
+      `| ${name} | ${median(f.startMs).toFixed(0)} ms | ${median(f.versionMs).toFixed(0)} ms | ${fmt.mib(median(f.rss))} | ${fmt.mib(median(f.file))} | ${fmt.mib(median(f.anon))} |`,
     );
   }
   const diff =
