@@ -17,7 +17,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 
 FROM ${NODE_IMAGE}
-ARG VERSION=0.1.0
+ARG VERSION=0.2.0
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="oauth-sidecar" \
       org.opencontainers.image.description="Proxies allow-listed paths to the OAuth2-protected Spark Commodities API and injects a bearer token it keeps fresh." \

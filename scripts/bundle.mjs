@@ -11,11 +11,12 @@
 // metafile written here). pino stays a package: its pretty transport runs pino-pretty in a worker
 // thread by file name. Not minified: stack traces keep their names, and a source map is written.
 import { build } from 'esbuild';
-import { rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const root = join(import.meta.dirname, '..'); // Node >= 20.11, below the engines floor
 const dist = join(root, 'dist');
+const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 
 rmSync(join(dist, 'chunks'), { recursive: true, force: true });
 const result = await build({
@@ -33,6 +34,8 @@ const result = await build({
   target: 'node20.19',
   tsconfig: 'tsconfig.build.json',
   external: ['pino', 'pino-pretty'],
+  // src/version.ts: the version is package.json's at build time.
+  define: { OAUTH_SIDECAR_BUILD_VERSION: JSON.stringify(version) },
   // CommonJS packages in an ES module bundle call require() for node's built-in modules.
   banner: {
     js: "import { createRequire as __sidecarCreateRequire } from 'node:module';\nconst require = __sidecarCreateRequire(import.meta.url);",

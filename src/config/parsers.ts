@@ -16,8 +16,34 @@ export type Invalid = typeof INVALID;
 /** Receives one problem message; a parser may report several before it returns. */
 export type Report = (message: string) => void;
 
-/** Turns one raw value into `T`; any reported problem makes the value invalid. */
-export type Parser<T> = (raw: unknown, report: Report) => T | Invalid;
+/**
+ * What a value may be in the YAML file, as JSON Schema: the parser's own description of what it
+ * accepts, read by src/config/json-schema.ts (config/oauth-sidecar.schema.json).
+ */
+export type Shape = Readonly<Record<string, unknown>>;
+
+/**
+ * Turns one raw value into `T`; any reported problem makes the value invalid. `shape` says what it
+ * accepts from YAML (set by {@link shaped}).
+ */
+export type Parser<T> = ((raw: unknown, report: Report) => T | Invalid) & {
+  readonly shape?: Shape;
+};
+
+/** `parse`, described for the JSON Schema by `shape`. */
+export function shaped<T>(
+  shape: Shape,
+  parse: (raw: unknown, report: Report) => T | Invalid,
+): Parser<T> {
+  return Object.assign(parse, { shape });
+}
+
+/** A non-empty YAML string. */
+export const STRING_SHAPE: Shape = { type: 'string', minLength: 1 };
+/** A comma list in one string, or a YAML sequence of strings. */
+export const LIST_SHAPE: Shape = {
+  anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }],
+};
 
 /** The value, or every problem the parser reported (at least one). */
 export function parseValue<T>(
@@ -37,14 +63,14 @@ export function pipe<A, B>(
   first: Parser<A>,
   next: (value: A, report: Report) => B | Invalid,
 ): Parser<B> {
-  return (raw, report) => {
+  return shaped(first.shape ?? {}, (raw, report) => {
     let failed = false;
     const value = first(raw, (message) => {
       failed = true;
       report(message);
     });
     return failed || value === INVALID ? INVALID : next(value, report);
-  };
+  });
 }
 
 const NUMERIC = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
@@ -58,24 +84,25 @@ export function toNumber(raw: unknown): unknown {
 
 /** A whole number in `[min, max]`; the message repeats the range whatever went wrong. */
 export function integer(min: number, max: number, unit: string): Parser<number> {
-  return (raw, report) => {
+  const shape = { type: 'integer', minimum: min, maximum: max, description: unit };
+  return shaped(shape, (raw, report) => {
     const value = toNumber(raw);
     if (typeof value === 'number' && Number.isSafeInteger(value) && value >= min && value <= max) {
       return value;
     }
     report(`must be a whole number of ${unit} from ${min} to ${max} (got ${shown(value)})`);
     return INVALID;
-  };
+  });
 }
 
 /** A number strictly between 0 and 1. */
 export function fraction(): Parser<number> {
-  return (raw, report) => {
+  return shaped({ type: 'number', exclusiveMinimum: 0, exclusiveMaximum: 1 }, (raw, report) => {
     const value = toNumber(raw);
     if (typeof value === 'number' && value > 0 && value < 1) return value;
     report(`must be a number greater than 0 and less than 1, e.g. 0.2 (got ${shown(value)})`);
     return INVALID;
-  };
+  });
 }
 
 const TRUE = new Set(['true', '1', 'yes']);
@@ -83,32 +110,32 @@ const FALSE = new Set(['false', '0', 'no']);
 
 /** true/false/1/0/yes/no, any case; YAML booleans too. */
 export function boolean(): Parser<boolean> {
-  return (raw, report) => {
+  return shaped({ type: 'boolean' }, (raw, report) => {
     if (typeof raw === 'boolean') return raw;
     const text = typeof raw === 'string' || typeof raw === 'number' ? String(raw).trim() : '';
     if (TRUE.has(text.toLowerCase())) return true;
     if (FALSE.has(text.toLowerCase())) return false;
     report(`must be true or false (1/0 and yes/no also accepted) (got ${shown(raw)})`);
     return INVALID;
-  };
+  });
 }
 
 /** One of a fixed set of words, case-insensitive. */
 export function oneOf<const T extends readonly [string, ...string[]]>(
   values: T,
 ): Parser<T[number]> {
-  return (raw, report) => {
+  return shaped({ enum: [...values] }, (raw, report) => {
     const value = typeof raw === 'string' ? raw.trim().toLowerCase() : raw;
     const found = values.find((candidate) => candidate === value);
     if (found !== undefined) return found;
     report(`must be one of ${values.join(', ')} (got ${shown(value)})`);
     return INVALID;
-  };
+  });
 }
 
 /** A comma list (environment or YAML string) or a YAML sequence of strings; trimmed, empties dropped. */
 export function list(): Parser<string[]> {
-  return (raw, report) => {
+  return shaped(LIST_SHAPE, (raw, report) => {
     const items =
       typeof raw === 'string' ? raw.split(',') : Array.isArray(raw) ? (raw as unknown[]) : null;
     if (items === null || items.some((item) => typeof item !== 'string')) {
@@ -116,23 +143,23 @@ export function list(): Parser<string[]> {
       return INVALID;
     }
     return (items as string[]).map((item) => item.trim()).filter((item) => item !== '');
-  };
+  });
 }
 
 /** A non-empty string that is not a secret (a path, a URL without credentials). */
 export function text(what: string): Parser<string> {
-  return (raw, report) => {
+  return shaped({ ...STRING_SHAPE, description: what }, (raw, report) => {
     if (typeof raw !== 'string' || raw.trim() === '') {
       report(`must be ${what}`);
       return INVALID;
     }
     return raw.trim();
-  };
+  });
 }
 
 /** A secret string: never echoed, not even its type's value. */
 export function secret(): Parser<string> {
-  return (raw, report) => {
+  return shaped(STRING_SHAPE, (raw, report) => {
     if (typeof raw !== 'string') {
       report('must be a string (quote it in YAML)');
       return INVALID;
@@ -142,7 +169,7 @@ export function secret(): Parser<string> {
       return INVALID;
     }
     return raw.trim();
-  };
+  });
 }
 
 /**

@@ -17,8 +17,12 @@ import {
   pathPrefixes,
   scopes,
   secret,
+  shaped,
   text,
+  LIST_SHAPE,
+  STRING_SHAPE,
   type Parser,
+  type Shape,
 } from './parsers.js';
 
 import { cacheRules } from './cache-parsers.js';
@@ -48,6 +52,36 @@ export interface FieldSpec<T, D extends T | undefined = T | undefined> {
   default: D;
   /** An older name still accepted (documented as an alias); setting both is a problem. */
   alias?: { key: string; env: string };
+}
+
+/**
+ * What a parser of another module accepts from YAML, for config/oauth-sidecar.schema.json
+ * (src/config/json-schema.ts); the parsers of parsers.ts describe themselves.
+ */
+function yaml<T>(shape: Shape, parse: Parser<T>): Parser<T> {
+  return shaped(shape, parse);
+}
+
+const RATIO_SHAPE: Shape = { type: 'number', minimum: 0, maximum: 1 };
+const CACHE_RULES_SHAPE: Shape = listOf({
+  prefix: { type: 'string', pattern: '^/' },
+  ttlSeconds: { type: 'integer', minimum: 1, maximum: 86_400 },
+});
+const CALLERS_SHAPE: Shape = listOf(
+  {
+    name: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,64}$' },
+    weight: { type: 'integer', minimum: 1 },
+    priority: { enum: ['interactive', 'batch'] },
+  },
+  ['name', 'weight'],
+);
+
+/** A comma list in one string, or a YAML list of such strings or of mappings with `properties`. */
+function listOf(properties: Record<string, Shape>, required = Object.keys(properties)): Shape {
+  const mapping = { type: 'object', properties, required, additionalProperties: false };
+  return {
+    anyOf: [{ type: 'string' }, { type: 'array', items: { anyOf: [{ type: 'string' }, mapping] } }],
+  };
 }
 
 function field<T>(env: string, parse: Parser<T>): FieldSpec<T, undefined>;
@@ -114,7 +148,11 @@ export const FIELDS = {
     60,
   ),
   'token.refreshFraction': field('TOKEN_REFRESH_FRACTION', fraction(), 0.2),
-  'store.url': aliased(secretField('STORE_URL', storeUrl()), 'token.store.url', 'TOKEN_STORE_URL'),
+  'store.url': aliased(
+    secretField('STORE_URL', yaml(STRING_SHAPE, storeUrl())),
+    'token.store.url',
+    'TOKEN_STORE_URL',
+  ),
   'store.mode': field('STORE_MODE', oneOf(STORE_MODES), 'standalone'),
   'store.sentinelPrimary': field('STORE_SENTINEL_PRIMARY', sentinelPrimary()),
   'store.sentinelPassword': secretField('STORE_SENTINEL_PASSWORD', secret()),
@@ -149,7 +187,7 @@ export const FIELDS = {
   // All interfaces, so the kubelet and Prometheus can reach the probes and metrics.
   'admin.listen': field('ADMIN_LISTEN', listen(), { host: '0.0.0.0', port: 9090 }),
   'log.level': field('LOG_LEVEL', oneOf(LOG_LEVELS), 'info'),
-  'cache.rules': field('CACHE_RULES', cacheRules(), []),
+  'cache.rules': field('CACHE_RULES', yaml(CACHE_RULES_SHAPE, cacheRules()), []),
   'cache.maxBytes': field('CACHE_MAX_BYTES', integer(1_024, 2 ** 34, 'bytes'), 64 * 1024 * 1024),
   'cache.maxEntryBytes': field(
     'CACHE_MAX_ENTRY_BYTES',
@@ -174,23 +212,29 @@ export const FIELDS = {
     integer(0, 7 * 86_400, 'seconds'),
     0,
   ),
-  'quota.caller': field('QUOTA_CALLER', callerName(), 'default'),
-  'quota.callerHeader': field('QUOTA_CALLER_HEADER', callerHeader()),
-  'quota.callers': field('QUOTA_CALLERS', callerPolicies(), []),
+  'quota.caller': field('QUOTA_CALLER', yaml(STRING_SHAPE, callerName()), 'default'),
+  'quota.callerHeader': field('QUOTA_CALLER_HEADER', yaml(STRING_SHAPE, callerHeader())),
+  'quota.callers': field('QUOTA_CALLERS', yaml(CALLERS_SHAPE, callerPolicies()), []),
   // The variables curl, npm and undici read (docs/configuration.md "Egress proxy"); the lower-case
   // names are folded in by load.ts, the upper-case ones winning.
-  'egress.proxy': secretField('HTTPS_PROXY', proxyUrl()),
-  'egress.httpProxy': secretField('HTTP_PROXY', proxyUrl()),
-  'egress.noProxy': field('NO_PROXY', noProxy(), []),
+  'egress.proxy': secretField('HTTPS_PROXY', yaml(STRING_SHAPE, proxyUrl())),
+  'egress.httpProxy': secretField('HTTP_PROXY', yaml(STRING_SHAPE, proxyUrl())),
+  'egress.noProxy': field('NO_PROXY', yaml(LIST_SHAPE, noProxy()), []),
   // OpenTelemetry's own variables (docs/configuration.md "Tracing"): on when an endpoint is set.
-  'tracing.endpoint': field('OTEL_EXPORTER_OTLP_ENDPOINT', otlpEndpoint()),
-  'tracing.tracesEndpoint': field('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', otlpEndpoint()),
+  'tracing.endpoint': field('OTEL_EXPORTER_OTLP_ENDPOINT', yaml(STRING_SHAPE, otlpEndpoint())),
+  'tracing.tracesEndpoint': field(
+    'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+    yaml(STRING_SHAPE, otlpEndpoint()),
+  ),
   'tracing.protocol': field('OTEL_EXPORTER_OTLP_PROTOCOL', oneOf(OTLP_PROTOCOLS), 'http/protobuf'),
-  'tracing.headers': secretField('OTEL_EXPORTER_OTLP_HEADERS', otlpHeaders()),
+  'tracing.headers': secretField('OTEL_EXPORTER_OTLP_HEADERS', yaml(STRING_SHAPE, otlpHeaders())),
   'tracing.serviceName': field('OTEL_SERVICE_NAME', text('a service name'), 'oauth-sidecar'),
-  'tracing.resourceAttributes': field('OTEL_RESOURCE_ATTRIBUTES', resourceAttributes()),
+  'tracing.resourceAttributes': field(
+    'OTEL_RESOURCE_ATTRIBUTES',
+    yaml(STRING_SHAPE, resourceAttributes()),
+  ),
   'tracing.sampler': field('OTEL_TRACES_SAMPLER', oneOf(SAMPLERS), 'parentbased_always_on'),
-  'tracing.samplerArg': field('OTEL_TRACES_SAMPLER_ARG', samplerRatio(), 1),
+  'tracing.samplerArg': field('OTEL_TRACES_SAMPLER_ARG', yaml(RATIO_SHAPE, samplerRatio()), 1),
   'tracing.disabled': field('OTEL_SDK_DISABLED', boolean(), false),
   'tracing.maxQueueSize': field('OTEL_BSP_MAX_QUEUE_SIZE', integer(1, 1_000_000, 'spans'), 2_048),
   'tracing.maxExportBatchSize': field(

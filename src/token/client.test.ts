@@ -14,6 +14,7 @@ import {
 import { DEFAULT_LIFETIME_SECONDS } from './token-body.js';
 import type { GrantRequest } from './types.js';
 import { tokenAnswer, type TokenAnswer } from './wire.js';
+import { USER_AGENT } from '../version.js';
 
 const ACCESS = 'at-SECRET-ACCESS-TOKEN';
 const REFRESH = 'rt-SECRET-REFRESH-TOKEN';
@@ -471,6 +472,7 @@ describe('sendGrantRequest (MockAgent)', () => {
       expect(res.status).toBe(201);
       expect(seen.body).toBe(body);
       expect(seen.headers.accept).toBe('application/json');
+      expect(seen.headers['user-agent']).toBe(USER_AGENT);
       expect(seen.headers['content-type']).toBe(
         format === 'json' ? 'application/json' : 'application/x-www-form-urlencoded',
       );

@@ -10,6 +10,7 @@ import { systemClock, type Clock } from '../clock.js';
 import type { ClientAuth, TokenFormat } from '../config/types.js';
 import { EgressProxyError, TokenEndpointError } from '../errors.js';
 import { describeBody, describeCause, redact, safeUrl, typeName } from '../safe-text.js';
+import { USER_AGENT } from '../version.js';
 import { encodeGrantRequest } from './dialects.js';
 import { isObject, redirectError, statusError } from './error-answer.js';
 import { FieldError, parseTokenSet } from './token-body.js';
@@ -48,7 +49,7 @@ export async function sendGrantRequest(
   try {
     return await postOnce(options.dispatcher, {
       url: options.url,
-      headers,
+      headers: { ...headers, 'user-agent': USER_AGENT },
       body,
       maxBytes: MAX_ANSWER_BYTES,
       signal,
