@@ -259,7 +259,7 @@ function tracingConfig(get: Get): TracingConfig | undefined {
   return config;
 }
 
-/** `egress`: the proxy URLs may hold a password, so serialising the object never shows it. */
+/** `egress`: the proxy URLs may hold a user and password, so serialising never shows them. */
 function egressConfig(
   proxy: string | undefined,
   httpProxy: string | undefined,
