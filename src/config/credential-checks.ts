@@ -3,6 +3,7 @@
  * credential source, and the files it names readable now (docs/configuration.md "Credentials").
  * Each fault is one line of the configuration error.
  */
+import { X509Certificate } from 'node:crypto';
 import {
   CredentialsFileError,
   readClientCredentials,
@@ -81,18 +82,31 @@ export function credentialSource(
   }
 }
 
+/**
+ * What a file that does not exist is: a problem (serving, `check`), or, for `check --offline` in a
+ * configuration CI where no secret is mounted, a line naming it as not checked.
+ */
+export type AbsentFiles =
+  { kind: 'problem' } | { kind: 'not-checked'; note: (line: string) => void };
+
+const isAbsent = (error: unknown): boolean =>
+  (error as { code?: unknown } | null)?.code === 'ENOENT';
+
 /** Load-time check that the credential files can be read now, each fault on its own line. */
 export async function checkCredentialFiles(
   credentials: CredentialsConfig,
   readFile: ReadTextFile,
   problems: string[],
+  absent: AbsentFiles = { kind: 'problem' },
 ): Promise<void> {
   const attempt = async (key: FieldKey, read: () => Promise<unknown>): Promise<void> => {
     try {
       await read();
     } catch (error) {
       if (!(error instanceof CredentialsFileError)) throw error;
-      problems.push(`${label(key)}: ${error.path}: ${error.fault}`);
+      if (absent.kind === 'not-checked' && isAbsent(error.cause)) {
+        absent.note(`${label(key)}: ${error.path}: not checked (no such file)`);
+      } else problems.push(`${label(key)}: ${error.path}: ${error.fault}`);
     }
   };
   switch (credentials.source) {
@@ -114,22 +128,45 @@ export async function checkCredentialFiles(
   }
 }
 
-/** The CA bundle (`upstream.caFile`) is readable and holds a PEM certificate. */
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[^-]*-----END CERTIFICATE-----/g;
+
+/** The CA bundle (`upstream.caFile`) is readable and each of its PEM certificates parses. */
 export async function checkCaFile(
   path: string,
   readFile: ReadTextFile,
   problems: string[],
+  absent: AbsentFiles = { kind: 'problem' },
 ): Promise<void> {
   let text: string;
   try {
     text = await readFile(path);
   } catch (error) {
-    problems.push(`${label('upstream.caFile')}: ${path}: cannot read (${readFailure(error)})`);
+    if (absent.kind === 'not-checked' && isAbsent(error)) {
+      absent.note(`${label('upstream.caFile')}: ${path}: not checked (no such file)`);
+    } else {
+      problems.push(`${label('upstream.caFile')}: ${path}: cannot read (${readFailure(error)})`);
+    }
     return;
   }
   if (!text.includes('-----BEGIN CERTIFICATE-----')) {
     problems.push(
       `${label('upstream.caFile')}: ${path}: no PEM certificate (-----BEGIN CERTIFICATE-----) in the file`,
     );
+    return;
+  }
+  const begun = text.split('-----BEGIN CERTIFICATE-----').length - 1;
+  const broken = begun - (text.match(PEM_CERTIFICATE) ?? []).filter(parses).length;
+  if (broken > 0) {
+    problems.push(
+      `${label('upstream.caFile')}: ${path}: ${broken} of ${begun} PEM certificates do not parse`,
+    );
+  }
+}
+
+function parses(pem: string): boolean {
+  try {
+    return new X509Certificate(pem).raw.length > 0;
+  } catch {
+    return false;
   }
 }

@@ -1,5 +1,6 @@
 import { mkdtemp, readFile, rm, writeFile, chmod } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { rootCertificates } from 'node:tls';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -782,13 +783,58 @@ describe('loadConfig: one line per bad configuration', () => {
     expect(await problemsFromEnv({ ...GOOD, UPSTREAM_CA_FILE: notPem })).toEqual([
       `UPSTREAM_CA_FILE (upstream.caFile): ${notPem}: no PEM certificate (-----BEGIN CERTIFICATE-----) in the file`,
     ]);
-    const pem = await file(
-      'ca.pem',
-      '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n',
-    );
+    const broken = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
+    const bundle = await file('bundle.pem', `${rootCertificates[0]}\n${broken}`);
+    expect(await problemsFromEnv({ ...GOOD, UPSTREAM_CA_FILE: bundle })).toEqual([
+      `UPSTREAM_CA_FILE (upstream.caFile): ${bundle}: 1 of 2 PEM certificates do not parse`,
+    ]);
+    const pem = await file('ca.pem', `${rootCertificates[0]}\n${rootCertificates[1]}\n`);
     expect((await loadConfig({ env: { ...GOOD, UPSTREAM_CA_FILE: pem } })).upstream.caFile).toBe(
       pem,
     );
+  });
+
+  it('check --offline: absent credential and CA files are noted, not problems; unknown settings are', async () => {
+    const notes: string[] = [];
+    const offline: LoadConfigOptions['strictness'] = {
+      kind: 'offline-check',
+      note: (line) => notes.push(line),
+    };
+    const absent = join(dir, 'absent');
+    const config = await loadConfig({
+      env: {
+        UPSTREAM_BASE_URL: 'https://api.example.com',
+        CLIENT_ID_FILE: `${absent}/id`,
+        CLIENT_SECRET_FILE: `${absent}/secret`,
+        UPSTREAM_CA_FILE: `${absent}/ca.pem`,
+      },
+      strictness: offline,
+    });
+    expect(config.credentials.source).toBe('files');
+    expect([...notes].sort()).toEqual([
+      `CLIENT_ID_FILE (credentials.clientIdFile): ${absent}/id: not checked (no such file)`,
+      `CLIENT_SECRET_FILE (credentials.clientSecretFile): ${absent}/secret: not checked (no such file)`,
+      `UPSTREAM_CA_FILE (upstream.caFile): ${absent}/ca.pem: not checked (no such file)`,
+    ]);
+    const empty = await file('id', ' ');
+    const failure = await loadConfig({
+      env: {
+        ...GOOD,
+        CACHE_RULE: '/v1.0/=60',
+        CLIENT_ID: undefined,
+        CLIENT_SECRET: undefined,
+        CLIENT_ID_FILE: empty,
+        CLIENT_SECRET_FILE: `${absent}/secret`,
+      },
+      strictness: offline,
+    }).then(
+      () => [] as readonly string[],
+      (error: unknown) => (error as ConfigError).problems,
+    );
+    expect(failure).toEqual([
+      'CACHE_RULE: not a setting, did you mean CACHE_RULES? (docs/configuration.md)',
+      `CLIENT_ID_FILE (credentials.clientIdFile): ${empty}: file is empty`,
+    ]);
   });
 
   it('unknown YAML keys, with a suggestion when one is close', async () => {
