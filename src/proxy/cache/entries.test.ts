@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_VARIANTS, answerSize, createCacheEntries, type StoredAnswer } from './entries.js';
+import {
+  MAX_VARIANTS,
+  VARIANT_OVERHEAD_BYTES,
+  answerSize,
+  createCacheEntries,
+  type StoredAnswer,
+} from './entries.js';
 
 function answer(
   key: string,
@@ -58,6 +64,34 @@ describe('response store', () => {
     expect(store.stats().entries).toBe(2);
     expect(store.lookup('/b\n\n', '/b', {}, 0).kind).toBe('uri-miss');
     expect(store.lookup('/a\n\n', '/a', {}, 0).kind).toBe('hit');
+  });
+
+  it('charges an answer its key, header names and values, body and a fixed overhead', () => {
+    const key = '/v1.0/contracts/?page=7\napplication/json\ngzip';
+    const headers = { 'content-type': 'application/json', 'content-length': '250', etag: ['"a"'] };
+    expect(answerSize(key, headers, 250, [])).toBe(
+      VARIANT_OVERHEAD_BYTES +
+        key.length +
+        250 +
+        'content-type'.length +
+        'application/json'.length +
+        'content-length'.length +
+        '250'.length +
+        'etag'.length +
+        '"a"'.length,
+    );
+  });
+
+  it('holds no more small answers than maxBytes pays for at the fixed overhead each', () => {
+    const store = createCacheEntries({ maxBytes: 1 << 20 });
+    for (let i = 0; i < 5_000; i++) {
+      const key = `/v1.0/contracts/?page=${i}\n\n`;
+      store.put(key, '/v1.0/contracts/', answer(key, 'x'.repeat(10)));
+    }
+    const { entries, bytes } = store.stats();
+    expect(bytes).toBeLessThanOrEqual(1 << 20);
+    expect(entries).toBeLessThanOrEqual(Math.floor((1 << 20) / VARIANT_OVERHEAD_BYTES));
+    expect(bytes).toBeGreaterThanOrEqual(entries * VARIANT_OVERHEAD_BYTES);
   });
 
   it('counts the request values Vary selected: a client cannot make them free', () => {
