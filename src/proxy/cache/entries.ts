@@ -10,8 +10,8 @@ import { LRUCache } from 'lru-cache';
 /**
  * What one variant costs beyond the bytes of its body, header text, key and Vary values: the
  * objects, arrays, LRU node, index entries and body allocation around them. Measured with the
- * bundle on Node 20 (bench/cache-memory.mjs: a sidecar's heap + external after a full GC, less the
- * same flood without a cache, per entry held; docs/response-cache.md "Memory"): 830–895 bytes.
+ * bundle by bench/cache-memory.mjs (a sidecar's heap + external after a full GC, less the same
+ * flood without a cache, per entry held); the figures are in docs/response-cache.md "Memory".
  */
 export const VARIANT_OVERHEAD_BYTES = 896;
 /** Different `Vary` selections kept per primary key; the oldest goes first beyond it. */
