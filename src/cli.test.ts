@@ -3,19 +3,36 @@ import { UsageError, parseArgs } from './cli.js';
 
 describe('parseArgs', () => {
   it('serves by default', () => {
-    expect(parseArgs([])).toEqual({ command: 'serve', configFile: undefined });
+    expect(parseArgs([])).toEqual({ command: 'serve', configFile: undefined, offline: false });
   });
 
   it('reads the command and --config in either order and form', () => {
     expect(parseArgs(['check', '--config', 'a.yaml'])).toEqual({
       command: 'check',
       configFile: 'a.yaml',
+      offline: false,
     });
     expect(parseArgs(['--config=b.yaml', 'demo'])).toEqual({
       command: 'demo',
       configFile: 'b.yaml',
+      offline: false,
     });
-    expect(parseArgs(['-c', 'c.yaml'])).toEqual({ command: 'serve', configFile: 'c.yaml' });
+    expect(parseArgs(['-c', 'c.yaml'])).toMatchObject({ command: 'serve', configFile: 'c.yaml' });
+  });
+
+  it('reads --offline for check, before or after it, and refuses it elsewhere', () => {
+    expect(parseArgs(['check', '--offline', '-c', 'k.yaml'])).toEqual({
+      command: 'check',
+      configFile: 'k.yaml',
+      offline: true,
+    });
+    expect(parseArgs(['--offline', 'check']).offline).toBe(true);
+    expect(() => parseArgs(['--offline'])).toThrow(
+      new UsageError('--offline applies to check only'),
+    );
+    expect(() => parseArgs(['demo', '--offline'])).toThrow(
+      new UsageError('--offline applies to check only'),
+    );
   });
 
   it('answers help and version', () => {

@@ -162,11 +162,11 @@ function egressAdvice(status: number): string {
 /**
  * The egress proxy (docs/configuration.md "Egress proxy") refused or could not be reached, or
  * answered `CONNECT` with something other than 200. The message names the proxy (without its
- * password), its answer and what to fix; transient: retried like any connection failure.
+ * user-info), its answer and what to fix; transient: retried like any connection failure.
  */
 export class EgressProxyError extends OutcomeError {
   readonly code = 'EGRESS_PROXY';
-  /** The proxy as shown: `http://user:***@proxy:3128`. */
+  /** The proxy as shown: `http://***@proxy:3128`. */
   readonly proxy: string;
   /** The proxy's answer to `CONNECT`; undefined when it could not be reached. */
   readonly status: number | undefined;

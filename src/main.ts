@@ -3,7 +3,7 @@
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { USAGE, UsageError, parseArgs } from './cli.js';
-import { check, type Io } from './commands/check.js';
+import { check, checkOffline, type Io } from './commands/check.js';
 import { runDemo } from './commands/demo.js';
 import { runServe, type Serving } from './commands/serve.js';
 import { runStandin } from './commands/standin.js';
@@ -29,14 +29,18 @@ export async function run(argv: readonly string[], env: Env, io: Io): Promise<nu
   }
   if (args.command === 'demo') return keepServing(await runDemo(env, io));
   if (args.command === 'standin') return keepStandin(await runStandin(env, io));
+  const notChecked: string[] = [];
+  const note = (line: string): number => notChecked.push(line);
+  const strictness = args.offline ? ({ kind: 'offline-check', note } as const) : undefined;
   let config;
   try {
-    config = await loadConfig({ env, configFile: args.configFile });
+    config = await loadConfig({ env, configFile: args.configFile, strictness });
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     io.err(formatConfigProblems(error));
     return EXIT_CONFIG;
   }
+  if (args.command === 'check' && args.offline) return checkOffline(config, notChecked, io);
   if (args.command === 'check') return check(config, io);
   return keepServing(await runServe(config, io));
 }

@@ -89,10 +89,10 @@ describe('through an egress proxy (tinyproxy)', () => {
       expect(tunnelsTo(target)).toBeGreaterThanOrEqual(before + 2);
       const status = JSON.parse(await admin(sidecar, '/status')) as { egress: unknown };
       expect(status.egress).toEqual({
-        proxy: `http://${USER}:***@127.0.0.1:${proxy.port}`,
+        proxy: `http://***@127.0.0.1:${proxy.port}`,
         noProxy: [],
-        api: `through http://${USER}:***@127.0.0.1:${proxy.port}`,
-        tokenEndpoint: `through http://${USER}:***@127.0.0.1:${proxy.port}`,
+        api: `through http://***@127.0.0.1:${proxy.port}`,
+        tokenEndpoint: `through http://***@127.0.0.1:${proxy.port}`,
       });
       expectNoSecret(await everyOutput(sidecar, [answer.body]));
       expectNoSecret(proxy.log());
@@ -127,7 +127,7 @@ describe('through an egress proxy (tinyproxy)', () => {
     const wrong = proxy.url({ user: USER, password: 'not-the-Pa55' });
     const sidecar = await startSidecarProcess(env({ HTTPS_PROXY: wrong }));
     // tinyproxy answers CONNECT with 401 to a wrong password (and 407 to none, below).
-    const shown = `egress proxy http://${USER}:***@127.0.0.1:${proxy.port} answered CONNECT`;
+    const shown = `egress proxy http://***@127.0.0.1:${proxy.port} answered CONNECT`;
     try {
       await waitFor(() => sidecar.stdout.some((l) => l.includes(shown)), 10_000, 'a log line');
       const line = sidecar.stdout.find((l) => l.includes(shown))!;
@@ -147,7 +147,7 @@ describe('through an egress proxy (tinyproxy)', () => {
 
   it('check exits 1 with the same message: 401 to a wrong password, 407 to none', async () => {
     const wrong = proxy.url({ user: USER, password: 'not-the-Pa55' });
-    const shown = `egress proxy http://${USER}:***@127.0.0.1:${proxy.port} answered CONNECT`;
+    const shown = `egress proxy http://***@127.0.0.1:${proxy.port} answered CONNECT`;
     const check = await runCli(['check'], env({ HTTPS_PROXY: wrong }));
     expect(check.code).toBe(1);
     expect(check.stderr).toContain(`${shown} 127.0.0.1:${standin.port} with 401`);
@@ -158,6 +158,38 @@ describe('through an egress proxy (tinyproxy)', () => {
     );
     expect(anonymous.code).toBe(1);
     expect(anonymous.stderr).toContain('with 407: the proxy wants other credentials');
+  });
+
+  it('shows a user name without a password (an API key as the user) in no output', async () => {
+    const KEY = 'ApiKey-7f3c9e0d2b';
+    const keyed = `http://${KEY}@127.0.0.1:${proxy.port}`;
+    const shown = `http://***@127.0.0.1:${proxy.port}`;
+    const check = await runCli(['check'], env({ HTTPS_PROXY: keyed }));
+    // tinyproxy wants user and password: the key alone is refused, so the refusal path shows too.
+    expect(check.code).toBe(1);
+    expect(check.stdout).toContain(`egress proxy: ${shown} (api through it`);
+    expect(check.stderr).toContain(`egress proxy ${shown} answered CONNECT`);
+    const sidecar = await startSidecarProcess(env({ HTTPS_PROXY: keyed }));
+    try {
+      await waitFor(
+        () => sidecar.stdout.some((l) => l.includes(`egress proxy ${shown} answered CONNECT`)),
+        10_000,
+        'a log line naming the proxy',
+      );
+      expect(sidecar.stdout.some((l) => l.includes(`egress proxy: ${shown} (`))).toBe(true);
+      const answer = await get(sidecar);
+      expect(answer.status).toBe(503);
+      expect(answer.body).toContain(`egress proxy ${shown} answered CONNECT`);
+      const status = JSON.parse(await admin(sidecar, '/status')) as { egress: { proxy: string } };
+      expect(status.egress.proxy).toBe(shown);
+      const outputs = [await everyOutput(sidecar, [answer.body]), check.stdout, check.stderr];
+      for (const text of outputs) {
+        expect(text).not.toContain(KEY);
+        expect(text).not.toContain(Buffer.from(`${KEY}:`).toString('base64'));
+      }
+    } finally {
+      await sidecar.stop();
+    }
   });
 
   it('names a 403 from the proxy (a port it may not CONNECT to)', async () => {
@@ -196,7 +228,7 @@ describe('through an egress proxy (tinyproxy)', () => {
       const failed = JSON.parse(bodies.at(-1)!) as { errors: { code: string; detail: string }[] };
       expect(failed.errors[0]!.code).toBe('upstream_unreachable');
       expect(failed.errors[0]!.detail).toContain(
-        `egress proxy http://${USER}:***@127.0.0.1:${down.port} unreachable (ECONNREFUSED)`,
+        `egress proxy http://***@127.0.0.1:${down.port} unreachable (ECONNREFUSED)`,
       );
       const logged = () => sidecar.stdout.filter((line) => line.includes('"event":"egress_proxy"'));
       await waitFor(() => logged().length > 0, 5_000, 'the egress proxy log line');
@@ -228,7 +260,7 @@ describe('through an egress proxy (tinyproxy)', () => {
       );
       const answer = await get(sidecar);
       expect(answer.status).toBe(503);
-      expect(answer.body).toContain(`egress proxy http://${USER}:***@127.0.0.1:${late.port}`);
+      expect(answer.body).toContain(`egress proxy http://***@127.0.0.1:${late.port}`);
       await late.start();
       await waitReady(sidecar, 15_000);
       expect((await get(sidecar)).status).toBe(200);
@@ -247,5 +279,18 @@ describe('through an egress proxy (tinyproxy)', () => {
     expect(result.stderr).toContain('HTTPS_PROXY (egress.proxy)');
     expect(result.stderr).toContain('NO_PROXY (egress.noProxy)');
     expect(result.stderr).not.toContain(PASSWORD);
+  });
+
+  it('refuses a % in the user or password that is no percent-escape: exit 78, value not shown', async () => {
+    for (const userInfo of ['u:50%zz', 'u:50%off', 'k%ey', 'u:%ff']) {
+      const result = await runCli(
+        ['check'],
+        env({ HTTPS_PROXY: `http://${userInfo}@127.0.0.1:${proxy.port}` }),
+      );
+      expect(result.code, userInfo).toBe(78);
+      expect(result.stderr).toContain('HTTPS_PROXY (egress.proxy)');
+      expect(result.stderr).toContain('write a literal % as %25');
+      expect(result.stdout + result.stderr).not.toContain(userInfo);
+    }
   });
 });

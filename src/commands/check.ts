@@ -1,4 +1,7 @@
-/** `oauth-sidecar check`: validate config, get one token, print what came back, never the token. */
+/**
+ * `oauth-sidecar check`: validate config, get one token, print what came back, never the token.
+ * `check --offline`: the configuration alone (loaded strictly by main.ts), for a configuration CI.
+ */
 import { systemClock } from '../clock.js';
 import { createCredentialsReader } from '../config/credentials.js';
 import { featureLine } from '../config/features.js';
@@ -56,6 +59,19 @@ export async function runCheck(config: Config, io: Io, deps: CheckDeps): Promise
     io.err(`oauth-sidecar check: failed: ${reason}`);
     return 1;
   }
+}
+
+/**
+ * `check --offline`: the configuration loaded without a problem (every setting, rule and existing
+ * file checked), so the features line, the files not checked because they are absent, and 0. No
+ * network: neither the token endpoint, the store, the proxy nor the collector is contacted.
+ */
+export function checkOffline(config: Config, notChecked: readonly string[], io: Io): number {
+  for (const warning of config.warnings ?? []) io.err(`warning: ${warning}`);
+  io.out(`features: ${featureLine(config)}`);
+  for (const line of notChecked) io.out(`not checked: ${line}`);
+  io.out('configuration: ok (offline: no token requested, nothing contacted)');
+  return 0;
 }
 
 /** `check` as the CLI runs it: the token endpoint client on its own dispatcher, closed at the end. */

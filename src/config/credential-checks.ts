@@ -82,18 +82,31 @@ export function credentialSource(
   }
 }
 
+/**
+ * What a file that does not exist is: a problem (serving, `check`), or, for `check --offline` in a
+ * configuration CI where no secret is mounted, a line naming it as not checked.
+ */
+export type AbsentFiles =
+  { kind: 'problem' } | { kind: 'not-checked'; note: (line: string) => void };
+
+const isAbsent = (error: unknown): boolean =>
+  (error as { code?: unknown } | null)?.code === 'ENOENT';
+
 /** Load-time check that the credential files can be read now, each fault on its own line. */
 export async function checkCredentialFiles(
   credentials: CredentialsConfig,
   readFile: ReadTextFile,
   problems: string[],
+  absent: AbsentFiles = { kind: 'problem' },
 ): Promise<void> {
   const attempt = async (key: FieldKey, read: () => Promise<unknown>): Promise<void> => {
     try {
       await read();
     } catch (error) {
       if (!(error instanceof CredentialsFileError)) throw error;
-      problems.push(`${label(key)}: ${error.path}: ${error.fault}`);
+      if (absent.kind === 'not-checked' && isAbsent(error.cause)) {
+        absent.note(`${label(key)}: ${error.path}: not checked (no such file)`);
+      } else problems.push(`${label(key)}: ${error.path}: ${error.fault}`);
     }
   };
   switch (credentials.source) {
@@ -117,19 +130,25 @@ export async function checkCredentialFiles(
 
 /**
  * The CA bundle (`upstream.caFile`) is readable and holds a PEM certificate (else a problem); a
- * certificate in it that TLS would not read is a warning (pushed to `warnings`).
+ * certificate in it that TLS would not read is a warning when serving (pushed to `warnings`) and a
+ * problem for `check --offline`, which is strict as it is with unknown settings.
  */
 export async function checkCaFile(
   path: string,
   readFile: ReadTextFile,
   problems: string[],
   warnings: string[],
+  absent: AbsentFiles = { kind: 'problem' },
 ): Promise<void> {
   let text: string;
   try {
     text = await readFile(path);
   } catch (error) {
-    problems.push(`${label('upstream.caFile')}: ${path}: cannot read (${readFailure(error)})`);
+    if (absent.kind === 'not-checked' && isAbsent(error)) {
+      absent.note(`${label('upstream.caFile')}: ${path}: not checked (no such file)`);
+    } else {
+      problems.push(`${label('upstream.caFile')}: ${path}: cannot read (${readFailure(error)})`);
+    }
     return;
   }
   if (!text.includes(BEGIN)) {
@@ -138,7 +157,7 @@ export async function checkCaFile(
     );
     return;
   }
-  warnings.push(
+  (absent.kind === 'not-checked' ? problems : warnings).push(
     ...unreadableCertificates(text).map(
       (fault) =>
         `${label('upstream.caFile')}: ${path}: ${fault}; the bundle may be trusted in part or not at all`,

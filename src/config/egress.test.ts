@@ -84,11 +84,27 @@ describe('the proxy URL', () => {
     }
   });
 
-  it('is shown with its password masked', () => {
-    expect(shownProxy('http://user:s3cret@proxy.corp:3128')).toBe(
-      'http://user:***@proxy.corp:3128',
-    );
+  it('is shown with its whole user-info masked: a user name alone may be an API key', () => {
+    expect(shownProxy('http://user:s3cret@proxy.corp:3128')).toBe('http://***@proxy.corp:3128');
+    expect(shownProxy('http://APIKEY@proxy.corp:3128')).toBe('http://***@proxy.corp:3128');
+    expect(shownProxy('http://:s3cret@proxy.corp:3128')).toBe('http://***@proxy.corp:3128');
     expect(shownProxy('http://proxy.corp:3128')).toBe('http://proxy.corp:3128');
+  });
+
+  it('refuses a % in the user or password that undici could not decode, without repeating it', () => {
+    for (const raw of [
+      'http://u:50%zz@p:3128',
+      'http://u:50%off@p:3128',
+      'http://k%y@p:1',
+      'http://u:%ff@p:1',
+    ]) {
+      const result = parse(raw);
+      expect(result.ok, raw).toBe(false);
+      expect(JSON.stringify(result)).toContain('write a literal % as %25');
+      expect(JSON.stringify(result)).not.toContain('%zz');
+      expect(JSON.stringify(result)).not.toContain('%off');
+    }
+    expect(parse('http://u:50%25off@p:3128').ok).toBe(true);
   });
 });
 
@@ -142,7 +158,7 @@ describe('loading the egress settings', () => {
     expect(config.egress.proxy).toBe('http://u:pw-Secret@proxy.corp:3128');
     expect(config.egress.noProxy).toEqual(['.corp']);
     expect(JSON.stringify(config)).not.toContain('pw-Secret');
-    expect(JSON.stringify(config)).toContain('http://u:***@proxy.corp:3128');
+    expect(JSON.stringify(config)).toContain('http://***@proxy.corp:3128');
   });
 
   it('reads egress.proxy and egress.noProxy from the YAML file', async () => {
@@ -173,5 +189,7 @@ describe('loading the egress settings', () => {
     expect(failure.problems).toHaveLength(3);
     expect(failure.problems.join('\n')).toContain('HTTPS_PROXY (egress.proxy)');
     expect(failure.problems.join('\n')).not.toContain('pw-Secret');
+    // NO_PROXY holds no secret: the entry is named, so the user finds it in a long list.
+    expect(failure.problems.join('\n')).toContain('(got "x/1")');
   });
 });

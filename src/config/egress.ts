@@ -13,9 +13,24 @@ const PROXY_EXPECTED =
   'must be an http:// or https:// proxy URL, e.g. http://user:password@proxy.corp:3128';
 
 /**
+ * Whether the percent-escapes of a URL's user or password decode, as undici decodes them for the
+ * `Proxy-Authorization` header: a `%` without two hex digits, or escapes that are no UTF-8
+ * (`%ff`), would throw there, at start.
+ */
+function decodes(part: string): boolean {
+  try {
+    decodeURIComponent(part);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * A proxy URL: `http://` or `https://` (no scheme means `http://`, as curl reads it), a host, a
- * port (default: the scheme's), nothing after the authority. The value may hold a password, so no
- * message ever repeats it.
+ * port (default: the scheme's), nothing after the authority, a user and password whose
+ * percent-escapes decode. The value may hold a secret (an API key as the user name is common), so
+ * no message ever repeats it.
  */
 export function proxyUrl(): Parser<string> {
   return (raw, report) => {
@@ -41,6 +56,12 @@ export function proxyUrl(): Parser<string> {
     }
     if ((url.pathname !== '' && url.pathname !== '/') || url.search !== '' || url.hash !== '') {
       report(`${PROXY_EXPECTED} (nothing may follow host:port)`);
+      return INVALID;
+    }
+    if (!decodes(url.username) || !decodes(url.password)) {
+      report(
+        `${PROXY_EXPECTED} (the user or password holds a % that is no percent-escape of UTF-8: write a literal % as %25)`,
+      );
       return INVALID;
     }
     const port = url.port === '' ? (url.protocol === 'https:' ? '443' : '80') : url.port;
@@ -134,11 +155,14 @@ export function proxyFor(egress: EgressConfig, origin: string): string | undefin
   return proxy;
 }
 
-/** `http://user:password@proxy:3128` → `http://user:***@proxy:3128`: the password never leaves. */
+/**
+ * `http://user:password@proxy:3128` → `http://***@proxy:3128`: the whole user-info is a secret,
+ * since many proxies take an API key as the user name with no password.
+ */
 export function shownProxy(proxy: string): string {
   try {
     const url = new URL(proxy);
-    const auth = url.username === '' ? '' : `${url.username}${url.password === '' ? '' : ':***'}@`;
+    const auth = url.username === '' && url.password === '' ? '' : '***@';
     return `${url.protocol}//${auth}${url.host}`;
   } catch {
     return '(invalid proxy URL)';
@@ -162,7 +186,7 @@ export function foldProxyVariables(
 }
 
 /**
- * What `/status` and the start-up line show of the egress proxy: the proxy without its password
+ * What `/status` and the start-up line show of the egress proxy: the proxy without its user-info
  * and, for the API and the token endpoint, whether they go through it. Undefined without a proxy.
  */
 export interface EgressSummary {

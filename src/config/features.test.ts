@@ -42,7 +42,7 @@ describe('features in effect', () => {
       callers: 'by header x-caller, else "billing", weighted billing=3 reports=1:batch',
       store: 'rediss://user@redis.internal:6380/0',
       tracing: 'https://otel.internal:4318 (http/protobuf, parentbased_always_on)',
-      egressProxy: 'http://proxy-user:***@proxy.corp:3128 (api direct, token endpoint through it)',
+      egressProxy: 'http://***@proxy.corp:3128 (api direct, token endpoint through it)',
     });
     const line = featureLine(config);
     expect(line).not.toContain('s3cret-pw');

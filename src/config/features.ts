@@ -1,7 +1,7 @@
 /**
  * The optional features in effect, as one line for the start-up log and `check`
  * (docs/reference.md "Logs"). Built from the loaded configuration; no secret reaches it: the store
- * URL and the egress proxy lose their password, the tracing endpoint shows its origin only,
+ * URL loses its password, the egress proxy its user-info, the tracing endpoint shows its origin only,
  * headers are not shown.
  */
 import { redactStoreUrl } from '../store-url.js';
@@ -76,7 +76,7 @@ function callersFeature(quota: Config['quota']): string {
   return `${who}, weighted ${listed.join(' ')}${more > 0 ? ` +${more} more` : ''}`;
 }
 
-/** `http://user:***@proxy:3128 (api through it, token endpoint direct)`: the password masked. */
+/** `http://***@proxy:3128 (api through it, token endpoint direct)`: the user-info masked. */
 function egressFeature(config: Config): string {
   const summary = egressSummary(config.egress, config.upstream.baseUrl, config.token.url);
   if (summary === undefined) return 'off';

@@ -844,6 +844,49 @@ describe('loadConfig: one line per bad configuration', () => {
     ).toBeUndefined();
   });
 
+  it('check --offline: absent credential and CA files are noted, not problems; unknown settings are', async () => {
+    const notes: string[] = [];
+    const offline: LoadConfigOptions['strictness'] = {
+      kind: 'offline-check',
+      note: (line) => notes.push(line),
+    };
+    const absent = join(dir, 'absent');
+    const config = await loadConfig({
+      env: {
+        UPSTREAM_BASE_URL: 'https://api.example.com',
+        CLIENT_ID_FILE: `${absent}/id`,
+        CLIENT_SECRET_FILE: `${absent}/secret`,
+        UPSTREAM_CA_FILE: `${absent}/ca.pem`,
+      },
+      strictness: offline,
+    });
+    expect(config.credentials.source).toBe('files');
+    expect([...notes].sort()).toEqual([
+      `CLIENT_ID_FILE (credentials.clientIdFile): ${absent}/id: not checked (no such file)`,
+      `CLIENT_SECRET_FILE (credentials.clientSecretFile): ${absent}/secret: not checked (no such file)`,
+      `UPSTREAM_CA_FILE (upstream.caFile): ${absent}/ca.pem: not checked (no such file)`,
+    ]);
+    const empty = await file('id', ' ');
+    const failure = await loadConfig({
+      env: {
+        ...GOOD,
+        CACHE_RULE: '/v1.0/=60',
+        CLIENT_ID: undefined,
+        CLIENT_SECRET: undefined,
+        CLIENT_ID_FILE: empty,
+        CLIENT_SECRET_FILE: `${absent}/secret`,
+      },
+      strictness: offline,
+    }).then(
+      () => [] as readonly string[],
+      (error: unknown) => (error as ConfigError).problems,
+    );
+    expect(failure).toEqual([
+      'CACHE_RULE: not a setting, did you mean CACHE_RULES? (docs/configuration.md)',
+      `CLIENT_ID_FILE (credentials.clientIdFile): ${empty}: file is empty`,
+    ]);
+  });
+
   it('unknown YAML keys, with a suggestion when one is close', async () => {
     const yaml = [
       'upstream:',

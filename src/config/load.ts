@@ -5,7 +5,12 @@
  */
 import { inspect } from 'node:util';
 import { ConfigError } from '../errors.js';
-import { checkCaFile, checkCredentialFiles, credentialSource } from './credential-checks.js';
+import {
+  checkCaFile,
+  checkCredentialFiles,
+  credentialSource,
+  type AbsentFiles,
+} from './credential-checks.js';
 import { readTextFile, type ReadTextFile } from './credentials.js';
 import { foldProxyVariables, shownProxy } from './egress.js';
 import { DEFAULT_TOKEN_PATH, EXAMPLE_BASE_URL } from './defaults.js';
@@ -29,6 +34,13 @@ export interface LoadConfigOptions {
   configFile?: string | undefined;
   /** Reads the config file, credential files and CA bundle; defaults to `fs.readFile(path, 'utf8')`. */
   readFile?: ReadTextFile | undefined;
+  /**
+   * `check --offline`, for a configuration CI with no secret mounted: a credential or CA file
+   * that does not exist is named through `note` as not checked instead of being a problem, and an
+   * unknown setting is a problem (as with `strictConfig`), not a warning. Default: serving.
+   */
+  strictness?:
+    { kind: 'serving' } | { kind: 'offline-check'; note: (line: string) => void } | undefined;
 }
 
 const FIELD_KEYS = Object.keys(FIELDS) as FieldKey[];
@@ -66,22 +78,31 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
   checkCacheRules(get, invalid, problems);
   checkStore(get, invalid, problems);
   const unknown = unknownSettings(options.env).map(describeUnknown);
-  // Strict when asked, else a warning: other tools in the pod may share a prefix.
-  if (get('strictConfig')) problems.push(...unknown);
+  const strictness = options.strictness ?? { kind: 'serving' };
+  const offline = strictness.kind === 'offline-check';
+  // Strict when asked (or in a configuration CI), else a warning: other tools in the pod may
+  // share a prefix.
+  const strict = get('strictConfig') || offline;
+  if (strict) problems.push(...unknown);
+  const absent: AbsentFiles = offline
+    ? { kind: 'not-checked', note: strictness.note }
+    : { kind: 'problem' };
   const credentials = credentialSource(v, invalid, problems);
   const fileWarnings: string[] = [];
   await Promise.all([
-    credentials === undefined ? undefined : checkCredentialFiles(credentials, readFile, problems),
+    credentials === undefined
+      ? undefined
+      : checkCredentialFiles(credentials, readFile, problems, absent),
     v['upstream.caFile'] === undefined
       ? undefined
-      : checkCaFile(v['upstream.caFile'], readFile, problems, fileWarnings),
+      : checkCaFile(v['upstream.caFile'], readFile, problems, fileWarnings, absent),
   ]);
   const baseUrl = v['upstream.baseUrl'];
   if (problems.length > 0 || baseUrl === undefined || credentials === undefined) {
     throw new ConfigError(namingTheFile(problems, layers.fileKeys, options.configFile));
   }
   const config = buildConfig(get, baseUrl.origin, v['token.url']?.href, credentials);
-  const warnings = [...(get('strictConfig') ? [] : unknown), ...fileWarnings];
+  const warnings = [...(strict ? [] : unknown), ...fileWarnings];
   return warnings.length === 0 ? config : { ...config, warnings };
 }
 
@@ -261,7 +282,7 @@ function tracingConfig(get: Get): TracingConfig | undefined {
   return config;
 }
 
-/** `egress`: the proxy URLs may hold a password, so serialising the object never shows it. */
+/** `egress`: the proxy URLs may hold a user and password, so serialising never shows them. */
 function egressConfig(
   proxy: string | undefined,
   httpProxy: string | undefined,

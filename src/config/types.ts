@@ -1,7 +1,7 @@
 /** The validated configuration every other module receives (docs/configuration.md). */
 /** `egress.*` of the validated configuration. */
 export interface EgressConfig {
-  /** For `https://` origins (`HTTPS_PROXY` / `https_proxy` / `egress.proxy`); may hold a password. */
+  /** For `https://` origins (`HTTPS_PROXY` / `https_proxy` / `egress.proxy`); may hold a user and password. */
   proxy: string | undefined;
   /** For an `http://` origin only (`HTTP_PROXY` / `http_proxy`: local tests). */
   httpProxy: string | undefined;
@@ -140,7 +140,7 @@ export interface Config {
     /** How long past its freshness an entry answers at once while one request refreshes it. */
     staleWhileRevalidateSeconds: number;
   };
-  /** The egress proxy for the token endpoint and the API; serialised without its password. */
+  /** The egress proxy for the token endpoint and the API; serialised without its user-info. */
   egress: EgressConfig;
   /** OpenTelemetry tracing; undefined: off (no endpoint, or OTEL_SDK_DISABLED). */
   tracing: TracingConfig | undefined;

@@ -13,7 +13,7 @@ export interface AdminState {
   storeStatus?(): Record<string, unknown>;
   /** Response cache entries and bytes for /status; absent: not shown. */
   cacheStatus?(): Record<string, unknown>;
-  /** The egress proxy (without its password) and which origins go through it; absent without one. */
+  /** The egress proxy (without its user-info) and which origins go through it; absent without one. */
   egressStatus?(): object | undefined;
   /** JSON-safe quota guard state (cooldown, bucket, fleet/local) for /status. */
   quotaStatus?(): unknown;

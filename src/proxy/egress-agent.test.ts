@@ -128,7 +128,7 @@ describe('the egress dispatcher', () => {
     expect(error).toBeInstanceOf(EgressProxyError);
     expect((error as EgressProxyError).status).toBe(status);
     expect((error as Error).message).toContain(
-      `egress proxy http://user:***@127.0.0.1:${new URL(proxy.url).port} answered CONNECT 127.0.0.1:${standin.port} with ${status}`,
+      `egress proxy http://***@127.0.0.1:${new URL(proxy.url).port} answered CONNECT 127.0.0.1:${standin.port} with ${status}`,
     );
     expect((error as Error).message).not.toContain('hidden-pw');
   });

@@ -29,7 +29,7 @@ type ConnectCallback = (err: Error | null, data: Dispatcher.ConnectData) => void
 /**
  * The client to the proxy, on which ProxyAgent calls `connect()` (undici's index would attach that
  * API to every dispatcher; loaded by path it is this class's own). A `CONNECT` that fails, or is answered with anything but 200, becomes
- * an {@link EgressProxyError} naming the proxy (never its password), its answer and what to fix.
+ * an {@link EgressProxyError} naming the proxy (never its user-info), its answer and what to fix.
  * ProxyAgent passes the error on as the connection's failure.
  */
 class TunnelClient extends Client {

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_VARIANTS, answerSize, createCacheEntries, type StoredAnswer } from './entries.js';
+import {
+  MAX_VARIANTS,
+  VARIANT_OVERHEAD_BYTES,
+  answerSize,
+  createCacheEntries,
+  type StoredAnswer,
+} from './entries.js';
 
 function answer(
   key: string,
@@ -24,14 +30,16 @@ function answer(
 describe('response store', () => {
   it('keeps its bytes exact through replace, evict and invalidate', () => {
     const reported: number[] = [];
-    const store = createCacheEntries({ maxBytes: 3_000 }, (b) => reported.push(b));
+    // Room for two 600-byte answers with their headers and bookkeeping, not three.
+    const maxBytes = 2 * (VARIANT_OVERHEAD_BYTES + 700);
+    const store = createCacheEntries({ maxBytes }, (b) => reported.push(b));
     const a = answer('/a\n\n', 'x'.repeat(600));
     store.put('/a\n\n', '/a', a);
     store.put('/a\n\n', '/a', a);
-    expect(store.stats()).toEqual({ entries: 1, bytes: a.size, maxBytes: 3_000 });
+    expect(store.stats()).toEqual({ entries: 1, bytes: a.size, maxBytes });
     store.put('/b\n\n', '/b', answer('/b\n\n', 'y'.repeat(600)));
     store.put('/c\n\n', '/c', answer('/c\n\n', 'z'.repeat(600)));
-    // Three do not fit in 3000 bytes with their headers and bookkeeping: /a goes.
+    // Three do not fit: /a goes.
     expect(store.stats().entries).toBe(2);
     expect(store.lookup('/a\n\n', '/a', {}, 0).kind).toBe('uri-miss');
     store.invalidatePath('/b');
@@ -41,7 +49,7 @@ describe('response store', () => {
   });
 
   it('tells a URI with nothing stored from one stored for another Accept, after evictions too', () => {
-    const store = createCacheEntries({ maxBytes: 1_500 });
+    const store = createCacheEntries({ maxBytes: VARIANT_OVERHEAD_BYTES + 700 });
     store.put('/a?q\ntext/csv\n', '/a', answer('/a?q\ntext/csv\n', 'x'.repeat(600)));
     expect(store.lookup('/a?q\n\n', '/a', {}, 0).kind).toBe('miss');
     expect(store.lookup('/a?r\n\n', '/a', {}, 0).kind).toBe('uri-miss');
@@ -58,6 +66,38 @@ describe('response store', () => {
     expect(store.stats().entries).toBe(2);
     expect(store.lookup('/b\n\n', '/b', {}, 0).kind).toBe('uri-miss');
     expect(store.lookup('/a\n\n', '/a', {}, 0).kind).toBe('hit');
+  });
+
+  it('charges an answer its key, header names and values, body and a fixed overhead', () => {
+    const key = '/v1.0/contracts/?page=7\napplication/json\ngzip';
+    const headers = {
+      'content-type': 'application/json',
+      'content-length': '250',
+      'x-tags': ['a', 'bc'],
+    };
+    expect(answerSize(key, headers, 250, [])).toBe(
+      VARIANT_OVERHEAD_BYTES +
+        key.length +
+        250 +
+        'content-type'.length +
+        'application/json'.length +
+        'content-length'.length +
+        '250'.length +
+        'x-tags'.length +
+        'abc'.length,
+    );
+  });
+
+  it('holds no more small answers than maxBytes pays for at the fixed overhead each', () => {
+    const store = createCacheEntries({ maxBytes: 1 << 20 });
+    for (let i = 0; i < 5_000; i++) {
+      const key = `/v1.0/contracts/?page=${i}\n\n`;
+      store.put(key, '/v1.0/contracts/', answer(key, 'x'.repeat(10)));
+    }
+    const { entries, bytes } = store.stats();
+    expect(bytes).toBeLessThanOrEqual(1 << 20);
+    expect(entries).toBeLessThanOrEqual(Math.floor((1 << 20) / VARIANT_OVERHEAD_BYTES));
+    expect(bytes).toBeGreaterThanOrEqual(entries * VARIANT_OVERHEAD_BYTES);
   });
 
   it('counts the request values Vary selected: a client cannot make them free', () => {

@@ -9,10 +9,11 @@ import { LRUCache } from 'lru-cache';
 
 /**
  * What one variant costs beyond the bytes of its body, header text, key and Vary values: the
- * objects, arrays, LRU node and index entries around them. Measured on Node 20 and 24 (20,000
- * entries, heap + external after GC, docs/response-cache.md "Memory"): 716 and 738 bytes.
+ * objects, arrays, LRU node, index entries and body allocation around them. Measured with the
+ * bundle by bench/cache-memory.mjs (a sidecar's heap + external after a full GC, less the same
+ * flood without a cache, per entry held); the figures are in docs/response-cache.md "Memory".
  */
-export const VARIANT_OVERHEAD_BYTES = 768;
+export const VARIANT_OVERHEAD_BYTES = 896;
 /** Different `Vary` selections kept per primary key; the oldest goes first beyond it. */
 export const MAX_VARIANTS = 8;
 
