@@ -13,6 +13,7 @@ import { wholeSecondsLeft, type HeaderValue } from '../../http-fields/retry-afte
 import type { Logger } from '../../telemetry/logger.js';
 import { TokenBucket, type RateLimit } from './bucket.js';
 import { Cooldown, mayStartCooldown } from './cooldown.js';
+import { pollWhileDown } from './cooldown-source.js';
 import { FleetLink, SHARED_POLL_MS } from './fleet-link.js';
 import { Callers } from './callers.js';
 import { FairQueue, type CallerState, type Waiter } from './fair-queue.js';
@@ -72,8 +73,12 @@ export class QuotaGuard {
     this.fleet =
       options.shared === undefined
         ? undefined
-        : new FleetLink(options.shared, this.clock, options.sharedPollMs ?? SHARED_POLL_MS, (c) =>
-            this.fleetCooldown(c),
+        : new FleetLink(
+            // Under a rate limit each admission's store decision reads the cooldown itself.
+            this.limit === undefined ? options.shared : pollWhileDown(options.shared),
+            this.clock,
+            options.sharedPollMs ?? SHARED_POLL_MS,
+            (c) => this.fleetCooldown(c),
           );
     this.queue = new FairQueue({
       clock: this.clock,
