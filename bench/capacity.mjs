@@ -59,7 +59,7 @@ const PLAN = (() => {
   const members = args.members?.split(',').map(Number);
   return topologies.map((topology) => ({
     topology,
-    sizes: members ?? (QUICK ? (topology === 'cluster' ? [1, 4] : [4]) : [1, 2, 4, 8]),
+    sizes: members ?? (QUICK ? (topology === 'cluster' ? [4] : [2]) : [1, 2, 4, 8]),
   }));
 })();
 
@@ -79,6 +79,13 @@ const CONFIGS = {
     CACHE_SHARED: 'true',
     CACHE_RULES: '/v1.0/echo/=300',
   },
+  /** A limit the load exceeds: members wait for slots and most requests are refused. */
+  'quota binding': {
+    UPSTREAM_RATE_LIMIT: '50/s',
+    UPSTREAM_QUEUE_MS: '1000',
+    QUOTA_CALLER_HEADER: 'x-caller',
+    QUOTA_CALLERS: CALLERS.map((c) => `${c}=1`).join(','),
+  },
 };
 /**
  * Feature mixes: the configuration they run on and the path of request k. A cached path is asked
@@ -92,6 +99,12 @@ const MIXES = [
   { name: 'shared cache ≈0 % hits', config: 'quota+cache', repeat: 1 },
   { name: 'shared cache ≈50 % hits', config: 'quota+cache', repeat: 2 },
   { name: 'shared cache ≈90 % hits', config: 'quota+cache', repeat: 10 },
+  {
+    name: 'rate limit binding (50/s)',
+    config: 'quota binding',
+    path: () => '/v1.0/contracts',
+    seconds: QUICK ? 3 : 6,
+  },
 ];
 
 const work = makeWorkDir('oauth-sidecar-capacity-');
@@ -239,15 +252,20 @@ async function startFleet(size, config, { standin, pki, store }) {
   return members;
 }
 
-/** `REQUESTS` requests of `mix` over `CONCURRENCY` connections, request k to member k mod N. */
+/**
+ * `REQUESTS` requests of `mix` (or as many as `mix.seconds` allow) over `CONCURRENCY`
+ * connections, request k to member k mod N. A 429 counts as refused (expected when the limit binds).
+ */
 async function load(members, mix, agent) {
   let next = 0;
-  const answers = { ok: 0, failed: 0, hits: 0, forwarded: 0 };
+  const answers = { total: 0, ok: 0, refused: 0, failed: 0, hits: 0, forwarded: 0 };
+  const deadline = mix.seconds === undefined ? Infinity : Date.now() + mix.seconds * 1000;
   const tag = `r${run}-${mix.repeat ?? 0}`;
   const worker = async () => {
     for (;;) {
       const k = next++;
-      if (k >= REQUESTS) return;
+      if (mix.seconds === undefined ? k >= REQUESTS : Date.now() >= deadline) return;
+      answers.total++;
       const member = members[k % members.length];
       const path = mix.path?.() ?? `/v1.0/echo/${tag}-${Math.floor(k / mix.repeat)}`;
       const res = await request(`${member.origin}${path}`, {
@@ -256,6 +274,7 @@ async function load(members, mix, agent) {
       });
       await res.body.dump();
       if (res.statusCode === 200) answers.ok++;
+      else if (res.statusCode === 429) answers.refused++;
       else answers.failed++;
       const cacheStatus = String(res.headers['cache-status'] ?? '');
       if (/fwd=/.test(cacheStatus) || cacheStatus === '') answers.forwarded++;
@@ -306,36 +325,39 @@ async function measureConfig(store, size, config, context, helpers, rows) {
     after = await snapshot(send, store.ports);
     const seconds = (Date.now() - start) / 1000;
     const ticks = fleetTicks(members) - ticksBefore;
+    const n = answers.total;
     const d = delta(before, after);
     // Net of the background the idle fleet sends in as long a window.
     const net = {};
-    for (const [name, n] of Object.entries(d.byName)) {
-      const v = n - (idleRate[name] ?? 0) * seconds;
-      if (Math.abs(v) >= 0.5) net[name] = v / REQUESTS;
+    for (const [name, calls] of Object.entries(d.byName)) {
+      const v = calls - (idleRate[name] ?? 0) * seconds;
+      if (Math.abs(v) >= 0.5) net[name] = v / n;
     }
     const shardCommands = d.shards.map((s) => s.commands);
     rows.mixes.push({
       topology: store.mode,
       members: size,
       mix: mix.name,
-      requests: REQUESTS,
+      requests: n,
       seconds,
       answers,
-      hitRatio: answers.hits / REQUESTS,
+      hitRatio: answers.hits / n,
       grants: context.standin.tokenRequests.length - grantsBefore,
       /** Round trips per request, net of the background. */
       netTripsPerRequest: trips(net),
       /** Commands run inside those scripts per request, net of the background. */
       netScriptCommandsPerRequest: total(net) - trips(net),
-      grossTripsPerRequest: trips(d.byName) / REQUESTS,
+      grossTripsPerRequest: trips(d.byName) / n,
+      /** Round trips per request that went upstream (admitted), net of the background. */
+      netTripsPerAdmitted: (trips(net) * n) / Math.max(1, answers.ok - answers.hits),
       netByName: Object.fromEntries(Object.entries(net).map(([k, v]) => [k, Number(v.toFixed(3))])),
       hottestShardShare: Math.max(...shardCommands) / Math.max(1, trips(d.byName)),
       /** Redis time in the commands clients sent (scripts whole), per request, per shard. */
-      redisUsecPerRequest: d.shards.map((s) => s.usec / REQUESTS),
-      bytesInPerRequest: d.bytesIn / REQUESTS,
-      bytesOutPerRequest: d.bytesOut / REQUESTS,
-      redisCpuUsPerRequest: d.shards.map((s) => (s.cpuSeconds * 1e6) / REQUESTS),
-      sidecarCpuUsPerRequest: ((ticks / CLK_TCK) * 1e6) / REQUESTS,
+      redisUsecPerRequest: d.shards.map((s) => s.usec / n),
+      bytesInPerRequest: d.bytesIn / n,
+      bytesOutPerRequest: d.bytesOut / n,
+      redisCpuUsPerRequest: d.shards.map((s) => (s.cpuSeconds * 1e6) / n),
+      sidecarCpuUsPerRequest: ((ticks / CLK_TCK) * 1e6) / n,
     });
     await sleep(200);
   }
@@ -445,16 +467,16 @@ function report(rows, seconds) {
   say('Store operations (round trips) per request, net of the idle background, by feature mix');
   say();
   say(
-    '| store | N | mix | hits | ops/req | by name | in scripts/req | hottest shard | B in/req | B out/req | Redis cmd µs/req (per shard) | Redis CPU µs/req (per shard) | sidecar CPU µs/req | failed |',
+    '| store | N | mix | hits | refused | ops/req | ops/sent upstream | by name | in scripts/req | hottest shard | B in/req | B out/req | Redis cmd µs/req (per shard) | Redis CPU µs/req (per shard) | sidecar CPU µs/req | failed |',
   );
-  say('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  say('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows.mixes) {
     const names = Object.entries(r.netByName)
       .filter(([k, v]) => ROUND_TRIP.has(k) && Math.abs(v) >= 0.005)
       .map(([k, v]) => `${k} ${f(v)}`)
       .join(', ');
     say(
-      `| ${r.topology} | ${r.members} | ${r.mix} | ${f(r.hitRatio * 100, 0)} % | ${f(r.netTripsPerRequest)} | ${names} | ${f(r.netScriptCommandsPerRequest, 1)} | ${f(r.hottestShardShare * 100, 0)} % | ${f(r.bytesInPerRequest, 0)} | ${f(r.bytesOutPerRequest, 0)} | ${r.redisUsecPerRequest.map((c) => f(c, 1)).join(' / ')} | ${r.redisCpuUsPerRequest.map((c) => f(c, 0)).join(' / ')} | ${f(r.sidecarCpuUsPerRequest, 0)} | ${r.answers.failed} |`,
+      `| ${r.topology} | ${r.members} | ${r.mix} | ${f(r.hitRatio * 100, 0)} % | ${f((r.answers.refused / r.requests) * 100, 0)} % | ${f(r.netTripsPerRequest)} | ${f(r.netTripsPerAdmitted)} | ${names} | ${f(r.netScriptCommandsPerRequest, 1)} | ${f(r.hottestShardShare * 100, 0)} % | ${f(r.bytesInPerRequest, 0)} | ${f(r.bytesOutPerRequest, 0)} | ${r.redisUsecPerRequest.map((c) => f(c, 1)).join(' / ')} | ${r.redisCpuUsPerRequest.map((c) => f(c, 0)).join(' / ')} | ${f(r.sidecarCpuUsPerRequest, 0)} | ${r.answers.failed} |`,
     );
   }
   say();
@@ -482,7 +504,7 @@ function report(rows, seconds) {
     say(`| ${r.name} | ${f(r.opsPerSecond, 0)} | ${f(r.usecPerCall, 1)} |`);
   say();
   say(
-    `${REQUESTS} requests per mix over ${CONCURRENCY} connections; idle windows ${IDLE_SECONDS} s; ` +
+    `${REQUESTS} requests per mix (the binding mix: as many as its seconds allow) over ${CONCURRENCY} connections; idle windows ${IDLE_SECONDS} s; ` +
       `node ${process.version}; ${seconds.toFixed(0)} s in all`,
   );
   const dir = join(ROOT, 'bench', 'results', 'capacity');
