@@ -14,7 +14,7 @@
 //   npm run bench:capacity            full run (N = 1, 2, 4, 8; cluster and standalone)
 //   node bench/capacity.mjs --quick   N = 1, 4 on the cluster, 4 standalone; fewer requests (< 3 min)
 //   node bench/capacity.mjs --core    only what one Redis core serves (redis-benchmark), ~20 s
-//   options: --members 1,2 --topologies cluster,standalone --requests 600 --concurrency 8 --keep
+//   options: --dist dist-before (another build, for before/after) --configs token,quota+cache,quota-binding --members 1,2 --topologies cluster,standalone --requests 600 --concurrency 8 --keep
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -46,6 +46,9 @@ const { values: args } = parseArgs({
     concurrency: { type: 'string', default: '8' },
     'idle-seconds': { type: 'string' },
     core: { type: 'boolean', default: false },
+    configs: { type: 'string' },
+    /** Another build of the bundle (e.g. a copy of dist/ before a change), for before/after runs. */
+    dist: { type: 'string', default: 'dist' },
     keep: { type: 'boolean', default: false },
   },
 });
@@ -80,8 +83,8 @@ const CONFIGS = {
     CACHE_RULES: '/v1.0/echo/=300',
   },
   /** A limit the load exceeds: members wait for slots and most requests are refused. */
-  'quota binding': {
-    UPSTREAM_RATE_LIMIT: '50/s',
+  'quota-binding': {
+    UPSTREAM_RATE_LIMIT: '4/s',
     UPSTREAM_QUEUE_MS: '1000',
     QUOTA_CALLER_HEADER: 'x-caller',
     QUOTA_CALLERS: CALLERS.map((c) => `${c}=1`).join(','),
@@ -100,10 +103,12 @@ const MIXES = [
   { name: 'shared cache ≈50 % hits', config: 'quota+cache', repeat: 2 },
   { name: 'shared cache ≈90 % hits', config: 'quota+cache', repeat: 10 },
   {
-    name: 'rate limit binding (50/s)',
-    config: 'quota binding',
+    name: 'rate limit binding (4/s)',
+    config: 'quota-binding',
     path: () => '/v1.0/contracts',
     seconds: QUICK ? 3 : 6,
+    // Several waiters on every member: the fleet competes for each slot.
+    concurrency: 32,
   },
 ];
 
@@ -221,7 +226,7 @@ async function startFleet(size, config, { standin, pki, store }) {
   const members = [];
   for (let i = 0; i < size; i++) {
     const [proxyPort, adminPort] = await freePorts(2);
-    const child = startChild(process.execPath, [join(ROOT, 'dist', 'main.js')], {
+    const child = startChild(process.execPath, [join(ROOT, args.dist, 'main.js')], {
       env: sidecarEnv({
         upstream: standin.url,
         tokenUrl: `${standin.url}/oauth/token/`,
@@ -281,7 +286,7 @@ async function load(members, mix, agent) {
       else answers.hits++;
     }
   };
-  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  await Promise.all(Array.from({ length: mix.concurrency ?? CONCURRENCY }, worker));
   return answers;
 }
 
@@ -315,7 +320,7 @@ async function measureConfig(store, size, config, context, helpers, rows) {
       Object.entries(idleRate).map(([k, v]) => [k, Number((v / size).toFixed(3))]),
     ),
   });
-  const agent = new Agent({ connections: CONCURRENCY });
+  const agent = new Agent({ connections: 64 });
   for (const mix of MIXES.filter((m) => m.config === config)) {
     const grantsBefore = context.standin.tokenRequests.length;
     const ticksBefore = fleetTicks(members);
@@ -451,7 +456,7 @@ async function main() {
   for (const { topology, sizes } of PLAN) {
     const store = await startStore(topology, helpers);
     for (const size of sizes) {
-      for (const config of Object.keys(CONFIGS)) {
+      for (const config of args.configs?.split(',') ?? Object.keys(CONFIGS)) {
         await measureConfig(store, size, config, { standin, pki }, helpers, rows);
       }
     }
@@ -504,7 +509,8 @@ function report(rows, seconds) {
     say(`| ${r.name} | ${f(r.opsPerSecond, 0)} | ${f(r.usecPerCall, 1)} |`);
   say();
   say(
-    `${REQUESTS} requests per mix (the binding mix: as many as its seconds allow) over ${CONCURRENCY} connections; idle windows ${IDLE_SECONDS} s; ` +
+    `${REQUESTS} requests per mix over ${CONCURRENCY} connections (the binding mix: as many as ` +
+      `its seconds allow over 32); idle windows ${IDLE_SECONDS} s; ` +
       `node ${process.version}; ${seconds.toFixed(0)} s in all`,
   );
   const dir = join(ROOT, 'bench', 'results', 'capacity');

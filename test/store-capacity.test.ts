@@ -17,7 +17,7 @@ import {
   type SidecarProcess,
 } from './helpers/sidecar-process.js';
 
-/** docs/capacity.md "Model": store operations per request admitted under a rate limit. */
+/** docs/capacity.md "The model": store operations per request admitted under a rate limit. */
 const MODEL_OPS_PER_LIMITED_REQUEST = 1;
 
 let standin: Standin;

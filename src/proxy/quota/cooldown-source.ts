@@ -1,6 +1,6 @@
 /**
- * Where a member under a rate limit learns of a fleet cooldown (docs/capacity.md "The cooldown
- * poll"): every request it sends upstream while the store is up is admitted by a store decision
+ * Where a member under a rate limit learns of a fleet cooldown (docs/capacity.md "What moved the
+ * wall, and what is left"): every request it sends upstream while the store is up is admitted by a store decision
  * (`take`), and that script reads the cooldown in the same atomic step before it grants a slot. The
  * 250 ms poll would add four reads a second per member on the quota's one shard, idle or not, and
  * tell nothing the next admission does not. So under a rate limit the poll reads the store only

@@ -141,7 +141,7 @@ export class QuotaGuard {
       throw this.refuse(who, expected, 'the wait queue is full');
     if (this.callers.waiting(who) >= this.maxQueuedPerCaller)
       throw this.refuse(who, expected, `${who.name}'s waiters fill its share of the queue`);
-    return this.queue.add(who, now, signal, () => this.pump.pump());
+    return this.queue.add(who, now, signal, () => this.pump.arrived());
   }
 
   /** The caller a request belongs to (callers.ts), active callers judged over the rate's period. */
@@ -272,7 +272,9 @@ export class QuotaGuard {
     let competing = caller.weight;
     for (const other of this.queue.backlogged) if (other !== caller) competing += other.weight;
     const ahead = (caller.waiters.size * competing) / caller.weight;
-    return this.estimate(fleet).msUntil(1 + ahead, now);
+    const estimate = this.estimate(fleet).msUntil(1 + ahead, now);
+    // Fleet-wide, the turn the store named for this caller is a floor (slot-pump.ts).
+    return fleet ? Math.max(estimate, this.pump.turnMs(caller, now)) : estimate;
   }
 
   /**
