@@ -221,6 +221,24 @@ describe('store quota (real redis-server)', () => {
       expect(ratio).toBeLessThanOrEqual(3.6);
     });
 
+    it("a member behind another member's caller is told when its turn comes, not the next slot", async () => {
+      // docs/capacity.md "The first wall": W members asking at every slot cost W decisions per
+      // slot. One slot every 10 s (a stall of the test process refills nothing); 3 to start with.
+      const slow = { count: 3, periodMs: 30_000 };
+      const [a, b, c] = [member('fair-t:', slow), member('fair-t:', slow), member('fair-t:', slow)];
+      expect((await a.take(want(2, 'alpha'))).granted).toBe(2);
+      expect((await b.take(want(3, 'bravo'))).granted).toBe(1);
+      // charlie has had nothing: it is ahead of alpha for the next slot.
+      expect((await c.take(want(3, 'charlie'))).granted).toBe(0);
+      const behind = await a.take(want(3, 'alpha'));
+      expect(behind.granted).toBe(0);
+      // The next slot (in ~10 s) is charlie's; alpha's is the one after (~20 s).
+      expect(behind.waitMs).toBeGreaterThan(15_000);
+      expect(behind.waitMs).toBeLessThanOrEqual(20_000);
+      // charlie itself is told the next slot.
+      expect((await c.take(want(3, 'charlie'))).waitMs).toBeLessThanOrEqual(10_000);
+    });
+
     it("a slot due to another member's interactive caller stays in the bucket for it", async () => {
       // One slot a second: a stall of the test process between two takes refills nothing.
       const slow = { count: 100, periodMs: 100_000 };

@@ -193,11 +193,31 @@ for j = 1, asking do
 end
 redis.call('HSET', KEYS[3], '~v', string.format('%.17g', v))
 redis.call('PEXPIRE', KEYS[3], math.ceil(period) + 1000)
--- 0: slots are left for anyone; else when this member should ask again (the next slot, or the
--- next turn when a slot is held for another member's caller).
+-- 0: slots are left for anyone; else when this member's turn comes (the fair order carried on
+-- without tokens: each other member's caller with a smaller key takes the slots its key and weight
+-- place first), so a waiting member asks once per turn, not at every slot (docs/capacity.md).
+local mine_key = math.huge
+for j = 1, asking do
+  local c = callers[ARGV[2 + 4 * j]]
+  if c.want > 0 then
+    local key = c.vt
+    if c.r == 1 then key = key + 1 / c.w end
+    if key < mine_key then mine_key = key end
+  end
+end
+local ahead = 0
+if mine_key < math.huge then
+  for _, c in pairs(callers) do
+    if c.mine == nil and c.want > 0 and c.seen > now_ms - ttl then
+      local key = c.vt
+      if c.r == 1 then key = key + 1 / c.w end
+      if key < mine_key then ahead = ahead + math.min(c.want, math.ceil((mine_key - key) * c.w)) end
+    end
+  end
+end
 local wait = 0
-if tokens < 1 - 1e-9 then wait = math.ceil((1 - tokens) * interval)
-elseif held then wait = math.ceil(interval) end
+if tokens < 1 - 1e-9 then wait = math.ceil((ahead + 1 - tokens) * interval)
+elseif held then wait = math.max(math.ceil(interval), math.ceil((ahead + 1 - tokens) * interval)) end
 return reply(granted, wait, math.floor(tokens * 1000), 0, 0)
 `,
 );

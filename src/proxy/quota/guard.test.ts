@@ -433,6 +433,45 @@ describe('fleet-wide (shared store)', () => {
     guard.close();
   });
 
+  it('under a rate limit the poll reads nothing while the store is up: the next admission reads the cooldown', async () => {
+    // docs/capacity.md: four reads a second per idle member on the quota's shard would be the
+    // fleet's first wall; each store decision reads the cooldown in the same script.
+    const { state, shared } = fakeStore();
+    let reads = 0;
+    const counted: SharedQuota = {
+      ...shared,
+      take: (demands) => shared.take(demands),
+      health: () => shared.health(),
+      readCooldown: () => {
+        reads += 1;
+        return shared.readCooldown();
+      },
+    };
+    const { guard } = makeGuard({ rateLimit: { count: 10, periodMs: 1_000 }, shared: counted });
+    guard.start();
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(reads).toBe(0);
+    state.cooldown = { status: 429, msLeft: 10_000 };
+    const sent = track(guard.admit()!);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(sent.value).toBe('rejected');
+    expect((sent.reason as SidecarError).code).toBe('upstream_rate_limited');
+    // Applied here: the next request is refused without a store call.
+    const calls = state.calls;
+    expect(refusal(() => guard.admit()).code).toBe('upstream_rate_limited');
+    expect(state.calls).toBe(calls);
+    // With the store down the poll reads again (it is what finds the store back).
+    state.failing = true;
+    state.cooldown = undefined;
+    await vi.advanceTimersByTimeAsync(10_000); // the cooldown is over
+    expect(reads).toBe(0);
+    track(guard.admit()!); // the store fails: the local bucket decides, the store is down
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(guard.status().fleet).toBe('local');
+    expect(reads).toBeGreaterThan(0);
+    guard.close();
+  });
+
   it('a cooldown taken here is published to the store', async () => {
     const { state, shared } = fakeStore();
     const { guard } = makeGuard({ shared, maxCooldownSeconds: 20 });

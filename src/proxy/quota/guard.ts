@@ -13,6 +13,7 @@ import { wholeSecondsLeft, type HeaderValue } from '../../http-fields/retry-afte
 import type { Logger } from '../../telemetry/logger.js';
 import { TokenBucket, type RateLimit } from './bucket.js';
 import { Cooldown, mayStartCooldown } from './cooldown.js';
+import { pollWhileDown } from './cooldown-source.js';
 import { FleetLink, SHARED_POLL_MS } from './fleet-link.js';
 import { Callers } from './callers.js';
 import { FairQueue, type CallerState, type Waiter } from './fair-queue.js';
@@ -72,8 +73,12 @@ export class QuotaGuard {
     this.fleet =
       options.shared === undefined
         ? undefined
-        : new FleetLink(options.shared, this.clock, options.sharedPollMs ?? SHARED_POLL_MS, (c) =>
-            this.fleetCooldown(c),
+        : new FleetLink(
+            // Under a rate limit each admission's store decision reads the cooldown itself.
+            this.limit === undefined ? options.shared : pollWhileDown(options.shared),
+            this.clock,
+            options.sharedPollMs ?? SHARED_POLL_MS,
+            (c) => this.fleetCooldown(c),
           );
     this.queue = new FairQueue({
       clock: this.clock,
@@ -136,7 +141,7 @@ export class QuotaGuard {
       throw this.refuse(who, expected, 'the wait queue is full');
     if (this.callers.waiting(who) >= this.maxQueuedPerCaller)
       throw this.refuse(who, expected, `${who.name}'s waiters fill its share of the queue`);
-    return this.queue.add(who, now, signal, () => this.pump.pump());
+    return this.queue.add(who, now, signal, () => this.pump.arrived());
   }
 
   /** The caller a request belongs to (callers.ts), active callers judged over the rate's period. */
@@ -267,7 +272,9 @@ export class QuotaGuard {
     let competing = caller.weight;
     for (const other of this.queue.backlogged) if (other !== caller) competing += other.weight;
     const ahead = (caller.waiters.size * competing) / caller.weight;
-    return this.estimate(fleet).msUntil(1 + ahead, now);
+    const estimate = this.estimate(fleet).msUntil(1 + ahead, now);
+    // Fleet-wide, the turn the store named for this caller is a floor (slot-pump.ts).
+    return fleet ? Math.max(estimate, this.pump.turnMs(caller, now)) : estimate;
   }
 
   /**

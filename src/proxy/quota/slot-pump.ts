@@ -9,7 +9,7 @@ import type { SidecarError } from '../../errors.js';
 import type { CallerDemand, CooldownStatus, SharedQuota } from '../../fleet/ports.js';
 import type { TokenBucket } from './bucket.js';
 import type { Cooldown } from './cooldown.js';
-import type { FairQueue, Waiter } from './fair-queue.js';
+import type { CallerState, FairQueue, Waiter } from './fair-queue.js';
 import type { FleetLink } from './fleet-link.js';
 
 export interface SlotPumpOptions {
@@ -32,8 +32,16 @@ export interface SlotPumpOptions {
 export class SlotPump {
   readonly #o: SlotPumpOptions;
   #timer: TimerHandle | undefined;
+  /** When the armed timer fires (clock ms). */
+  #due = 0;
   /** A store decision is pending. */
   #pumping = false;
+  /**
+   * The callers of the last store decision while its wait is armed: the store knows they want
+   * slots and said when this member's turn comes (fleet/quota.ts TAKE), so another waiter of
+   * theirs asks nothing before then.
+   */
+  readonly #asked = new Set<CallerState>();
 
   constructor(options: SlotPumpOptions) {
     this.#o = options;
@@ -48,9 +56,38 @@ export class SlotPump {
       waiter.expired = true;
       return;
     }
-    // A slot due at the very deadline goes to the waiter, whichever timer fired first.
-    if (this.#timer !== undefined) this.pump();
+    // A slot due at the very deadline goes to the waiter, whichever timer fired first; before
+    // its turn the store has none for it (no store call per refused waiter).
+    if (this.#timer !== undefined && (!this.#fleetActive() || this.#due <= this.#o.clock.now()))
+      this.pump();
     this.#o.refuseExpired(waiter);
+  }
+
+  /**
+   * A waiter joined the queue. Fleet-wide, while the store's wait is armed and every caller
+   * waiting was in that decision, it waits for the turn the store named: one store call per turn
+   * of this member, not one per request (docs/capacity.md).
+   */
+  arrived(): void {
+    if (this.#timer !== undefined && !this.#pumping && this.#fleetActive()) {
+      let known = true;
+      for (const caller of this.#o.queue.backlogged) known &&= this.#asked.has(caller);
+      if (known) return;
+    }
+    this.pump();
+  }
+
+  /**
+   * How long until the turn the store named for `caller` (0 when none is armed): an arrival that
+   * asks nothing of the store is refused at once when its turn is beyond its deadline.
+   */
+  turnMs(caller: CallerState, now: number): number {
+    if (this.#timer === undefined || !this.#asked.has(caller)) return 0;
+    return Math.max(0, this.#due - now);
+  }
+
+  #fleetActive(): boolean {
+    return this.#o.fleet?.active() ?? false;
   }
 
   /** Waiters whose deadline passed during a store decision, once it is made. */
@@ -59,6 +96,7 @@ export class SlotPump {
   }
 
   disarm(): void {
+    this.#asked.clear();
     if (this.#timer === undefined) return;
     this.#o.clock.clearTimeout(this.#timer);
     this.#timer = undefined;
@@ -66,9 +104,11 @@ export class SlotPump {
 
   #arm(ms: number): void {
     this.disarm();
+    this.#due = this.#o.clock.now() + Math.max(1, ms);
     this.#timer = this.#o.clock.setTimeout(
       () => {
         this.#timer = undefined;
+        this.#asked.clear();
         this.pump();
       },
       Math.max(1, ms),
@@ -117,7 +157,10 @@ export class SlotPump {
         if (queue.size === 0) return;
         // Slots left and granted: more waiters came during the call, ask again now.
         if (decision.granted > 0 && decision.tokens >= 1) this.pump();
-        else this.#arm(decision.waitMs);
+        else {
+          this.#arm(decision.waitMs);
+          for (const caller of asking) this.#asked.add(caller);
+        }
       },
       () => {
         // The connection marked the store down: the local bucket decides from here.
