@@ -22,6 +22,8 @@ export interface StoreAddressOptions {
   mode?: StoreMode;
   sentinelPrimary?: string | undefined;
   sentinelPassword?: string | undefined;
+  /** The store's key prefix: a cluster's health check names one key under it (ACL key patterns). */
+  keyPrefix?: string | undefined;
 }
 
 /** The socket settings every node connection gets. */
@@ -102,7 +104,7 @@ export function makeStoreClient(
   const parsed = parseStoreUrl(options.url);
   if ('problem' in parsed) throw new Error(`store URL: ${parsed.problem}`);
   return mode === 'cluster'
-    ? cluster(parsed, socket, scripts)
+    ? cluster(parsed, `${options.keyPrefix ?? 'oauth-sidecar:'}health`, socket, scripts)
     : sentinel(parsed, options, socket, scripts);
 }
 
@@ -110,13 +112,26 @@ export function makeStoreClient(
 const CHECK_LUA = "return 'PONG'";
 const CHECK_SHA1 = createHash('sha1').update(CHECK_LUA).digest('hex');
 
-/** Run the check script on one node through `send` (that node's raw command). */
-async function checkNode(send: (args: string[]) => Promise<unknown>): Promise<void> {
+/**
+ * Run the check script on one node through `send` (that node's raw command). In a cluster it
+ * names `key` (never read): a node whose cluster does not serve every slot answers CLUSTERDOWN
+ * as it would to the store's scripts, and one that does answers, or redirects (MOVED, ASK) to the
+ * key's owner, which says as much.
+ */
+async function checkNode(send: (args: string[]) => Promise<unknown>, key?: string): Promise<void> {
+  const keys = key === undefined ? ['0'] : ['1', key];
+  const run = async (args: string[]): Promise<void> => {
+    try {
+      await send(args);
+    } catch (error) {
+      if (!(error instanceof Error && /^(MOVED|ASK) /.test(error.message))) throw error;
+    }
+  };
   try {
-    await send(['EVALSHA', CHECK_SHA1, '0']);
+    await run(['EVALSHA', CHECK_SHA1, ...keys]);
   } catch (error) {
     if (!(error instanceof Error && error.message.startsWith('NOSCRIPT'))) throw error;
-    await send(['EVAL', CHECK_LUA, '0']);
+    await run(['EVAL', CHECK_LUA, ...keys]);
   }
 }
 
@@ -202,7 +217,12 @@ function nodeOptions(parsed: StoreUrl, socket: SocketPolicy) {
 }
 
 /** Seed nodes; the topology is discovered and re-discovered by node-redis (MOVED, fail-over). */
-function cluster(parsed: StoreUrl, socket: SocketPolicy, scripts: readonly ClientScript[]) {
+function cluster(
+  parsed: StoreUrl,
+  checkKey: string,
+  socket: SocketPolicy,
+  scripts: readonly ClientScript[],
+) {
   const client = createCluster({
     rootNodes: parsed.nodes.map((node) => ({ url: node.url })),
     defaults: nodeOptions(parsed, socket),
@@ -219,7 +239,7 @@ function cluster(parsed: StoreUrl, socket: SocketPolicy, scripts: readonly Clien
       await Promise.all(
         client.masters.map(async (master) => {
           const node = await client.nodeClient(master);
-          await checkNode((args) => node.sendCommand(args));
+          await checkNode((args) => node.sendCommand(args), checkKey);
         }),
       );
     },

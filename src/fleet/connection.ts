@@ -232,9 +232,9 @@ class Connection implements StoreConnection {
    * An error the client reports. A standalone client's is a failed connection attempt. A cluster
    * or Sentinel client reports one per seed node or sentinel that fails while it goes on with the
    * next, and one per master it cannot reach: while connecting, the attempt has failed when
-   * `connect()` rejects (`#connect`), at a refusal, or one connect timeout after the first such
-   * error (`#endStartWaitIn`), so a member neither acts alone while its discovery is still under
-   * way nor waits for a store that cannot be used.
+   * `connect()` rejects (`#connect`), at a refusal, or when the start wait is over
+   * (`#endStartWaitIn`), so a member neither acts alone while its discovery is still under way
+   * nor waits longer than a first call would for a store that cannot be used.
    */
   #clientError(error: unknown): void {
     if (this.#mode === 'standalone' || this.#verdict.state !== 'connecting' || isRefusal(error)) {
@@ -243,7 +243,6 @@ class Connection implements StoreConnection {
     }
     this.#connectError = this.#verdict.cause(error);
     this.#verdict.note(error);
-    this.#endStartWaitIn(STORE_CONNECT_TIMEOUT_MS);
   }
 
   #attemptFailed(error: unknown): void {

@@ -21,9 +21,9 @@ export const STORE_CONNECT_TIMEOUT_MS = 2_000;
 /**
  * How long `connecting` may last. A cluster's or Sentinel's first attempt is a discovery and a
  * connection to each master (or the primary), and node-redis goes on retrying it without
- * rejecting `connect()`: a store not usable by then is down. A failure the client reports
- * shortens it to one `STORE_CONNECT_TIMEOUT_MS` (another seed node or sentinel may still answer
- * meanwhile); a refusal (WRONGPASS, NOPERM, CLUSTERDOWN...) ends it at once.
+ * rejecting `connect()`: a store not usable by then is down, with the last failure the client
+ * reported as the cause (another seed node or sentinel may answer until then). A refusal
+ * (WRONGPASS, NOPERM, CLUSTERDOWN...) ends it at once.
  */
 export function startWaitMs(mode: StoreHealth['mode']): number {
   return STORE_CONNECT_TIMEOUT_MS * (mode === 'standalone' ? 1 : 3);
