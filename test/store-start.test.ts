@@ -184,7 +184,7 @@ describe('a member started while its store cannot be used serves every request',
         [{ ...env, STORE_SENTINEL_PASSWORD: 'wrong-pw-8c2d' }, env],
         'sentinel',
         sentinelHost,
-        /WRONGPASS|NOAUTH|AUTH/,
+        /^(WRONGPASS|NOAUTH) /,
       );
       const primary = await sentinels.primary();
       await expectServedAlone(
