@@ -185,6 +185,17 @@ describe('a store that cannot be used at start', () => {
     expect(upLines()).toHaveLength(1);
   });
 
+  it('connected just before the start wait ends, its health check still running: not judged down', async () => {
+    const client = new FakeClient();
+    client.pingAnswer = () => new Promise((resolve) => setTimeout(resolve, 300));
+    const { connection } = connect('standalone', client);
+    await vi.advanceTimersByTimeAsync(startWaitMs('standalone') - 100);
+    client.becomeReady();
+    await vi.advanceTimersByTimeAsync(400);
+    expect(connection.health()).toMatchObject({ connecting: false, up: true });
+    expect(downLines()).toHaveLength(0);
+  });
+
   it('the store answering later: up, logged once, calls go to it', async () => {
     const { connection, client } = connect('cluster');
     await vi.advanceTimersByTimeAsync(startWaitMs('cluster'));

@@ -148,7 +148,8 @@ class Connection implements StoreConnection {
   /** Not usable within `ms` from now (and not before): the first attempt has failed. */
   #endStartWaitIn(ms: number): void {
     this.#verdict.endStartWaitIn(ms, () => {
-      if (this.#closed) return;
+      // Connected: the health check and the calls give the verdict (each within its own bound).
+      if (this.#closed || this.#client.isReady) return;
       const cause = this.#connectError ?? `not usable within ${ms} ms of start`;
       this.#attemptFailed(new StoreError(cause));
     });
