@@ -106,6 +106,7 @@ async function checkStore(
     mode: config.store.mode,
     sentinelPrimary: config.store.sentinelPrimary,
     sentinelPassword: config.store.sentinelPassword,
+    keyPrefix: config.store.keyPrefix,
     logger: createLogger({ level: 'silent' }),
     clock: systemClock,
     commandTimeoutMs: 5_000,

@@ -11,6 +11,7 @@ import {
   defineScript as defineRedisScript,
 } from '@redis/client';
 import type { CommandParser } from '@redis/client';
+import { createHash } from 'node:crypto';
 import { parseStoreUrl, type StoreUrl } from '../store-url.js';
 
 export type StoreMode = 'standalone' | 'cluster' | 'sentinel';
@@ -21,6 +22,8 @@ export interface StoreAddressOptions {
   mode?: StoreMode;
   sentinelPrimary?: string | undefined;
   sentinelPassword?: string | undefined;
+  /** The store's key prefix: a cluster's health check names one key under it (ACL key patterns). */
+  keyPrefix?: string | undefined;
 }
 
 /** The socket settings every node connection gets. */
@@ -44,7 +47,11 @@ export interface StoreClient {
   connect(): Promise<unknown>;
   /** Run a registered script on the node that owns `keys[0]`. */
   script(name: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
-  /** PING every node this process writes to (each master of a cluster). */
+  /**
+   * Check every node this process writes to (each master of a cluster) answers and runs scripts:
+   * EVALSHA of a one-line script (EVAL when the node does not know it yet). A node that answers
+   * PING but refuses scripts (an ACL user without EVALSHA: NOPERM) is not usable.
+   */
   ping(): Promise<void>;
   /** `INFO server` of one node. */
   info(): Promise<unknown>;
@@ -97,23 +104,58 @@ export function makeStoreClient(
   const parsed = parseStoreUrl(options.url);
   if ('problem' in parsed) throw new Error(`store URL: ${parsed.problem}`);
   return mode === 'cluster'
-    ? cluster(parsed, socket, scripts)
+    ? cluster(parsed, `${options.keyPrefix ?? 'oauth-sidecar:'}health`, socket, scripts)
     : sentinel(parsed, options, socket, scripts);
+}
+
+/** The health check's script: what every store call needs (EVALSHA, EVAL on NOSCRIPT). */
+const CHECK_LUA = "return 'PONG'";
+const CHECK_SHA1 = createHash('sha1').update(CHECK_LUA).digest('hex');
+
+/**
+ * Run the check script on one node through `send` (that node's raw command). In a cluster it
+ * names `key` (never read): a node whose cluster does not serve every slot answers CLUSTERDOWN
+ * as it would to the store's scripts, and one that does answers, or redirects (MOVED, ASK) to the
+ * key's owner, which says as much.
+ */
+async function checkNode(send: (args: string[]) => Promise<unknown>, key?: string): Promise<void> {
+  const keys = key === undefined ? ['0'] : ['1', key];
+  const run = async (args: string[]): Promise<void> => {
+    try {
+      await send(args);
+    } catch (error) {
+      if (!(error instanceof Error && /^(MOVED|ASK) /.test(error.message))) throw error;
+    }
+  };
+  try {
+    await run(['EVALSHA', CHECK_SHA1, ...keys]);
+  } catch (error) {
+    if (!(error instanceof Error && error.message.startsWith('NOSCRIPT'))) throw error;
+    await run(['EVAL', CHECK_LUA, ...keys]);
+  }
 }
 
 /** What every node-redis client (single, cluster, Sentinel) has in common, as used here. */
 interface NodeRedisClient {
   readonly isReady: boolean;
   readonly isOpen: boolean;
-  on(event: 'ready' | 'connect' | 'error', listener: (error: unknown) => void): unknown;
+  on(
+    event: 'ready' | 'connect' | 'error' | 'node-error',
+    listener: (error: unknown) => void,
+  ): unknown;
   connect(): Promise<unknown>;
   close(): Promise<unknown>;
   destroy(): unknown;
 }
 
-/** How one mode differs: the event that means usable, and how it pings, reads INFO, names nodes. */
+/**
+ * How one mode differs: the event that means usable, the events that report a failed connection,
+ * and how it checks its nodes, reads INFO, names nodes.
+ */
 interface ModeParts {
   readyEvent: 'ready' | 'connect';
+  /** A cluster reports a master it cannot reach as `node-error`, not `error`. */
+  errorEvents?: readonly ('error' | 'node-error')[];
   ping: () => Promise<void>;
   info: () => Promise<unknown>;
   nodes: () => string[];
@@ -129,7 +171,9 @@ function adapt(client: NodeRedisClient, parts: ModeParts): StoreClient {
       return client.isOpen;
     },
     onReady: (listener) => void client.on(parts.readyEvent, listener),
-    onError: (listener) => void client.on('error', listener),
+    onError: (listener) => {
+      for (const event of parts.errorEvents ?? ['error']) client.on(event, listener);
+    },
     connect: () => client.connect(),
     script: (name, keys, args) => callScript(client, name, keys, args),
     ping: parts.ping,
@@ -156,7 +200,7 @@ function standalone(url: string, socket: SocketPolicy, scripts: readonly ClientS
   const node = 'problem' in parsed ? [] : parsed.nodes.map((n) => `${n.host}:${n.port ?? 6379}`);
   return adapt(client, {
     readyEvent: 'ready',
-    ping: async () => void (await client.sendCommand(['PING'])),
+    ping: () => checkNode((args) => client.sendCommand(args)),
     info: () => client.sendCommand(['INFO', 'server']),
     nodes: () => node,
   });
@@ -173,7 +217,12 @@ function nodeOptions(parsed: StoreUrl, socket: SocketPolicy) {
 }
 
 /** Seed nodes; the topology is discovered and re-discovered by node-redis (MOVED, fail-over). */
-function cluster(parsed: StoreUrl, socket: SocketPolicy, scripts: readonly ClientScript[]) {
+function cluster(
+  parsed: StoreUrl,
+  checkKey: string,
+  socket: SocketPolicy,
+  scripts: readonly ClientScript[],
+) {
   const client = createCluster({
     rootNodes: parsed.nodes.map((node) => ({ url: node.url })),
     defaults: nodeOptions(parsed, socket),
@@ -184,12 +233,13 @@ function cluster(parsed: StoreUrl, socket: SocketPolicy, scripts: readonly Clien
   });
   return adapt(client, {
     readyEvent: 'connect',
+    errorEvents: ['error', 'node-error'],
     // Every master: a cluster with one master lost is a store that is (partly) down.
     ping: async () => {
       await Promise.all(
         client.masters.map(async (master) => {
           const node = await client.nodeClient(master);
-          await node.sendCommand(['PING']);
+          await checkNode((args) => node.sendCommand(args), checkKey);
         }),
       );
     },
@@ -221,7 +271,7 @@ function sentinel(
   });
   return adapt(client, {
     readyEvent: 'ready',
-    ping: async () => void (await client.sendCommand(false, ['PING'])),
+    ping: () => checkNode((args) => client.sendCommand(false, args)),
     info: () => client.sendCommand(false, ['INFO', 'server']),
     nodes: () => {
       const primary = client.getMasterNode();

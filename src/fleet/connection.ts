@@ -3,16 +3,24 @@
  * imports the Redis client. Everything above it sees `StoreConnection`: run an atomic script,
  * read the health. Shared state is an optimisation, never a dependency (docs/design.md "Practices"): every call
  * settles within `commandTimeoutMs`, a store that is down fails calls at once, and the client
- * reconnects on its own with capped backoff.
+ * reconnects on its own with capped backoff. The health is one verdict (fleet/verdict.ts), changed and logged only when it changes.
  */
 import type { Clock, TimerHandle } from '../clock.js';
 import { StoreError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import { redactStoreUrl } from '../store-url.js';
-import { callLate, describe, reconnectDelayMs, setIntervalOn } from './connection-parts.js';
+import {
+  callLate,
+  describe,
+  isRefusal,
+  reconnectDelayMs,
+  sendRetryingTryAgain,
+  setIntervalOn,
+} from './connection-parts.js';
 import { makeStoreClient, type StoreAddressOptions, type StoreClient } from './clients.js';
 import { allScripts, type StoreScript } from './scripts.js';
 import type { StoreConnection, StoreHealth } from './ports.js';
+import { STORE_CONNECT_TIMEOUT_MS, StoreVerdict, startWaitMs } from './verdict.js';
 
 /** Every store call settles within this (docs/token-store.md: no answer in 500 ms counts as down). */
 export const STORE_COMMAND_TIMEOUT_MS = 500;
@@ -20,13 +28,13 @@ export const STORE_COMMAND_TIMEOUT_MS = 500;
 export const STORE_MAX_PENDING = 64;
 /** A PING this often keeps `up` truthful while nothing else runs (docs/token-store.md: shown within 5 s). */
 export const STORE_HEALTH_INTERVAL_MS = 2_000;
-/**
- * One connection attempt. Calls made before the first attempt has settled wait for it (within this
- * plus their own bound): a process starting with its fleet must not grant alone just because its
- * connection is still being set up.
- */
-export const STORE_CONNECT_TIMEOUT_MS = 2_000;
-export { RECONNECT_BASE_MS, RECONNECT_CAP_MS, reconnectDelayMs } from './connection-parts.js';
+export { STORE_CONNECT_TIMEOUT_MS, startWaitMs } from './verdict.js';
+export {
+  RECONNECT_BASE_MS,
+  RECONNECT_CAP_MS,
+  STORE_TRYAGAIN_DELAY_MS,
+  reconnectDelayMs,
+} from './connection-parts.js';
 
 export {
   STORE_NOW_MS_LUA,
@@ -36,9 +44,7 @@ export {
   type StoreScript,
 } from './scripts.js';
 
-export type { StoreHealth } from './ports.js';
-
-export type { StoreConnection } from './ports.js';
+export type { StoreConnection, StoreHealth } from './ports.js';
 
 export interface StoreConnectionOptions extends StoreAddressOptions {
   logger: Logger;
@@ -48,6 +54,8 @@ export interface StoreConnectionOptions extends StoreAddressOptions {
   healthIntervalMs?: number;
   /** [0, 1) for reconnect jitter; Math.random when absent. */
   random?: () => number;
+  /** Makes the Redis client (tests give a fake one); node-redis's when absent. */
+  makeClient?: typeof makeStoreClient;
 }
 
 export { redactStoreUrl };
@@ -72,13 +80,11 @@ class Connection implements StoreConnection {
   readonly #log: Logger;
   readonly #url: string;
   readonly #healthTimer: { stop(): void };
-  #up = false;
-  #lastError: StoreHealth['lastError'] = null;
+  /** While `connecting`, calls get the longer bound (they may wait for the first connection). */
+  readonly #verdict: StoreVerdict;
   #serverVersion: string | null = null;
   #pending = 0;
   #closed = false;
-  /** The first connection attempt succeeded or failed; until then calls get the longer bound. */
-  #firstAttemptSettled = false;
   /**
    * Why the last connection attempt failed (wrong password, TLS to a plain server, refused), until
    * the client is ready again: a call that times out waiting for the connection names it.
@@ -96,6 +102,12 @@ class Connection implements StoreConnection {
     this.#mode = options.mode ?? 'standalone';
     this.#options = options;
     this.hashTags = this.#mode === 'cluster';
+    this.#verdict = new StoreVerdict({
+      clock: this.#clock,
+      logger: this.#log,
+      url: this.#url,
+      mode: this.#mode,
+    });
     // Scripts defined in the same task as the connection (a test's) are registered too.
     queueMicrotask(() => void this.#client);
     this.#healthTimer = setIntervalOn(
@@ -109,7 +121,7 @@ class Connection implements StoreConnection {
 
   get #client(): StoreClient {
     if (this.#made !== undefined) return this.#made;
-    const client = makeStoreClient(
+    const client = (this.#options.makeClient ?? makeStoreClient)(
       this.#options,
       {
         connectTimeout: STORE_CONNECT_TIMEOUT_MS,
@@ -120,15 +132,27 @@ class Connection implements StoreConnection {
     this.#made = client;
     client.onError((error: unknown) => this.#clientError(error));
     client.onReady(() => {
-      this.#firstAttemptSettled = true;
       this.#connectError = undefined;
       this.#connectRetries = 0;
       this.#wakeReadyWaiters();
       // Learn the version and show `up` at once, not at the next health tick.
       this.probe().catch(() => undefined);
     });
-    if (!this.#closed) this.#connect();
+    if (!this.#closed) {
+      this.#endStartWaitIn(startWaitMs(this.#mode));
+      this.#connect();
+    }
     return client;
+  }
+
+  /** Not usable within `ms` from now (and not before): the first attempt has failed. */
+  #endStartWaitIn(ms: number): void {
+    this.#verdict.endStartWaitIn(ms, () => {
+      // Connected: the health check and the calls give the verdict (each within its own bound).
+      if (this.#closed || this.#client.isReady) return;
+      const cause = this.#connectError ?? `not usable within ${ms} ms of start`;
+      this.#attemptFailed(new StoreError(cause));
+    });
   }
 
   runScript(
@@ -164,9 +188,9 @@ class Connection implements StoreConnection {
       url: this.#url,
       mode: this.#mode,
       nodes: this.#made?.nodes() ?? [],
-      up: this.#up,
-      connecting: !this.#firstAttemptSettled,
-      lastError: this.#lastError === null ? null : { ...this.#lastError },
+      up: this.#verdict.state === 'up',
+      connecting: this.#verdict.state === 'connecting',
+      lastError: this.#verdict.lastError,
       serverVersion: this.#serverVersion,
     };
   }
@@ -175,6 +199,7 @@ class Connection implements StoreConnection {
     if (this.#closed) return;
     this.#closed = true;
     this.#healthTimer.stop();
+    this.#verdict.close();
     this.#wakeReadyWaiters();
     const client = this.#made;
     if (client === undefined) return;
@@ -207,25 +232,23 @@ class Connection implements StoreConnection {
   /**
    * An error the client reports. A standalone client's is a failed connection attempt. A cluster
    * or Sentinel client reports one per seed node or sentinel that fails while it goes on with the
-   * next: the attempt has failed only when `connect()` rejects (`#connect`), so a member does not
-   * act alone while its discovery is still under way.
+   * next, and one per master it cannot reach: while connecting, the attempt has failed when
+   * `connect()` rejects (`#connect`), at a refusal, or when the start wait is over
+   * (`#endStartWaitIn`), so a member neither acts alone while its discovery is still under way
+   * nor waits longer than a first call would for a store that cannot be used.
    */
   #clientError(error: unknown): void {
-    if (this.#mode === 'standalone' || this.#firstAttemptSettled) {
+    if (this.#mode === 'standalone' || this.#verdict.state !== 'connecting' || isRefusal(error)) {
       this.#attemptFailed(error);
       return;
     }
-    this.#connectError = describe(error);
-    this.#lastError = {
-      message: this.#connectError,
-      at: new Date(this.#clock.now()).toISOString(),
-    };
+    this.#connectError = this.#verdict.cause(error);
+    this.#verdict.note(error);
   }
 
   #attemptFailed(error: unknown): void {
-    this.#firstAttemptSettled = true;
-    this.#connectError = describe(error);
-    this.#markDown(error);
+    this.#connectError = this.#verdict.cause(error);
+    this.#verdict.down(error);
     // A caller waiting for the connection learns at once that this attempt failed.
     for (const wake of this.#readyWaiters) wake();
   }
@@ -235,30 +258,12 @@ class Connection implements StoreConnection {
     this.#readyWaiters.clear();
   }
 
-  #markDown(error: unknown): void {
-    const message = describe(error);
-    this.#lastError = { message, at: new Date(this.#clock.now()).toISOString() };
-    if (!this.#up) return;
-    this.#up = false;
-    // Logged once per outage, not per failed call.
-    this.#log.warn(
-      { event: 'store', up: false, store: this.#url, error: message },
-      'token store unavailable; each process keeps its own token until it is back',
-    );
-  }
-
-  #markUp(): void {
-    if (this.#up) return;
-    this.#up = true;
-    this.#log.info({ event: 'store', up: true, store: this.#url }, 'token store available');
-  }
-
   /**
    * Resolves when the client is ready, a connection attempt fails, or `deadline` passes (then the
-   * call fails as "down").
+   * call fails as "down"). A store already judged down is not waited for.
    */
   #whenReady(deadline: number): Promise<void> {
-    if (this.#client.isReady) return Promise.resolve();
+    if (this.#client.isReady || this.#verdict.state === 'down') return Promise.resolve();
     const clock = this.#clock;
     return new Promise<void>((resolve) => {
       const wake = (): void => {
@@ -282,13 +287,15 @@ class Connection implements StoreConnection {
     if (this.#closed) throw new StoreError(`${what}: the store connection is closed`);
     if (this.#pending >= this.#maxPending) {
       const error = new StoreError(`${what}: ${this.#maxPending} store calls already in progress`);
-      this.#markDown(error);
+      this.#verdict.down(error);
       throw error;
     }
     this.#pending += 1;
-    // A cluster's first attempt is a discovery and a connection to each master.
-    const connecting = STORE_CONNECT_TIMEOUT_MS * (this.#mode === 'standalone' ? 1 : 3);
-    const budget = this.#firstAttemptSettled ? this.#timeoutMs : connecting + this.#timeoutMs;
+    // Until the verdict is in, a call may wait for the first connection (the start wait).
+    const budget =
+      this.#verdict.state === 'connecting'
+        ? startWaitMs(this.#mode) + this.#timeoutMs
+        : this.#timeoutMs;
     const deadline = this.#clock.now() + budget;
     const late = { givenUp: false };
     let timer: TimerHandle | undefined;
@@ -308,12 +315,12 @@ class Connection implements StoreConnection {
         () => undefined, // a late rejection after the timeout is not unhandled
       );
       const result = await Promise.race([attempt, timeout]);
-      if (showsUp) this.#markUp();
+      if (showsUp) this.#verdict.up();
       return result;
     } catch (error) {
       const wrapped =
         error instanceof StoreError ? error : new StoreError(`${what}: ${describe(error)}`, error);
-      this.#markDown(wrapped);
+      this.#verdict.down(wrapped);
       throw wrapped;
     } finally {
       this.#pending -= 1;
@@ -324,10 +331,11 @@ class Connection implements StoreConnection {
   async #attempt<T>(what: string, deadline: number, send: () => Promise<T>): Promise<T> {
     await this.#whenReady(deadline);
     if (!this.#client.isReady) {
-      const cause = this.#lastError === null ? '' : ` (${this.#lastError.message})`;
+      const last = this.#verdict.lastError;
+      const cause = last === null ? '' : ` (${last.message})`;
       throw new StoreError(`${what}: not connected${cause}`);
     }
-    return send();
+    return sendRetryingTryAgain(this.#clock, deadline, send);
   }
 
   /** Still not connected: the cause is the connection's, not a slow answer. */

@@ -46,6 +46,8 @@ export interface RedisCluster {
   keysByMaster(): Promise<Map<number, number>>;
   /** SIGKILL one node. */
   kill(port: number): Promise<void>;
+  /** Start a killed node again on its port, with its `nodes.conf`: it rejoins as it was. */
+  restart(port: number): Promise<void>;
   /** Every slot served by a live master again (`cluster_state:ok` on every live node). */
   waitHealthy(timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
@@ -60,6 +62,7 @@ export async function startRedisCluster(
   const count = (options.masters ?? 3) * (1 + (options.replicas ?? 0));
   const dir = mkdtempSync(join(tmpdir(), 'oauth-sidecar-cluster-'));
   const procs = new Map<number, Proc>();
+  const argsByPort = new Map<number, string[]>();
   for (let i = 0; i < count; i++) {
     const [port, bus] = [await freePort(), await freePort()];
     const nodeDir = join(dir, String(port));
@@ -72,6 +75,7 @@ export async function startRedisCluster(
     // machine a 1 s node timeout times 10 can pass before the master is killed.
     args.push('--cluster-replica-validity-factor', '0');
     procs.set(port, spawnRedisServer(args));
+    argsByPort.set(port, args);
   }
   const ports = [...procs.keys()];
   const closeAll = async () => {
@@ -132,6 +136,12 @@ export async function startRedisCluster(
     async kill(port) {
       await killAll([procs.get(port)!]);
     },
+    async restart(port) {
+      procs.set(port, spawnRedisServer(argsByPort.get(port)!));
+      await until(`cluster node ${port} again`, async () =>
+        (await send(port, ['PING'])).includes('PONG'),
+      );
+    },
     async waitHealthy(timeoutMs = 30_000) {
       await until(
         'cluster_state:ok on every live node',
@@ -163,8 +173,15 @@ export interface RedisSentinels {
   close(): Promise<void>;
 }
 
-/** A primary, one replica and three sentinels (quorum 2, down-after 1000 ms). */
-export async function startRedisSentinels(): Promise<RedisSentinels> {
+/**
+ * A primary, one replica and three sentinels (quorum 2, down-after 1000 ms). With
+ * `sentinelPassword` the sentinels require it (`requirepass`, and `sentinel sentinel-pass` among
+ * themselves); the data nodes have none.
+ */
+export async function startRedisSentinels(
+  options: { sentinelPassword?: string } = {},
+): Promise<RedisSentinels> {
+  const auth = options.sentinelPassword;
   const missing = missingRedisServer();
   if (missing !== undefined) throw new Error(missing);
   const dir = mkdtempSync(join(tmpdir(), 'oauth-sidecar-sentinel-'));
@@ -199,6 +216,7 @@ export async function startRedisSentinels(): Promise<RedisSentinels> {
           `sentinel down-after-milliseconds ${name} 1000`,
           `sentinel failover-timeout ${name} 5000`,
           `sentinel parallel-syncs ${name} 1`,
+          ...(auth === undefined ? [] : [`requirepass ${auth}`, `sentinel sentinel-pass ${auth}`]),
           '',
         ].join('\n'),
       );
@@ -207,7 +225,7 @@ export async function startRedisSentinels(): Promise<RedisSentinels> {
     }
     for (const port of sentinelPorts) {
       await until(`sentinel ${port} to see the replica and the other sentinels`, async () => {
-        const reply = await send(port, ['SENTINEL', 'MASTER', name]);
+        const reply = await send(port, ['SENTINEL', 'MASTER', name], auth);
         const fields = reply.split('\r\n');
         const value = (key: string) => fields[fields.indexOf(key) + 2];
         return value('num-slaves') === '1' && value('num-other-sentinels') === '2';
@@ -223,7 +241,7 @@ export async function startRedisSentinels(): Promise<RedisSentinels> {
     async primary() {
       for (const port of sentinelPorts) {
         try {
-          const reply = await send(port, ['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name]);
+          const reply = await send(port, ['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name], auth);
           const found = /\r\n(\d+)\r\n$/.exec(reply);
           if (found !== null) return Number(found[1]);
         } catch {

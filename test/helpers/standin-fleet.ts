@@ -23,7 +23,9 @@ export interface StandinFleet {
   start(env: Record<string, string>): Promise<SidecarProcess>;
 }
 
-export function useStandinFleet(options: { redis?: boolean } = {}): StandinFleet {
+export function useStandinFleet(
+  options: { redis?: boolean; tokenLifetimeSeconds?: number } = {},
+): StandinFleet {
   let standin: Standin | undefined;
   let redis: RedisServer | undefined;
   let caFile = '';
@@ -31,7 +33,12 @@ export function useStandinFleet(options: { redis?: boolean } = {}): StandinFleet
 
   beforeAll(async () => {
     const pki = await createTestPki();
-    standin = await startStandin({ pki });
+    standin = await startStandin({
+      pki,
+      ...(options.tokenLifetimeSeconds !== undefined && {
+        tokenLifetimeSeconds: options.tokenLifetimeSeconds,
+      }),
+    });
     caFile = writeTemp('ca.pem', pki.caCert);
     if (options.redis === true) redis = await startRedisServer();
   });

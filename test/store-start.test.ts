@@ -1,0 +1,305 @@
+/**
+ * A member that starts while its store cannot be used (docs/token-store.md "What happens when it
+ * fails"): sidecar processes (the bundle) against a real Redis Cluster with a master dead, real
+ * Sentinels asked with a wrong or missing password or a data node named in their place, and a
+ * real `redis-server` whose ACL user may not run scripts. Each member serves every request, says
+ * once which store it cannot use and why, and joins the fleet when the store answers. Then a
+ * fail-over during a renewal.
+ */
+import { request } from 'undici';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  startRedisCluster,
+  startRedisSentinels,
+  type RedisCluster,
+  type RedisSentinels,
+} from './helpers/redis-topologies.js';
+import { useStandinFleet } from './helpers/standin-fleet.js';
+import { metricValue, waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
+
+/** 6 s tokens renewed ~2.1 s before expiry: several renewals within one test. */
+const fleet = useStandinFleet({ redis: true, tokenLifetimeSeconds: 6 });
+let topology: RedisCluster | RedisSentinels | undefined;
+
+afterEach(async () => {
+  await topology?.close();
+  topology = undefined;
+});
+
+/** The token set, the shared cache tier and the fleet quota: every use of the store. */
+const SHARED = {
+  CACHE_SHARED: 'true',
+  CACHE_RULES: '/v1.0/echo/=60',
+  UPSTREAM_RATE_LIMIT: '1000/s',
+  TOKEN_REFRESH_FRACTION: '0.35',
+  LOG_LEVEL: 'info',
+};
+/** Starting a topology and members, and waiting for renewals and fail-overs: well within this. */
+const TEST_TIMEOUT_MS = 120_000;
+/** The issue's bound: 30 GETs answered within 20 s of a member's start. */
+const START_BOUND_MS = 20_000;
+
+interface StoreLine {
+  level: string;
+  up: boolean;
+  store: string;
+  mode: string;
+  error?: string;
+}
+
+/** The member's `event: store` log lines (the connection's verdicts). */
+function storeLines(member: SidecarProcess): StoreLine[] {
+  return member.stdout
+    .filter((line) => line.includes('"event":"store"') && line.includes('"up":'))
+    .map((line) => JSON.parse(line) as StoreLine);
+}
+
+let question = 0;
+
+/** 30 GETs at once, each a new question (a shared-cache miss and a fleet quota decision). */
+async function thirtyGets(member: SidecarProcess): Promise<number[]> {
+  return Promise.all(
+    Array.from({ length: 30 }, async () => {
+      const res = await request(`${member.proxyUrl}/v1.0/echo/start-${process.pid}-${question++}`);
+      await res.body.dump();
+      return res.statusCode;
+    }),
+  );
+}
+
+async function storeStatus(member: SidecarProcess) {
+  const res = await request(`${member.adminUrl}/status`);
+  return ((await res.body.json()) as { store: { up: boolean; lastError: unknown } }).store;
+}
+
+/** The bearer each member sends now: one tagged request through each, read at the stand-in. */
+async function bearers(members: SidecarProcess[]): Promise<string[]> {
+  const tags = await Promise.all(
+    members.map(async (member, i) => {
+      const tag = `bearer-${i}-${question++}`;
+      const res = await request(`${member.proxyUrl}/v1.0/contracts/`, {
+        headers: { 'x-request-id': tag },
+      });
+      await res.body.dump();
+      return tag;
+    }),
+  );
+  return tags.map(
+    (tag) =>
+      fleet.standin.apiRequests.find((r) => r.headers['x-request-id'] === tag)?.token ?? 'none',
+  );
+}
+
+/** A new question through `members` in turn: true when the API was asked it once (shared). */
+async function sharedOnce(members: SidecarProcess[]): Promise<boolean> {
+  const path = `/v1.0/echo/shared-${process.pid}-${question++}`;
+  for (const member of members) {
+    const res = await request(`${member.proxyUrl}${path}`);
+    await res.body.dump();
+    if (res.statusCode !== 200) return false;
+  }
+  return fleet.standin.apiRequests.filter((r) => r.url === path).length === 1;
+}
+
+/** Start `env` members and check each: 30 GETs all 200 within the bound, one line naming the store. */
+async function expectServedAlone(
+  envs: Record<string, string>[],
+  mode: string,
+  storeHost: string,
+  cause: RegExp,
+): Promise<SidecarProcess[]> {
+  // Real processes and a real store: the issue's bound is on the wall clock from the start.
+  const started = Date.now();
+  const members = await Promise.all(envs.map((env) => fleet.start(env)));
+  const statuses = await Promise.all(members.map(thirtyGets));
+  const elapsed = Date.now() - started;
+  for (const [i, member] of members.entries()) {
+    expect(statuses[i]).toEqual(Array.from({ length: 30 }, () => 200));
+    const down = storeLines(member).filter((l) => !l.up);
+    expect(down, member.stdout.join('\n')).toHaveLength(1);
+    expect(down[0]).toMatchObject({ level: 'warn', mode });
+    expect(down[0]!.store).toContain(storeHost);
+    expect(down[0]!.error).toMatch(cause);
+    expect((await storeStatus(member)).up).toBe(false);
+  }
+  expect(elapsed).toBeLessThan(START_BOUND_MS);
+  return members;
+}
+
+describe('a member started while its store cannot be used serves every request', () => {
+  it(
+    'STORE_MODE=cluster with one of three masters dead: 30 GETs all 200, one warn line; the master back → it joins the fleet',
+    async () => {
+      const cluster = await startRedisCluster({ masters: 3 });
+      topology = cluster;
+      // Not one of the two seed nodes the URL names: discovery works, the cluster is not whole.
+      const dead = cluster.ports[2]!;
+      await cluster.kill(dead);
+      const env = { STORE_MODE: 'cluster', STORE_URL: cluster.url, ...SHARED };
+      const [member] = await expectServedAlone(
+        [env],
+        'cluster',
+        `127.0.0.1:${cluster.ports[0]}`,
+        new RegExp(`ECONNREFUSED 127.0.0.1:${dead}|CLUSTERDOWN`),
+      );
+      const alone = member!;
+
+      // The store fixed: the member joins without a restart and shares with a newcomer.
+      await cluster.restart(dead);
+      await cluster.waitHealthy();
+      await waitFor(async () => (await storeStatus(alone)).up, 20_000, 'the member to join');
+      // One line per change of verdict (the health check names a key, so a healing cluster's
+      // CLUSTERDOWN keeps it down rather than up between failed scripts).
+      const verdicts = storeLines(alone).map((l) => l.up);
+      expect(verdicts.at(-1)).toBe(true);
+      expect(verdicts.every((up, i) => i === 0 || up !== verdicts[i - 1])).toBe(true);
+      const newcomer = await fleet.start(env);
+      await waitFor(() => sharedOnce([alone, newcomer]), 20_000, 'the cache to be shared');
+      // One token for both within a few renewals: adopted from, or published to, the store.
+      await waitFor(
+        async () => {
+          const [a, b] = await bearers([alone, newcomer]);
+          return a === b && a !== 'none';
+        },
+        30_000,
+        'one shared token',
+      );
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'STORE_MODE=sentinel with a wrong or missing sentinel password, or a data node named: all 200, one warn line each',
+    async () => {
+      const sentinels = await startRedisSentinels({ sentinelPassword: 'sentinel-pw-41f0' });
+      topology = sentinels;
+      const env = {
+        STORE_MODE: 'sentinel',
+        STORE_URL: sentinels.url,
+        STORE_SENTINEL_PRIMARY: sentinels.primaryName,
+        ...SHARED,
+      };
+      const sentinelHost = sentinels.url.replace('redis://', '').split(',')[0]!;
+      const [wrong, missing] = await expectServedAlone(
+        [{ ...env, STORE_SENTINEL_PASSWORD: 'wrong-pw-8c2d' }, env],
+        'sentinel',
+        sentinelHost,
+        /^(WRONGPASS|NOAUTH) /,
+      );
+      const primary = await sentinels.primary();
+      await expectServedAlone(
+        [{ ...env, STORE_URL: `redis://127.0.0.1:${primary}` }],
+        'sentinel',
+        `127.0.0.1:${primary}`,
+        /names a data node, not a sentinel/,
+      );
+      for (const member of [wrong!, missing!]) {
+        const output = [...member.stdout, ...member.stderr].join('\n');
+        expect(output).not.toContain('wrong-pw-8c2d');
+        expect(output).not.toContain('sentinel-pw-41f0');
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
+
+describe('one verdict per state change', () => {
+  it(
+    'an ACL user without EVALSHA: one down line, token_store_up 0 at every look over 5 health checks, every request 200',
+    async () => {
+      const redis = fleet.redis;
+      await redis.command(
+        ...['ACL', 'SETUSER', 'noscripts', 'reset', 'on', '>noscripts-pw-5e'],
+        ...['~*', '&*', '+@all', '-evalsha'],
+      );
+      try {
+        const member = await fleet.start({
+          STORE_URL: `redis://noscripts:noscripts-pw-5e@127.0.0.1:${redis.port}`,
+          ...SHARED,
+        });
+        const ups = new Set<number>();
+        const statuses = new Set<number>();
+        // 40 looks 250 ms apart (pacing): about 5 periods of the 2 s health check, each of which
+        // used to mark the store up (its PING answered) until the next script failed.
+        for (let i = 0; i < 40; i++) {
+          const res = await request(`${member.proxyUrl}/v1.0/echo/acl-${question++}`);
+          await res.body.dump();
+          statuses.add(res.statusCode);
+          ups.add(await metricValue(member, 'oauth_sidecar_token_store_up'));
+          await new Promise((r) => setTimeout(r, 250));
+        }
+        expect([...statuses]).toEqual([200]);
+        expect([...ups]).toEqual([0]);
+        const lines = storeLines(member);
+        expect(
+          lines.filter((l) => !l.up),
+          member.stdout.join('\n'),
+        ).toHaveLength(1);
+        expect(lines.filter((l) => l.up)).toHaveLength(0);
+        expect(lines[0]!.error).toMatch(/NOPERM/);
+      } finally {
+        await redis.command('ACL', 'DELUSER', 'noscripts');
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
+
+describe('a fail-over during a renewal', () => {
+  it(
+    'Sentinel: the primary killed while 6 s tokens renew under load: every request 200; one shared token again after',
+    async () => {
+      const sentinels = await startRedisSentinels();
+      topology = sentinels;
+      const env = {
+        STORE_MODE: 'sentinel',
+        STORE_URL: sentinels.url,
+        STORE_SENTINEL_PRIMARY: sentinels.primaryName,
+        ...SHARED,
+      };
+      const members = await Promise.all([fleet.start(env), fleet.start(env)]);
+      const statuses = new Map<string, number>();
+      let running = true;
+      const loops = members.map(async (member) => {
+        while (running) {
+          let key: string;
+          try {
+            const res = await request(`${member.proxyUrl}/v1.0/contracts/`);
+            await res.body.dump();
+            key = String(res.statusCode);
+          } catch (error) {
+            key = error instanceof Error ? error.message : String(error);
+          }
+          statuses.set(key, (statuses.get(key) ?? 0) + 1);
+          await new Promise((r) => setTimeout(r, 50)); // pacing, not a wait for a condition
+        }
+      });
+      try {
+        // Kill the primary when a renewal is due: right after a grant, the next is ~3.9 s away,
+        // and a Sentinel fail-over (down-after 1 s plus the election) spans it.
+        const issued = () =>
+          fleet.standin.tokenRequests.filter((r) => r.outcome === 'issued').length;
+        const before = issued();
+        await waitFor(() => issued() > before, 15_000, 'a renewal');
+        const primary = await sentinels.primary();
+        await sentinels.kill(primary);
+        await waitFor(async () => (await sentinels.primary()) !== primary, 30_000, 'a promotion');
+        await waitFor(
+          async () => {
+            const [a, b] = await bearers(members);
+            return a === b && a !== 'none';
+          },
+          30_000,
+          'one shared token again',
+        );
+      } finally {
+        running = false;
+        await Promise.all(loops);
+      }
+      expect(Object.fromEntries(statuses)).toEqual({ '200': expect.any(Number) });
+      const output = members.flatMap((m) => [...m.stdout, ...m.stderr]).join('\n');
+      for (const token of fleet.standin.issuedTokens()) expect(output).not.toContain(token);
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
