@@ -119,17 +119,18 @@ export async function checkCaFile(
   path: string,
   readFile: ReadTextFile,
   problems: string[],
+  key: 'upstream.caFile' | 'callers.jwt.caFile' = 'upstream.caFile',
 ): Promise<void> {
   let text: string;
   try {
     text = await readFile(path);
   } catch (error) {
-    problems.push(`${label('upstream.caFile')}: ${path}: cannot read (${readFailure(error)})`);
+    problems.push(`${label(key)}: ${path}: cannot read (${readFailure(error)})`);
     return;
   }
   if (!text.includes('-----BEGIN CERTIFICATE-----')) {
     problems.push(
-      `${label('upstream.caFile')}: ${path}: no PEM certificate (-----BEGIN CERTIFICATE-----) in the file`,
+      `${label(key)}: ${path}: no PEM certificate (-----BEGIN CERTIFICATE-----) in the file`,
     );
   }
 }

@@ -12,6 +12,7 @@ import { DEFAULT_TOKEN_PATH, EXAMPLE_BASE_URL } from './defaults.js';
 import { describeUnknown, unknownSettings } from './unknown-settings.js';
 import { aliasOf, readYamlLayer } from './yaml-layer.js';
 import { checkStore, storeConfig } from './store-config.js';
+import { callersConfig, checkCallers } from './caller-config.js';
 import {
   FIELDS,
   label,
@@ -65,6 +66,7 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
   checkSchemes(v, get, invalid, problems);
   checkCacheRules(get, invalid, problems);
   checkStore(get, invalid, problems);
+  checkCallers(get, invalid, problems);
   const unknown = unknownSettings(options.env).map(describeUnknown);
   // Strict when asked, else a warning: other tools in the pod may share a prefix.
   if (get('strictConfig')) problems.push(...unknown);
@@ -74,6 +76,9 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
     v['upstream.caFile'] === undefined
       ? undefined
       : checkCaFile(v['upstream.caFile'], readFile, problems),
+    v['callers.jwt.caFile'] === undefined
+      ? undefined
+      : checkCaFile(v['callers.jwt.caFile'], readFile, problems, 'callers.jwt.caFile'),
   ]);
   const baseUrl = v['upstream.baseUrl'];
   if (problems.length > 0 || baseUrl === undefined || credentials === undefined) {
@@ -211,6 +216,7 @@ function buildConfig(
       callerHeader: get('quota.callerHeader'),
       callers: get('quota.callers'),
     },
+    callers: callersConfig(get),
   };
 }
 
