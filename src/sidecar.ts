@@ -264,5 +264,9 @@ function adminState({ keeper, store }: StartedKeeper, stack: ProxyStack, config:
         ? { enabled: true, ...cache.stats() }
         : { enabled: false, shared: false, entries: 0, bytes: 0 },
     quotaStatus: () => quota.status(),
+    ...(stack.callers !== undefined && {
+      callerKeysReady: stack.callers.ready,
+      callersStatus: stack.callers.status,
+    }),
   };
 }

@@ -48,7 +48,9 @@ export function checkCallers(get: Get, invalid: ReadonlySet<FieldKey>, problems:
   if (get('callers.jwt.jwksFile') !== undefined) {
     for (const key of ['callers.jwt.caFile', 'callers.jwt.bearerFile'] as const) {
       if (get(key) !== undefined) {
-        problems.push(`${label(key)}: applies to a JWKS fetched over https, not to ${label('callers.jwt.jwksFile')}`);
+        problems.push(
+          `${label(key)}: applies to a JWKS fetched over https, not to ${label('callers.jwt.jwksFile')}`,
+        );
       }
     }
   }

@@ -75,12 +75,16 @@ function rawRule(item: unknown, where: string, report: Report): RawRule | undefi
     const { subject, caller, methods = ['*'], paths, ...rest } = item as Record<string, unknown>;
     const extra = Object.keys(rest);
     if (extra.length > 0) {
-      report(`${where}: has only subject, caller, methods and paths (unknown: ${extra.join(', ')})`);
+      report(
+        `${where}: has only subject, caller, methods and paths (unknown: ${extra.join(', ')})`,
+      );
       return undefined;
     }
     return { subject, caller, methods: typeof methods === 'string' ? [methods] : methods, paths };
   }
-  report(`${where}: must be SUBJECT=CALLER[ METHODS[ PATHS]] or a mapping {subject, caller, methods, paths}`);
+  report(
+    `${where}: must be SUBJECT=CALLER[ METHODS[ PATHS]] or a mapping {subject, caller, methods, paths}`,
+  );
   return undefined;
 }
 
@@ -95,24 +99,43 @@ function callerRule(item: unknown, where: string, report: Report): CallerRule | 
   if (raw === undefined) return undefined;
   let ok = true;
   const { subject } = raw;
-  if (typeof subject !== 'string' || !SUBJECT.test(subject) || subject.indexOf('*') < subject.length - 1) {
-    report(`${where}: the subject must be a token subject (sub), or a prefix of one ending in * (got ${shown(subject)})`);
+  if (
+    typeof subject !== 'string' ||
+    !SUBJECT.test(subject) ||
+    subject.indexOf('*') < subject.length - 1
+  ) {
+    report(
+      `${where}: the subject must be a token subject (sub), or a prefix of one ending in * (got ${shown(subject)})`,
+    );
     ok = false;
   }
   const caller = typeof raw.caller === 'string' ? raw.caller.trim().toLowerCase() : raw.caller;
   if (typeof caller !== 'string' || !CALLER_NAME.test(caller)) {
-    report(`${where}: the caller must be 1 to 64 of a-z, 0-9, ".", "_", "-" (got ${shown(raw.caller)})`);
+    report(
+      `${where}: the caller must be 1 to 64 of a-z, 0-9, ".", "_", "-" (got ${shown(raw.caller)})`,
+    );
     ok = false;
   }
   const methods = stringList(raw.methods)?.map((m) => m.toUpperCase());
   const anyMethod = methods?.length === 1 && methods[0] === '*';
-  if (methods === undefined || methods.length === 0 || (!anyMethod && !methods.every((m) => METHODS.has(m)))) {
-    report(`${where}: methods must be * or |-joined methods such as GET|HEAD (got ${shown(raw.methods)})`);
+  if (
+    methods === undefined ||
+    methods.length === 0 ||
+    (!anyMethod && !methods.every((m) => METHODS.has(m)))
+  ) {
+    report(
+      `${where}: methods must be * or |-joined methods such as GET|HEAD (got ${shown(raw.methods)})`,
+    );
     ok = false;
   }
   const paths = raw.paths === undefined ? undefined : stringList(raw.paths);
-  if (raw.paths !== undefined && (paths === undefined || paths.length === 0 || !paths.every((p) => p.startsWith('/')))) {
-    report(`${where}: paths must be |-joined path prefixes starting with / (got ${shown(raw.paths)})`);
+  if (
+    raw.paths !== undefined &&
+    (paths === undefined || paths.length === 0 || !paths.every((p) => p.startsWith('/')))
+  ) {
+    report(
+      `${where}: paths must be |-joined path prefixes starting with / (got ${shown(raw.paths)})`,
+    );
     ok = false;
   }
   if (!ok) return undefined;
@@ -134,12 +157,17 @@ export function callerRules(): Parser<CallerRule[]> {
   return (raw, report) => {
     const items =
       typeof raw === 'string'
-        ? raw.split(';').map((item) => item.trim()).filter((item) => item !== '')
+        ? raw
+            .split(';')
+            .map((item) => item.trim())
+            .filter((item) => item !== '')
         : Array.isArray(raw)
           ? (raw as unknown[])
           : null;
     if (items === null) {
-      report('must be SUBJECT=CALLER[ METHODS[ PATHS]] rules joined by ; or a YAML list of {subject, caller, methods, paths}');
+      report(
+        'must be SUBJECT=CALLER[ METHODS[ PATHS]] rules joined by ; or a YAML list of {subject, caller, methods, paths}',
+      );
       return INVALID;
     }
     if (items.length > MAX_CALLER_RULES) {

@@ -25,7 +25,7 @@ export function featuresInEffect(config: Config): Features {
       config.upstream.rateLimit === undefined
         ? 'off'
         : `${perPeriod(config.upstream.rateLimit)} (queue ${config.upstream.queueMs} ms)`,
-    callers: callersFeature(config.quota),
+    callers: callersFeature(config.quota, config.callers),
     store:
       config.store.url === undefined
         ? 'off'
@@ -54,9 +54,12 @@ function cacheFeature(cache: Config['cache']): string {
   return `${rules} (${cache.shared ? 'shared' : 'local'})`;
 }
 
-function callersFeature(quota: Config['quota']): string {
+function callersFeature(quota: Config['quota'], callers: Config['callers']): string {
   const parts = [quota.caller];
   if (quota.callerHeader !== undefined) parts.push(`header ${quota.callerHeader}`);
+  if (callers.auth === 'jwt') {
+    parts.push(`verified (jwt, issuer ${callers.jwt.issuer}, ${callers.rules.length} rules)`);
+  }
   if (quota.callers.length > 0) parts.push(`${quota.callers.length} listed`);
   return parts.join(', ');
 }
