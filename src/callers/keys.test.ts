@@ -1,9 +1,9 @@
-import { exportJWK, generateKeyPair, SignJWT, type JWK, type JSONWebKeySet } from 'jose';
+import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
 import pino from 'pino';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { systemClock } from '../clock.js';
 import { CallerKeys, UNKNOWN_KID_INTERVAL_MS, type JwksSource } from './keys.js';
-import { CallerVerifier, type VerifiedCaller } from './verifier.js';
+import { CallerVerifier } from './verifier.js';
 
 const ISSUER = 'https://issuer.test';
 const logger = pino({ level: 'silent' });
@@ -36,7 +36,7 @@ function fakeSource(keys: JWK[]) {
     fetch() {
       state.fetches += 1;
       if (state.down) return Promise.reject(new Error('connection refused'));
-      return Promise.resolve({ keys: [...state.keys] } as JSONWebKeySet);
+      return Promise.resolve({ keys: [...state.keys] });
     },
   };
   return { state, source };
@@ -56,7 +56,7 @@ function setup(keys: JWK[]) {
 
 async function subjectOf(verifier: CallerVerifier, token: string): Promise<string> {
   const verdict = await verifier.check(token);
-  return typeof verdict === 'string' ? verdict : (verdict as VerifiedCaller).subject;
+  return typeof verdict === 'string' ? verdict : (verdict).subject;
 }
 
 let first: Signer;
@@ -137,7 +137,7 @@ describe('CallerKeys', () => {
     const keys = new CallerKeys({
       source: {
         description: 'test',
-        fetch: () => Promise.resolve({ keys: [...state.keys] } as JSONWebKeySet),
+        fetch: () => Promise.resolve({ keys: [...state.keys] }),
       },
       clock: systemClock,
       logger,
