@@ -102,7 +102,7 @@ function callerRule(item: unknown, where: string, report: Report): CallerRule | 
   if (
     typeof subject !== 'string' ||
     !SUBJECT.test(subject) ||
-    subject.indexOf('*') < subject.length - 1
+    (subject.includes('*') && subject.indexOf('*') !== subject.length - 1)
   ) {
     report(
       `${where}: the subject must be a token subject (sub), or a prefix of one ending in * (got ${shown(subject)})`,
