@@ -56,7 +56,7 @@ function setup(keys: JWK[]) {
 
 async function subjectOf(verifier: CallerVerifier, token: string): Promise<string> {
   const verdict = await verifier.check(token);
-  return typeof verdict === 'string' ? verdict : (verdict).subject;
+  return typeof verdict === 'string' ? verdict : verdict.subject;
 }
 
 let first: Signer;

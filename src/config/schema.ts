@@ -182,7 +182,11 @@ export const FIELDS = {
   'callers.auth': field('CALLER_AUTH', oneOf(CALLER_AUTHS), 'none'),
   'callers.jwt.issuer': field('CALLER_JWT_ISSUER', issuer()),
   // Pomerium and Istio refuse an empty audience: a token minted for another service never passes.
-  'callers.jwt.audience': field('CALLER_JWT_AUDIENCE', text('an audience, e.g. oauth-sidecar'), 'oauth-sidecar'),
+  'callers.jwt.audience': field(
+    'CALLER_JWT_AUDIENCE',
+    text('an audience, e.g. oauth-sidecar'),
+    'oauth-sidecar',
+  ),
   'callers.jwt.jwksUrl': field('CALLER_JWT_JWKS_URL', jwksUrl()),
   'callers.jwt.jwksFile': field('CALLER_JWT_JWKS_FILE', text('a path to a JWKS file')),
   'callers.jwt.caFile': field('CALLER_JWT_CA_FILE', text('a path to a PEM CA bundle')),

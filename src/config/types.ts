@@ -64,9 +64,7 @@ export interface CallerRule {
 
 /** Where the callers' verification keys come from. */
 export type CallerKeySource =
-  | { kind: 'url'; url: string }
-  | { kind: 'discovery' }
-  | { kind: 'file'; file: string };
+  { kind: 'url'; url: string } | { kind: 'discovery' } | { kind: 'file'; file: string };
 
 /** `callers.auth: jwt`: what a caller's token must satisfy and where its keys come from. */
 export interface CallerJwtConfig {
@@ -81,8 +79,7 @@ export interface CallerJwtConfig {
 
 /** `callers.*`: `none` (every request is the sidecar's own caller's) or verified callers. */
 export type CallersConfig =
-  | { auth: 'none' }
-  | { auth: 'jwt'; jwt: CallerJwtConfig; rules: CallerRule[] };
+  { auth: 'none' } | { auth: 'jwt'; jwt: CallerJwtConfig; rules: CallerRule[] };
 
 export type CredentialsConfig =
   | { source: 'inline'; clientId: string; clientSecret: string }

@@ -140,10 +140,7 @@ export class QuotaGuard {
   }
 
   /** The caller a request belongs to (callers.ts), active callers judged over the rate's period. */
-  callerOf(
-    headers: Record<string, string | string[] | undefined>,
-    verified?: string,
-  ): CallerState {
+  callerOf(headers: Record<string, string | string[] | undefined>, verified?: string): CallerState {
     const now = this.clock.now();
     const periodMs = this.limit?.periodMs ?? 0;
     return verified === undefined
