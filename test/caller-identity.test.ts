@@ -211,6 +211,14 @@ describe('verified callers', () => {
       expect(fixture.standin.issuedTokens()).toContain(seen[0]!.token);
       expect(JSON.stringify(seen[0]!.headers)).not.toContain(token);
     }
+    // A caller reusing its token is remembered: no second signature check.
+    const token = await mint(ec, {});
+    for (let i = 0; i < 3; i++) {
+      expect((await call('/v1.0/contracts/?m=again', `Bearer ${token}`)).status).toBe(200);
+    }
+    expect(await metricValue(sidecar, 'oauth_sidecar_caller_auth_total{result="remembered"}')).toBe(
+      2,
+    );
     // Discovery and JWKS were read presenting the gateway's own bearer file, re-read and trimmed.
     expect(issuer.bearers).toContain(`Bearer ${GATEWAY_BEARER}`);
   });
