@@ -6,7 +6,7 @@
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."] [--peer-flags "..."]
 //     [--alt-dist ../other-worktree/dist] [--alt-flags "..."] [--alt-node-options "..."] [--alt-traced]
 //     [--traced-env K=V,...] [--fresh [--warm-up SECONDS]]
-//     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,sidecar-traced,sidecar-egress,floor,floor-shipped,http-proxy,hono]
+//     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,sidecar-callers,sidecar-traced,sidecar-egress,floor,floor-shipped,http-proxy,hono]
 //     [--footprint-tracing]
 //     [--no-pin]
 //     [--footprint-node /path/to/node24] [--no-footprint] [--keep] [--only-2kb] [--no-shipped-runtime]
@@ -14,7 +14,9 @@
 //
 // What ships is measured: the sidecar at the default log level (`sidecar`, LOG_LEVEL unset) with
 // a `sidecar-warn` row beside it, and `sidecar-limit`: UPSTREAM_RATE_LIMIT set far above the load,
-// so every request takes the quota guard's slot path without ever waiting; `sidecar-traced`:
+// so every request takes the quota guard's slot path without ever waiting; `sidecar-callers`:
+// CALLER_AUTH=jwt, every request carrying one caller token (verified once, then remembered);
+// `sidecar-traced`:
 // tracing on, `parentbased_traceidratio` 0.1 unless --traced-env says otherwise (e.g.
 // OTEL_TRACES_SAMPLER=parentbased_always_on), spans exported over OTLP/HTTP to a sink in this
 // process; `sidecar-egress`: HTTPS_PROXY names a tinyproxy on the load side (the API and the token
@@ -175,7 +177,7 @@ async function startNginx(name, template, values, cpu = 'load') {
 }
 
 /** wrk -t1 -cN -dS --latency; returns req/s, latency percentiles (ms), requests, non-2xx. */
-async function wrk(url, seconds, connections = CONNECTIONS) {
+async function wrk(url, seconds, connections = CONNECTIONS, headers = {}) {
   const [command, argv] = onLoadCpu('wrk', [
     '-t1',
     `-c${connections}`,
@@ -183,6 +185,7 @@ async function wrk(url, seconds, connections = CONNECTIONS) {
     '--latency',
     '--timeout',
     '10s',
+    ...Object.entries(headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`]),
     url,
   ]);
   const { stdout } = await run(command, argv, { timeout: (seconds + 30) * 1000 });
@@ -266,6 +269,32 @@ const tracedAtDefault = () => {
   const env = tracedEnv();
   return Object.entries(TRACED_SAMPLER).every(([k, v]) => env[k] === v);
 };
+
+/** A JWKS file, the settings that verify against it, and one caller token (ES256, a day long). */
+async function callerToken(dir) {
+  const { SignJWT, exportJWK, generateKeyPair } = await import('jose');
+  const { publicKey, privateKey } = await generateKeyPair('ES256');
+  const jwks = join(dir, 'caller-jwks.json');
+  writeFileSync(
+    jwks,
+    JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: 'bench', alg: 'ES256' }] }),
+  );
+  const issuer = 'https://issuer.bench.invalid';
+  const token = await new SignJWT({ sub: 'system:serviceaccount:bench:load' })
+    .setProtectedHeader({ alg: 'ES256', kid: 'bench' })
+    .setIssuer(issuer)
+    .setAudience('oauth-sidecar')
+    .setIssuedAt()
+    .setExpirationTime('1d')
+    .sign(privateKey);
+  const env = {
+    CALLER_AUTH: 'jwt',
+    CALLER_JWT_ISSUER: issuer,
+    CALLER_JWT_JWKS_FILE: jwks,
+    CALLER_RULES: 'system:serviceaccount:bench:*=bench',
+  };
+  return { env, token };
+}
 
 /** Where `sidecar-traced` exports: answers every OTLP/HTTP request 200 and counts the bytes. */
 let otlpSink;
@@ -476,6 +505,7 @@ async function main() {
     wanted.has('sidecar') ||
     wanted.has('sidecar-warn') ||
     wanted.has('sidecar-limit') ||
+    wanted.has('sidecar-callers') ||
     wanted.has('sidecar-traced') ||
     wanted.has('sidecar-egress') ||
     !args['no-footprint']
@@ -490,9 +520,10 @@ async function main() {
     cleanups.push(() => standin.close());
   }
   /** A sidecar target: `restart()` replaces its process with a new one (--fresh). */
-  const addSidecar = async (name, label, env, options) => {
+  const addSidecar = async (name, label, env, options, headers = undefined) => {
     let s = await startSidecar(name, env, options);
     add(name, label, s.base, () => [s.proc.pid], {
+      headers,
       admin: () => s.admin,
       async restart() {
         await s.proc.stop();
@@ -552,6 +583,18 @@ async function main() {
       UPSTREAM_RATE_LIMIT: '1000000/s',
       ...shippedRuntime,
     });
+  }
+  if (wanted.has('sidecar-callers')) {
+    // Caller identity (CALLER_AUTH=jwt) with every connection reusing one caller token, as a
+    // projected service-account token is reused for an hour: a hash and a lookup per request.
+    const caller = await callerToken(work);
+    await addSidecar(
+      'sidecar-callers',
+      'oauth-sidecar (CALLER_AUTH=jwt, callers reusing their token)',
+      { LOG_LEVEL: undefined, ...caller.env, ...shippedRuntime },
+      undefined,
+      { authorization: `Bearer ${caller.token}` },
+    );
   }
   if (wanted.has('sidecar-traced')) {
     // Tracing's cost at the traced sampler (no traceparent: each request a new root), a server
@@ -659,7 +702,7 @@ async function warmUp(targets, agent, seconds = 2) {
       [BODY_2KB, expected2kb],
       [BODY_1MB, MIB],
     ]) {
-      const res = await request(`${t.base}${path}`, { dispatcher: agent });
+      const res = await request(`${t.base}${path}`, { dispatcher: agent, headers: t.headers });
       const body = Buffer.from(await res.body.arrayBuffer());
       if (res.statusCode !== 200 || body.length !== size) {
         throw new Error(
@@ -667,7 +710,7 @@ async function warmUp(targets, agent, seconds = 2) {
         );
       }
     }
-    await wrk(`${t.base}${BODY_2KB}`, seconds);
+    await wrk(`${t.base}${BODY_2KB}`, seconds, CONNECTIONS, t.headers);
   }
 }
 
@@ -704,7 +747,7 @@ async function runRounds(targets, agent, { standin, tokenCalls, metricBase: base
       const pids = t.pids();
       const standin0 = standin?.tokenRequests.length ?? 0;
       const cpu0 = cpuOf(pids);
-      const result = await wrk(`${t.base}${BODY_2KB}`, DURATION);
+      const result = await wrk(`${t.base}${BODY_2KB}`, DURATION, CONNECTIONS, t.headers);
       const cpuMs = ((cpuOf(pids) - cpu0) * 1000) / CLK_TCK;
       if (tokenCalls && t.admin) tokenCalls.standin += standin.tokenRequests.length - standin0;
       result.cpuUsPerRequest = pids.length ? (cpuMs * 1000) / result.requests : NaN;
@@ -718,7 +761,7 @@ async function runRounds(targets, agent, { standin, tokenCalls, metricBase: base
     }
     for (const t of args['only-2kb'] ? [] : order) {
       const stopSampler = rssSampler(t.pids().length ? t.pids() : []);
-      const result = await wrk(`${t.base}${BODY_1MB}`, DURATION);
+      const result = await wrk(`${t.base}${BODY_1MB}`, DURATION, CONNECTIONS, t.headers);
       result.mbPerSecond = (result.rps * MIB) / 1e6;
       result.peakRssSampled = t.pids().length ? stopSampler() : (stopSampler(), NaN);
       round.results[t.name].mb1 = result;
@@ -788,6 +831,7 @@ function ratiosOf(summary, rounds) {
     cpuSidecarOverFloorShipped: ratio('sidecar', 'floor-shipped', 'cpuUsPerRequest'),
     cpuSidecarOverAlt: ratio('sidecar', 'sidecar-alt', 'cpuUsPerRequest'),
     sidecarOverAlt: ratio('sidecar', 'sidecar-alt', 'rps'),
+    cpuCallersOverSidecar: ratio('sidecar-callers', 'sidecar', 'cpuUsPerRequest'),
     limitOverSidecar: ratio('sidecar-limit', 'sidecar', 'rps'),
     cpuLimitOverSidecar: ratio('sidecar-limit', 'sidecar', 'cpuUsPerRequest'),
     tracedOverSidecar: ratio('sidecar-traced', 'sidecar', 'rps'),
@@ -977,6 +1021,7 @@ function markdown({ meta, summary, ratios, tokenCalls, checks, footprint }, targ
     `| sidecar p99 − direct p99 at ${meta.rate} req/s | ${fmt.ms(ratios.rateP99SidecarMinusDirectMs)} |`,
     `| sidecar with a rate limit / without (2 KB req/s) | ${fmt.x(ratios.limitOverSidecar)} |`,
     `| sidecar with a rate limit / without (CPU per request) | ${fmt.x(ratios.cpuLimitOverSidecar)} |`,
+    `| sidecar with CALLER_AUTH=jwt / none, tokens reused (CPU per request) | ${fmt.x(ratios.cpuCallersOverSidecar)} |`,
     `| sidecar with tracing on / off (2 KB req/s) | ${fmt.x(ratios.tracedOverSidecar)} |`,
     `| sidecar with tracing on / off (CPU per request) | ${fmt.x(ratios.cpuTracedOverSidecar)} |`,
     `| sidecar through an egress proxy / direct (2 KB req/s) | ${fmt.x(ratios.egressOverSidecar)} |`,

@@ -7,6 +7,10 @@
 /** Codes of errors the sidecar answers itself, with their HTTP status (docs/reference.md "Error codes"). */
 export const PROXY_ERROR_STATUS = {
   bad_request: 400,
+  /** `callers.auth: jwt`: no caller token, or one that failed verification (docs/configuration.md "Caller identity"). */
+  caller_unauthenticated: 401,
+  /** A verified caller whose rule (`callers.rules`) does not allow the request, or no rule names it. */
+  caller_forbidden: 403,
   not_found: 404,
   method_not_allowed: 405,
   upstream_unreachable: 502,

@@ -252,7 +252,7 @@ async function startKeeper(
 }
 
 function adminState({ keeper, store }: StartedKeeper, stack: ProxyStack, config: Config) {
-  const { cache, quota, proxy } = stack;
+  const { cache, quota, proxy, callers } = stack;
   return {
     egressStatus: () => egressSummary(config.egress, config.upstream.baseUrl, config.token.url),
     tokenReady: () => keeper.status().ready,
@@ -264,5 +264,9 @@ function adminState({ keeper, store }: StartedKeeper, stack: ProxyStack, config:
         ? { enabled: true, ...cache.stats() }
         : { enabled: false, shared: false, entries: 0, bytes: 0 },
     quotaStatus: () => quota.status(),
+    ...(callers !== undefined && {
+      callerKeysReady: () => callers.ready(),
+      callersStatus: () => callers.status(),
+    }),
   };
 }

@@ -9,6 +9,7 @@
  */
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandin, type Standin } from '../src/standin/index.js';
@@ -169,6 +170,56 @@ describe('the bundle, through every lazily loaded part', () => {
       expect(await sidecar.stop()).toBe(0); // a clean exit writes the coverage report
       await receiver.close();
       await egress.close();
+    }
+  });
+
+  it('serves verified callers (CALLER_AUTH=jwt: jose and src/callers/) with YAML rules and a JWKS file', async () => {
+    const { publicKey, privateKey } = await generateKeyPair('ES256');
+    const jwks = writeTemp(
+      'jwks.json',
+      JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: 'k', alg: 'ES256' }] }),
+    );
+    const token = await new SignJWT({ sub: 'system:serviceaccount:apps:reports' })
+      .setProtectedHeader({ alg: 'ES256', kid: 'k' })
+      .setIssuer('https://issuer.example')
+      .setAudience('oauth-sidecar')
+      .setExpirationTime('10m')
+      .sign(privateKey);
+    const file = writeTemp(
+      'callers.yaml',
+      [
+        'upstream:',
+        `  baseUrl: ${standin.url}`,
+        `  caFile: ${writeTemp('ca.pem', standin.caCert)}`,
+        'callers:',
+        '  auth: jwt',
+        '  jwt:',
+        '    issuer: https://issuer.example',
+        `    jwksFile: ${jwks}`,
+        '  rules:',
+        '    - subject: "system:serviceaccount:apps:*"',
+        '      caller: reports',
+        '      methods: [GET]',
+        '      paths: [/v1.0/contracts/]',
+        '',
+      ].join('\n'),
+    );
+    const sidecar = await startSidecarProcess(
+      { CLIENT_ID: 'bundle-client', CLIENT_SECRET: 'bundle-secret', NODE_V8_COVERAGE: coverage },
+      ['--config', file],
+    );
+    try {
+      await waitReady(sidecar);
+      const ok = await request(`${sidecar.proxyUrl}/v1.0/contracts/`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      await ok.body.text();
+      expect(ok.statusCode).toBe(200);
+      const refused = await request(`${sidecar.proxyUrl}/v1.0/contracts/`);
+      await refused.body.text();
+      expect(refused.statusCode).toBe(401);
+    } finally {
+      expect(await sidecar.stop()).toBe(0);
     }
   });
 

@@ -25,6 +25,7 @@ const NOT_AT_START = [
   'lru-cache',
   'yaml',
   'selfsigned',
+  'jose',
   'zod',
   'pino-pretty',
   // Tracing's SDK. (@opentelemetry/api itself is loaded by prom-client at start: its
@@ -43,6 +44,7 @@ const LOCAL_NOT_AT_START = [
   'src/fleet/',
   'src/standin/',
   'src/proxy/cache/',
+  'src/callers/',
   'src/telemetry/otel.ts',
   'src/telemetry/otel-export.ts',
   'src/proxy/egress-agent.ts',

@@ -139,28 +139,27 @@ export async function checkCaFile(
   problems: string[],
   warnings: string[],
   absent: AbsentFiles = { kind: 'problem' },
+  key: 'upstream.caFile' | 'callers.jwt.caFile' = 'upstream.caFile',
 ): Promise<void> {
   let text: string;
   try {
     text = await readFile(path);
   } catch (error) {
     if (absent.kind === 'not-checked' && isAbsent(error)) {
-      absent.note(`${label('upstream.caFile')}: ${path}: not checked (no such file)`);
+      absent.note(`${label(key)}: ${path}: not checked (no such file)`);
     } else {
-      problems.push(`${label('upstream.caFile')}: ${path}: cannot read (${readFailure(error)})`);
+      problems.push(`${label(key)}: ${path}: cannot read (${readFailure(error)})`);
     }
     return;
   }
   if (!text.includes(BEGIN)) {
-    problems.push(
-      `${label('upstream.caFile')}: ${path}: no PEM certificate (${BEGIN}) in the file`,
-    );
+    problems.push(`${label(key)}: ${path}: no PEM certificate (${BEGIN}) in the file`);
     return;
   }
   (absent.kind === 'not-checked' ? problems : warnings).push(
     ...unreadableCertificates(text).map(
       (fault) =>
-        `${label('upstream.caFile')}: ${path}: ${fault}; the bundle may be trusted in part or not at all`,
+        `${label(key)}: ${path}: ${fault}; the bundle may be trusted in part or not at all`,
     ),
   );
 }

@@ -25,7 +25,7 @@ export function featuresInEffect(config: Config): Features {
       config.upstream.rateLimit === undefined
         ? 'off'
         : `${perPeriod(config.upstream.rateLimit)} (queue ${config.upstream.queueMs} ms)`,
-    callers: callersFeature(config.quota),
+    callers: callersFeature(config.quota, config.callers),
     store:
       config.store.url === undefined
         ? 'off'
@@ -61,11 +61,13 @@ const CALLERS_SHOWN = 5;
  * Who the rate limit's fair share sees: `all as "default"`; `by header x-caller, else "billing"`;
  * then `, weighted billing=3 reports=1:batch` (QUOTA_CALLERS' own syntax) when callers are listed.
  */
-function callersFeature(quota: Config['quota']): string {
+function callersFeature(quota: Config['quota'], callers: Config['callers']): string {
   const who =
-    quota.callerHeader === undefined
-      ? `all as "${quota.caller}"`
-      : `by header ${quota.callerHeader}, else "${quota.caller}"`;
+    callers.auth === 'jwt'
+      ? `verified by token (jwt, issuer ${callers.jwt.issuer}, ${callers.rules.length} rules)`
+      : quota.callerHeader === undefined
+        ? `all as "${quota.caller}"`
+        : `by header ${quota.callerHeader}, else "${quota.caller}"`;
   if (quota.callers.length === 0) return who;
   const listed = quota.callers
     .slice(0, CALLERS_SHOWN)

@@ -98,6 +98,7 @@ describe('loadConfig: defaults and precedence', () => {
         staleWhileRevalidateSeconds: 0,
       },
       quota: { caller: 'default', callerHeader: undefined, callers: [] },
+      callers: { auth: 'none' },
       egress: { proxy: undefined, httpProxy: undefined, noProxy: [] },
     });
   });
@@ -915,7 +916,7 @@ describe('loadConfig: one line per bad configuration', () => {
       'UPSTREAM_BASE_URL (upstream.baseUrl): required, e.g. https://api.sparkcommodities.com',
     ]);
     expect(await problemsFromYaml('- a\n- b\n', GOOD)).toEqual([
-      `--config ${configFile}: must be a YAML mapping with sections upstream, token, store, credentials, proxy, admin, log, cache, quota, egress, tracing`,
+      `--config ${configFile}: must be a YAML mapping with sections upstream, token, store, credentials, proxy, admin, log, cache, quota, callers, egress, tracing`,
     ]);
   });
 

@@ -17,6 +17,7 @@ import { DEFAULT_TOKEN_PATH, EXAMPLE_BASE_URL } from './defaults.js';
 import { describeUnknown, unknownSettings } from './unknown-settings.js';
 import { aliasOf, readYamlLayer } from './yaml-layer.js';
 import { checkStore, storeConfig } from './store-config.js';
+import { callersConfig, checkCallers } from './caller-config.js';
 import {
   FIELDS,
   label,
@@ -77,6 +78,7 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
   checkSchemes(v, get, invalid, problems);
   checkCacheRules(get, invalid, problems);
   checkStore(get, invalid, problems);
+  checkCallers(get, invalid, problems);
   const unknown = unknownSettings(options.env).map(describeUnknown);
   const strictness = options.strictness ?? { kind: 'serving' };
   const offline = strictness.kind === 'offline-check';
@@ -96,6 +98,16 @@ export async function loadConfig(options: LoadConfigOptions): Promise<Config> {
     v['upstream.caFile'] === undefined
       ? undefined
       : checkCaFile(v['upstream.caFile'], readFile, problems, fileWarnings, absent),
+    v['callers.jwt.caFile'] === undefined
+      ? undefined
+      : checkCaFile(
+          v['callers.jwt.caFile'],
+          readFile,
+          problems,
+          fileWarnings,
+          absent,
+          'callers.jwt.caFile',
+        ),
   ]);
   const baseUrl = v['upstream.baseUrl'];
   if (problems.length > 0 || baseUrl === undefined || credentials === undefined) {
@@ -234,6 +246,7 @@ function buildConfig(
       callerHeader: get('quota.callerHeader'),
       callers: get('quota.callers'),
     },
+    callers: callersConfig(get),
   };
 }
 

@@ -28,6 +28,7 @@ import {
 import { cacheRules } from './cache-parsers.js';
 import { noProxy, proxyUrl } from './egress.js';
 import { STORE_MODES, keyPrefix, sentinelPrimary, storeUrl } from './store-parsers.js';
+import { CALLER_AUTHS, callerRules, issuer, jwksUrl } from './caller-parsers.js';
 import { callerHeader, callerName, callerPolicies, rateLimit } from './quota-parsers.js';
 import {
   OTLP_PROTOCOLS,
@@ -215,6 +216,20 @@ export const FIELDS = {
   'quota.caller': field('QUOTA_CALLER', yaml(STRING_SHAPE, callerName()), 'default'),
   'quota.callerHeader': field('QUOTA_CALLER_HEADER', yaml(STRING_SHAPE, callerHeader())),
   'quota.callers': field('QUOTA_CALLERS', yaml(CALLERS_SHAPE, callerPolicies()), []),
+  // Off: a sidecar in a pod serves that pod; a shared gateway turns it on (docs/security.md).
+  'callers.auth': field('CALLER_AUTH', oneOf(CALLER_AUTHS), 'none'),
+  'callers.jwt.issuer': field('CALLER_JWT_ISSUER', issuer()),
+  // Pomerium and Istio refuse an empty audience: a token minted for another service never passes.
+  'callers.jwt.audience': field(
+    'CALLER_JWT_AUDIENCE',
+    text('an audience, e.g. oauth-sidecar'),
+    'oauth-sidecar',
+  ),
+  'callers.jwt.jwksUrl': field('CALLER_JWT_JWKS_URL', jwksUrl()),
+  'callers.jwt.jwksFile': field('CALLER_JWT_JWKS_FILE', text('a path to a JWKS file')),
+  'callers.jwt.caFile': field('CALLER_JWT_CA_FILE', text('a path to a PEM CA bundle')),
+  'callers.jwt.bearerFile': field('CALLER_JWT_BEARER_FILE', text('a path to a token file')),
+  'callers.rules': field('CALLER_RULES', callerRules(), []),
   // The variables curl, npm and undici read (docs/configuration.md "Egress proxy"); the lower-case
   // names are folded in by load.ts, the upper-case ones winning.
   'egress.proxy': secretField('HTTPS_PROXY', yaml(STRING_SHAPE, proxyUrl())),

@@ -46,6 +46,41 @@ export interface NamedCallerPolicy extends CallerPolicy {
   name: string;
 }
 
+/**
+ * One of `callers.rules`: a verified caller whose `sub` matches `subject` (exactly, or as a
+ * prefix when written with a trailing `*`) is the quota caller `caller`, limited to `methods` and
+ * `paths` when given (docs/configuration.md "Caller identity").
+ */
+export interface CallerRule {
+  /** Without the trailing `*` of a prefix. */
+  subject: string;
+  match: 'exact' | 'prefix';
+  caller: string;
+  /** Upper case; undefined: any method. */
+  methods: string[] | undefined;
+  /** Path prefixes, each inside `upstream.pathPrefixes`; undefined: every forwarded path. */
+  paths: string[] | undefined;
+}
+
+/** Where the callers' verification keys come from. */
+export type CallerKeySource =
+  { kind: 'url'; url: string } | { kind: 'discovery' } | { kind: 'file'; file: string };
+
+/** `callers.auth: jwt`: what a caller's token must satisfy and where its keys come from. */
+export interface CallerJwtConfig {
+  issuer: string;
+  audience: string;
+  keys: CallerKeySource;
+  /** PEM CA bundle trusted (besides the system roots) for the JWKS and discovery URLs. */
+  caFile: string | undefined;
+  /** A token presented when fetching the JWKS, re-read at each fetch. */
+  bearerFile: string | undefined;
+}
+
+/** `callers.*`: `none` (every request is the sidecar's own caller's) or verified callers. */
+export type CallersConfig =
+  { auth: 'none' } | { auth: 'jwt'; jwt: CallerJwtConfig; rules: CallerRule[] };
+
 export type CredentialsConfig =
   | { source: 'inline'; clientId: string; clientSecret: string }
   | { source: 'files'; clientIdFile: string; clientSecretFile: string }
@@ -152,6 +187,8 @@ export interface Config {
     /** Weights and priorities of named callers; unlisted: weight 1, interactive. */
     callers: NamedCallerPolicy[];
   };
+  /** Caller identity on a shared gateway (docs/configuration.md "Caller identity"). */
+  callers: CallersConfig;
   /**
    * Problems that did not stop the start (unknown settings without `strictConfig`, a certificate
    * of the CA bundle TLS would not read), one line each.

@@ -19,6 +19,7 @@ export const SETTING_PREFIXES = [
   'CACHE_',
   'QUOTA_',
   'TRACING_',
+  'CALLER_',
 ] as const;
 
 /** Every variable the schema reads: each key's own name and its alias. */

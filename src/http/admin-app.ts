@@ -17,6 +17,10 @@ export interface AdminState {
   egressStatus?(): object | undefined;
   /** JSON-safe quota guard state (cooldown, bucket, fleet/local) for /status. */
   quotaStatus?(): unknown;
+  /** With `callers.auth: jwt`: a key set is held to verify callers with. */
+  callerKeysReady?(): boolean;
+  /** With `callers.auth: jwt`: where the keys come from, their ids, when fetched, the last error. */
+  callersStatus?(): object;
 }
 
 export interface AdminAppOptions {
@@ -41,9 +45,11 @@ export function createAdminApp(options: AdminAppOptions): Hono {
   app.get('/readyz', (c) => {
     const reason = state.isDraining()
       ? 'shutting down'
-      : state.tokenReady()
-        ? undefined
-        : 'no valid access token yet (see /status for the last token endpoint error)';
+      : !state.tokenReady()
+        ? 'no valid access token yet (see /status for the last token endpoint error)'
+        : state.callerKeysReady?.() === false
+          ? 'no caller keys yet (see /status callers.lastError)'
+          : undefined;
     if (reason !== undefined) return c.json({ status: 'not ready', reason }, 503);
     return c.json({ status: 'ready' });
   });
@@ -58,13 +64,14 @@ export function createAdminApp(options: AdminAppOptions): Hono {
     c.json({
       version: options.version,
       uptimeSeconds: Math.round((options.now() - options.startedAt) / 1000),
-      ready: state.tokenReady() && !state.isDraining(),
+      ready: state.tokenReady() && state.callerKeysReady?.() !== false && !state.isDraining(),
       draining: state.isDraining(),
       token: state.tokenStatus(),
       ...(state.storeStatus !== undefined && { store: state.storeStatus() }),
       ...(state.cacheStatus ? { cache: state.cacheStatus() } : {}),
       quota: state.quotaStatus?.(),
       egress: state.egressStatus?.(),
+      ...(state.callersStatus !== undefined && { callers: state.callersStatus() }),
     }),
   );
 

@@ -36,6 +36,9 @@ export const CLOSED_SOCKET_RELEASE_MS = 500;
 /** After these the connection closes: an unread body cannot be parsed as the next request. */
 const CLOSES_CONNECTION: ReadonlySet<ProxyErrorCode> = new Set(['request_timeout']);
 
+/** RFC 6750 §3: a refused bearer names the realm and the error, never which check failed. */
+const CALLER_CHALLENGE = 'Bearer realm="oauth-sidecar", error="invalid_token"';
+
 const REASONS: Record<number, string> = {
   400: 'Bad Request',
   405: 'Method Not Allowed',
@@ -56,6 +59,7 @@ export function envelopeAnswer(error: unknown, requestId: string): ErrorAnswer {
   if (known.fields !== undefined) Object.assign(headers, known.fields);
   if (known.code === 'method_not_allowed')
     headers.allow = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
+  else if (known.code === 'caller_unauthenticated') headers['www-authenticate'] = CALLER_CHALLENGE;
   return { status: known.status, headers, body: JSON.stringify(errorEnvelope(known, requestId)) };
 }
 

@@ -54,6 +54,8 @@ interface Handled {
   outcome?: ForwardOutcome;
   status: number;
   code?: string;
+  /** The exchange, once admitted: its verified caller and the caller check that refused it. */
+  exchange?: Exchange;
 }
 
 /** Admit the request and forward it, or answer the refusal; its slots are given back. */
@@ -74,9 +76,10 @@ async function admitAndForward(
   exchange.trace = context.span;
   try {
     const outcome = await options.forwarder.forward(exchange);
-    return { outcome, status: outcome.status };
+    return { outcome, status: outcome.status, exchange };
   } catch (error) {
-    return answerError(res, error, requestId, errorOptions, keepAlive);
+    const { status, code } = answerError(res, error, requestId, errorOptions, keepAlive);
+    return { status, code, exchange };
   } finally {
     releaseBodySlot?.();
     // A request undici still holds in its pool stays counted until it lets go of it.
@@ -130,7 +133,8 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
           errorOptions,
         );
     const { result, status } = resultOf(handled, options.isCutOff);
-    span?.end(status, handled.code);
+    const caller = handled.exchange?.caller;
+    span?.end(status, handled.code, caller);
     requestLog?.write({
       requestId,
       method: req.method ?? '',
@@ -141,6 +145,8 @@ export function createProxyHandler(options: ProxyHandlerOptions): ProxyHandler {
       replayed: handled.outcome?.replayed ?? false,
       result,
       code: handled.code,
+      caller,
+      callerCheck: handled.exchange?.callerCheck,
     });
   };
 }

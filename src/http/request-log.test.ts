@@ -94,11 +94,13 @@ describe('requestLogLine', () => {
     });
     const proxy = createLogger({ level: 'info', destination }).child({ component: 'proxy' });
     const cut = { ...fields('r'), upstreamStatus: undefined, result: 'client_closed', code: 'x' };
-    for (const f of [fields('p'), cut]) {
+    const refused = { ...cut, result: undefined, caller: 'reports', callerCheck: 'forbidden' };
+    for (const f of [fields('p'), cut, refused]) {
       const { requestId, method, status, durationMs, upstreamStatus, replayed, result, code } = f;
+      const { caller, callerCheck } = f;
       const path = '/v1.0/contracts/';
       const line = { requestId, method, path, status, durationMs, upstreamStatus, replayed };
-      proxy.info({ ...line, result, code }, 'request');
+      proxy.info({ ...line, result, code, caller, callerCheck }, 'request');
       expect(written).toBe(requestLogLine(f, at));
       written = '';
     }

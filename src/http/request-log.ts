@@ -20,6 +20,10 @@ export interface RequestLogFields {
   result?: string | undefined;
   /** The envelope code when the sidecar answered itself. */
   code?: string | undefined;
+  /** With `callers.auth: jwt`: the verified caller's rule's name (never the token or its subject). */
+  caller?: string | undefined;
+  /** The caller check that refused the request (`expired`, `signature`, `forbidden`, ...). */
+  callerCheck?: string | undefined;
 }
 
 export interface RequestLog {
@@ -94,5 +98,9 @@ export function requestLogLine(fields: RequestLogFields, time: number): string {
   line += `,"replayed":${fields.replayed}`;
   if (fields.result !== undefined) line += `,"result":${JSON.stringify(fields.result)}`;
   if (fields.code !== undefined) line += `,"code":${JSON.stringify(fields.code)}`;
+  if (fields.caller !== undefined) line += `,"caller":${JSON.stringify(fields.caller)}`;
+  if (fields.callerCheck !== undefined) {
+    line += `,"callerCheck":${JSON.stringify(fields.callerCheck)}`;
+  }
   return `${line},"msg":"request"}\n`;
 }

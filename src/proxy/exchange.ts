@@ -24,6 +24,10 @@ export class Exchange {
   attemptSpan: AttemptSpan | undefined = undefined;
   /** Upstream attempts so far (a second one is a replay after a 401). */
   attempts = 0;
+  /** With `callers.auth: jwt`: the verified caller's rule's name (the quota caller). */
+  caller: string | undefined = undefined;
+  /** The caller check that refused the request (`expired`, `forbidden`, ...), for the request line. */
+  callerCheck: string | undefined = undefined;
 
   /**
    * @param keepAlive the `Keep-Alive` field value every answer to this request carries: the

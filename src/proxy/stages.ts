@@ -12,7 +12,8 @@ import type { ForwardOutcome } from './outcome.js';
 export type ExchangeView = Pick<
   Exchange,
   'req' | 'res' | 'requestId' | 'method' | 'target' | 'clientGone' | 'trace' | 'keepAlive'
->;
+> &
+  Partial<Pick<Exchange, 'caller' | 'callerCheck'>>;
 
 /**
  * The upstream's answer head. `headers` is parsed when first read (most answers are never looked

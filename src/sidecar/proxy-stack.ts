@@ -3,6 +3,7 @@
  * the response cache, the quota guard and the forwarder behind the proxy listener. The proxy
  * integration tests start it too.
  */
+import { readFile } from 'node:fs/promises';
 import type { SecureContext } from 'node:tls';
 import type { Dispatcher } from 'undici';
 import type { Clock } from '../clock.js';
@@ -10,7 +11,9 @@ import type { Config } from '../config/types.js';
 import type { SharedCacheEntries } from '../fleet/ports.js';
 import type { RequestLog } from '../http/request-log.js';
 import { startProxy, type RunningProxy } from '../http/start-proxy.js';
-import { createApiDispatcher } from '../proxy/dispatcher.js';
+import type { CallerAuth } from '../callers/index.js';
+import { proxyFor } from '../config/egress.js';
+import { createApiDispatcher, createDispatcher } from '../proxy/dispatcher.js';
 import type { ForwardStage } from '../proxy/forwarder.js';
 import { Callers } from '../proxy/quota/callers.js';
 import { QuotaGuard, type SharedQuota } from '../proxy/quota/guard.js';
@@ -46,6 +49,54 @@ export interface ProxyStack {
   quota: QuotaGuard;
   cache: (ForwardStage & { stats(): object }) | undefined;
   dispatcher: Dispatcher;
+  /** With `callers.auth: jwt`: the callers' keys and the stage that verifies them. */
+  callers: CallerAuth | undefined;
+}
+
+/**
+ * Caller identity, loaded with jose only with `callers.auth: jwt`: its keys' dispatcher trusts
+ * `callers.jwt.caFile` (not the upstream's CA) and honours the egress proxy settings.
+ */
+async function callersFor(config: Config, parts: ProxyStackParts): Promise<CallerAuth | undefined> {
+  const { callers } = config;
+  if (callers.auth === 'none') return undefined;
+  const { startCallerAuth } = await import('../callers/index.js');
+  const { jwt } = callers;
+  let dispatcher: Dispatcher | undefined;
+  if (jwt.keys.kind !== 'file') {
+    const target = jwt.keys.kind === 'url' ? jwt.keys.url : jwt.issuer;
+    dispatcher = await createDispatcher({
+      ca: jwt.caFile === undefined ? undefined : await readFile(jwt.caFile, 'utf8'),
+      http2: false,
+      proxy: proxyFor(config.egress, target),
+    });
+    const opened = dispatcher;
+    parts.teardown.push(() => opened.close());
+  }
+  const auth = startCallerAuth(callers, {
+    dispatcher,
+    readFile: (path) => readFile(path, 'utf8'),
+    clock: parts.clock,
+    logger: parts.logger.child({ component: 'callers' }),
+    counter: (keys) => parts.metrics.callerAuth(keys),
+  });
+  parts.teardown.push(() => auth.stop());
+  return auth;
+}
+
+/**
+ * The quota's callers: `quota.callers`, and each rule's caller as a listed one (weight 1,
+ * `interactive`, unless `quota.callers` says otherwise): the operator named it, no caller can invent it.
+ */
+function callerPolicies(config: Config): Config['quota']['callers'] {
+  const policies = [...config.quota.callers];
+  if (config.callers.auth === 'none') return policies;
+  for (const rule of config.callers.rules) {
+    if (!policies.some((p) => p.name === rule.caller)) {
+      policies.push({ name: rule.caller, weight: 1, priority: 'interactive' });
+    }
+  }
+  return policies;
 }
 
 /** The response cache, loaded with lru-cache only when a rule names a prefix. */
@@ -74,6 +125,7 @@ export async function startProxyStack(config: Config, parts: ProxyStackParts): P
   const dispatcher = await createApiDispatcher(config, parts.ca);
   teardown.push(() => dispatcher.close());
   const cache = await cacheFor(config, parts);
+  const callers = await callersFor(config, parts);
   const quota = new QuotaGuard({
     shared: parts.shared,
     rateLimit: config.upstream.rateLimit,
@@ -83,7 +135,8 @@ export async function startProxyStack(config: Config, parts: ProxyStackParts): P
     callers: new Callers({
       own: config.quota.caller,
       header: config.quota.callerHeader,
-      policies: config.quota.callers,
+      policies: callerPolicies(config),
+      identified: callers !== undefined,
     }),
     clock,
     metrics,
@@ -104,10 +157,13 @@ export async function startProxyStack(config: Config, parts: ProxyStackParts): P
       logger: parts.logger.child({ component: 'proxy' }),
       requestLog: parts.requestLog,
       clock,
-      stages: cache ? [cache, quotaStage(quota)] : [quotaStage(quota)],
+      // Who calls first: an unverified caller gets no cached answer and takes no rate-limit slot.
+      stages: [callers?.stage, cache, quotaStage(quota)].filter(
+        (stage): stage is ForwardStage => stage !== undefined,
+      ),
       tracing: parts.tracing,
     },
   );
   teardown.push(() => proxy.drain(0));
-  return { proxy, quota, cache, dispatcher };
+  return { proxy, quota, cache, dispatcher, callers };
 }

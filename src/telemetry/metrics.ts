@@ -61,6 +61,11 @@ export interface SidecarMetrics {
   /** With tracing on: spans dropped, by reason (registered on first call). */
   tracingSpansDropped(): Counter<'reason'>;
   /**
+   * With `callers.auth: jwt` (registered on first call): `caller_auth_total{result}`, and
+   * `caller_keys_age_seconds` read from `keys` at scrape time.
+   */
+  callerAuth(keys: { ageSeconds(): number }): Counter<'result'>;
+  /**
    * Point `requests_in_flight` at the proxy's in-flight count (`proxy.maxInFlight`'s counter),
    * read at scrape time: no gauge update per request.
    */
@@ -208,6 +213,31 @@ function proxyMetrics(registers: MetricsRegistry[]) {
   };
 }
 
+/** `caller_auth_total{result}` and `caller_keys_age_seconds`, registered once. */
+function callerAuthMetrics(
+  registry: MetricsRegistry,
+  keys: { ageSeconds(): number },
+): Counter<'result'> {
+  const name = `${METRIC_PREFIX}caller_auth_total`;
+  const known = registry.getSingleMetric(name) as Counter<'result'> | undefined;
+  if (known !== undefined) return known;
+  const registers = [registry];
+  new Gauge({
+    name: `${METRIC_PREFIX}caller_keys_age_seconds`,
+    help: "Seconds since the callers' verification keys held were fetched (since start while none is): an alert when they cannot be refreshed for long.",
+    registers,
+    collect() {
+      this.set(keys.ageSeconds());
+    },
+  });
+  return new Counter({
+    name,
+    help: 'Proxied requests by caller verification result: verified (signature checked), remembered (a token verified before), forbidden (no rule allows it), or the check that refused the token (missing, malformed, algorithm, signature, unknown_key, claims, expired, not_yet_valid, keys_unavailable).',
+    labelNames: ['result'],
+    registers,
+  });
+}
+
 export function createMetrics({ registry, defaultMetrics = true }: MetricsOptions): SidecarMetrics {
   const registers = [registry];
   const sources: Sources = { inFlight: () => 0 };
@@ -252,6 +282,9 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
           registers,
         })
       );
+    },
+    callerAuth(keys) {
+      return callerAuthMetrics(registry, keys);
     },
     bindRequestsInFlight(count) {
       sources.inFlight = count;

@@ -197,9 +197,10 @@ class Request implements RequestSpan {
     );
   }
 
-  end(status: number, code?: string): void {
+  end(status: number, code?: string, caller?: string): void {
     if (!this.span.isRecording()) return;
     if (code !== undefined) this.span.setAttribute('oauth_sidecar.error_code', code);
+    if (caller !== undefined) this.span.setAttribute('oauth_sidecar.caller', caller);
     finish(this.span, status, status >= 500 ? (code ?? String(status)) : undefined);
   }
 }

@@ -22,8 +22,11 @@ export interface RequestSpan {
   wait(name: WaitName, startMs: number, endMs: number, attributes?: Record<string, string>): void;
   /** A child client span for one upstream attempt (`resend`: a replay after a 401). */
   attempt(method: string, resend: boolean): AttemptSpan;
-  /** The status the client got, and the envelope code when the sidecar answered itself. */
-  end(status: number, code?: string): void;
+  /**
+   * The status the client got, the envelope code when the sidecar answered itself, and the
+   * verified caller's rule's name (`callers.auth: jwt`).
+   */
+  end(status: number, code?: string, caller?: string): void;
   /** The trace id while the span is sampled (the duration histogram's exemplar). */
   readonly sampledTraceId: string | undefined;
 }

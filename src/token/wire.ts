@@ -60,6 +60,21 @@ export interface PostRequest {
  * the status) when the connection failed while the body was read.
  */
 export function postOnce(dispatcher: Dispatcher, request: PostRequest): Promise<TokenAnswer> {
+  return sendOnce(dispatcher, 'POST', request);
+}
+
+/** A GET of a small document (the callers' JWKS and discovery document), read as `postOnce` reads. */
+export type GetRequest = Omit<PostRequest, 'body'>;
+
+export function getOnce(dispatcher: Dispatcher, request: GetRequest): Promise<TokenAnswer> {
+  return sendOnce(dispatcher, 'GET', request);
+}
+
+function sendOnce(
+  dispatcher: Dispatcher,
+  method: 'GET' | 'POST',
+  request: GetRequest & { body?: string },
+): Promise<TokenAnswer> {
   return new Promise((resolve, reject) => {
     const { signal } = request;
     if (signal.aborted) {
@@ -79,9 +94,9 @@ export function postOnce(dispatcher: Dispatcher, request: PostRequest): Promise<
         {
           origin: target.origin,
           path: `${target.pathname}${target.search}`,
-          method: 'POST',
+          method,
           headers: request.headers,
-          body: request.body,
+          body: request.body ?? null,
         },
         exchange,
       );

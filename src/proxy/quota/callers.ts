@@ -43,6 +43,8 @@ export interface CallersOptions {
   header: string | undefined;
   /** `quota.callers`. */
   policies: readonly NamedCallerPolicy[];
+  /** `callers.auth: jwt`: each request names its verified caller (`named`). */
+  identified?: boolean;
 }
 
 export class Callers {
@@ -53,10 +55,12 @@ export class Callers {
   /** The unlisted names with a state of their own (at most FEW_UNLISTED). */
   readonly #loose: CallerState[] = [];
   readonly #header: string | undefined;
+  readonly #identified: boolean;
   readonly #policies: ReadonlyMap<string, CallerPolicy>;
 
   constructor(options: CallersOptions) {
     this.#header = options.header;
+    this.#identified = options.identified ?? false;
     this.#policies = new Map(
       options.policies.map(({ name, weight, priority }) => [name, { weight, priority }]),
     );
@@ -71,7 +75,7 @@ export class Callers {
 
   /** True in gateway mode: requests of one process belong to several callers. */
   get several(): boolean {
-    return this.#header !== undefined;
+    return this.#header !== undefined || this.#identified;
   }
 
   /**
@@ -90,10 +94,15 @@ export class Callers {
     // Case folded as `quota.caller` is: `Reports-UI` and `reports-ui` are one caller.
     const value = raw.toLowerCase();
     if (!CALLER_NAME.test(value)) return this.#own;
-    const known = this.#states.get(value);
+    return this.named(value, now, periodMs);
+  }
+
+  /** The caller of a valid name: a verified caller's rule's, or a header's (`of`). */
+  named(name: string, now: number, periodMs: number): CallerState {
+    const known = this.#states.get(name);
     if (known !== undefined) return known;
-    if (this.#policies.has(value)) return this.#create(value);
-    return this.#unlisted(value, now, periodMs);
+    if (this.#policies.has(name)) return this.#create(name);
+    return this.#unlisted(name, now, periodMs);
   }
 
   /** Waiters that count against `caller`'s half of the queue: every unlisted one's together. */

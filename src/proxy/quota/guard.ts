@@ -145,8 +145,12 @@ export class QuotaGuard {
   }
 
   /** The caller a request belongs to (callers.ts), active callers judged over the rate's period. */
-  callerOf(headers: Record<string, string | string[] | undefined>): CallerState {
-    return this.callers.of(headers, this.clock.now(), this.limit?.periodMs ?? 0);
+  callerOf(headers: Record<string, string | string[] | undefined>, verified?: string): CallerState {
+    const now = this.clock.now();
+    const periodMs = this.limit?.periodMs ?? 0;
+    return verified === undefined
+      ? this.callers.of(headers, now, periodMs)
+      : this.callers.named(verified, now, periodMs);
   }
 
   /**

@@ -31,7 +31,10 @@ export function quotaStage(guard: Guard): ForwardStage {
       if (mayStartCooldown(status)) guard.observe(status, head.headers);
       // Under a limit the caller learns where it stands (the API's own fields are replaced).
       if (guard.limited)
-        Object.assign(head.headers, guard.fieldsFor(guard.callerOf(exchange.req.headers)));
+        Object.assign(
+          head.headers,
+          guard.fieldsFor(guard.callerOf(exchange.req.headers, exchange.caller)),
+        );
       return undefined;
     },
   };
@@ -46,7 +49,7 @@ function waitForSlot(
   exchange.res.once('close', onClose);
   let wait: Promise<void> | undefined;
   try {
-    wait = guard.admit(controller.signal, guard.callerOf(exchange.req.headers));
+    wait = guard.admit(controller.signal, guard.callerOf(exchange.req.headers, exchange.caller));
   } finally {
     if (wait === undefined) exchange.res.off('close', onClose);
   }

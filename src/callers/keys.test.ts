@@ -1,0 +1,188 @@
+import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
+import pino from 'pino';
+import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { systemClock } from '../clock.js';
+import { CallerKeys, UNKNOWN_KID_INTERVAL_MS, type JwksSource } from './keys.js';
+import { CallerVerifier } from './verifier.js';
+
+const ISSUER = 'https://issuer.test';
+const logger = pino({ level: 'silent' });
+
+interface Signer {
+  jwk: JWK;
+  sign(sub: string, claims?: Record<string, unknown>): Promise<string>;
+}
+
+async function signer(kid: string, alg: 'RS256' | 'ES256' = 'ES256'): Promise<Signer> {
+  const { publicKey, privateKey } = await generateKeyPair(alg);
+  const jwk = { ...(await exportJWK(publicKey)), kid, alg, use: 'sig' };
+  return {
+    jwk,
+    sign: (sub, claims = {}) => {
+      const now = Math.floor(Date.now() / 1000);
+      const payload = { iss: ISSUER, aud: 'oauth-sidecar', sub, iat: now, exp: now + 3600 };
+      return new SignJWT({ ...payload, ...claims })
+        .setProtectedHeader({ alg, kid })
+        .sign(privateKey);
+    },
+  };
+}
+
+/** A key set the test edits, counting fetches; `down` makes every fetch fail. */
+function fakeSource(keys: JWK[]) {
+  const state = { keys, fetches: 0, down: false };
+  const source: JwksSource = {
+    description: 'test',
+    fetch() {
+      state.fetches += 1;
+      if (state.down) return Promise.reject(new Error('connection refused'));
+      return Promise.resolve({ keys: [...state.keys] });
+    },
+  };
+  return { state, source };
+}
+
+function setup(keys: JWK[]) {
+  const { state, source } = fakeSource(keys);
+  const callerKeys = new CallerKeys({ source, clock: systemClock, logger });
+  const verifier = new CallerVerifier({
+    issuer: ISSUER,
+    audience: 'oauth-sidecar',
+    getKey: callerKeys.getKey,
+    clock: systemClock,
+  });
+  return { state, callerKeys, verifier };
+}
+
+async function subjectOf(verifier: CallerVerifier, token: string): Promise<string> {
+  const verdict = await verifier.check(token);
+  return typeof verdict === 'string' ? verdict : verdict.subject;
+}
+
+let first: Signer;
+let second: Signer;
+
+beforeAll(async () => {
+  first = await signer('k1');
+  second = await signer('k2', 'RS256');
+});
+
+describe('CallerKeys', () => {
+  // Only timers and Date: jose's crypto and the promise queue run for real.
+  beforeEach(() => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] }));
+  afterEach(() => vi.useRealTimers());
+
+  it('is not ready until the first key set arrives, and retries until it does', async () => {
+    const { state, callerKeys, verifier } = setup([first.jwk]);
+    state.down = true;
+    await callerKeys.start();
+    expect(callerKeys.ready).toBe(false);
+    expect(await subjectOf(verifier, await first.sign('a'))).toBe('keys_unavailable');
+    state.down = false;
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(callerKeys.ready).toBe(true);
+    expect(await subjectOf(verifier, await first.sign('a'))).toBe('a');
+    callerKeys.stop();
+  });
+
+  it('accepts a key added to the set within 35 s, through the unknown kid', async () => {
+    const { state, callerKeys, verifier } = setup([first.jwk]);
+    await callerKeys.start();
+    state.keys.push(second.jwk);
+    const token = await second.sign('new');
+    // Right after a fetch the unknown kid waits for its turn: refused, nothing fetched.
+    expect(await subjectOf(verifier, token)).toBe('unknown_key');
+    expect(state.fetches).toBe(1);
+    await vi.advanceTimersByTimeAsync(UNKNOWN_KID_INTERVAL_MS);
+    expect(await subjectOf(verifier, token)).toBe('new');
+    expect(state.fetches).toBe(2);
+    callerKeys.stop();
+  });
+
+  it('fetches at most 3 times for 60 tokens under unknown kids in 10 s', async () => {
+    const { state, callerKeys, verifier } = setup([first.jwk]);
+    await callerKeys.start();
+    // Well past the interval: the first unknown kid may fetch at once.
+    await vi.advanceTimersByTimeAsync(UNKNOWN_KID_INTERVAL_MS + 1);
+    const strangers = await Promise.all(
+      Array.from({ length: 60 }, (_, i) => signer(`stranger-${i}`)),
+    );
+    const before = state.fetches;
+    for (const stranger of strangers) {
+      const verdicts = await Promise.all([verifier.check(await stranger.sign('x'))]);
+      expect(verdicts[0]).toBe('unknown_key');
+      await vi.advanceTimersByTimeAsync(10_000 / 60);
+    }
+    expect(state.fetches - before).toBeGreaterThanOrEqual(1);
+    expect(state.fetches - before).toBeLessThanOrEqual(3);
+    callerKeys.stop();
+  });
+
+  it('keeps serving the keys held while their source is down', async () => {
+    const { state, callerKeys, verifier } = setup([first.jwk]);
+    await callerKeys.start();
+    state.down = true;
+    // Refreshes fail for an hour (every one is retried, and logged).
+    await vi.advanceTimersByTimeAsync(3_600_000);
+    expect(state.fetches).toBeGreaterThan(2);
+    expect(callerKeys.ready).toBe(true);
+    expect(await subjectOf(verifier, await first.sign('still'))).toBe('still');
+    expect(callerKeys.ageSeconds()).toBeGreaterThanOrEqual(3_600);
+    callerKeys.stop();
+  });
+
+  it('refreshes in the background and forgets remembered tokens when a key goes', async () => {
+    const { state, callerKeys } = setup([first.jwk, second.jwk]);
+    const changed = vi.fn();
+    const keys = new CallerKeys({
+      source: {
+        description: 'test',
+        fetch: () => Promise.resolve({ keys: [...state.keys] }),
+      },
+      clock: systemClock,
+      logger,
+      refreshMs: 60_000,
+      onChange: changed,
+    });
+    await keys.start();
+    state.keys.splice(1, 1);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(changed).toHaveBeenCalledTimes(1);
+    expect(keys.status().kids).toEqual(['k1']);
+    keys.stop();
+    callerKeys.stop();
+  });
+});
+
+describe('CallerVerifier', () => {
+  it('remembers a verified token until its exp, by its hash', async () => {
+    const { callerKeys, verifier } = setup([first.jwk]);
+    await callerKeys.start();
+    const token = await first.sign('app');
+    const verdict = verifier.check(token);
+    expect(verdict).toBeInstanceOf(Promise);
+    expect(await verdict).toMatchObject({ subject: 'app' });
+    // The second time: synchronous, no signature check.
+    expect(verifier.check(token)).toMatchObject({ subject: 'app' });
+    callerKeys.stop();
+  });
+
+  it('names the check that refused a token', async () => {
+    const { callerKeys, verifier } = setup([first.jwk]);
+    await callerKeys.start();
+    const now = Math.floor(Date.now() / 1000);
+    const cases: [string, Promise<string> | string][] = [
+      ['expired', first.sign('a', { exp: now - 120 })],
+      ['not_yet_valid', first.sign('a', { nbf: now + 300 })],
+      ['claims', first.sign('a', { exp: undefined })],
+      ['claims', first.sign('a', { aud: 'another' })],
+      ['claims', first.sign('a', { iss: 'https://elsewhere.test' })],
+      ['malformed', 'not.a.jwt'],
+      ['malformed', 'x'.repeat(9000)],
+    ];
+    for (const [check, token] of cases) {
+      expect(await subjectOf(verifier, await token)).toBe(check);
+    }
+    callerKeys.stop();
+  });
+});

@@ -1,0 +1,107 @@
+/**
+ * A caller's token verified offline with jose (docs/configuration.md "Caller identity"):
+ * signature under RS256, ES256 or PS256 only, `iss`, `aud`, `exp` and `sub` required, `nbf`/`iat`
+ * honoured with CLOCK_TOLERANCE_SECONDS of leeway, tokens over MAX_TOKEN_BYTES refused unparsed. A
+ * verified token is remembered by its SHA-256 until its `exp` (at most MAX_REMEMBERED of them),
+ * so a caller that reuses its token costs a hash and a lookup, not a signature check.
+ */
+import { hash as digest } from 'node:crypto';
+import { errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { LRUCache } from 'lru-cache';
+import type { Clock } from '../clock.js';
+import { KeysUnavailableError } from './keys.js';
+
+export const ALGORITHMS = ['RS256', 'ES256', 'PS256'];
+export const MAX_TOKEN_BYTES = 8 * 1024;
+export const CLOCK_TOLERANCE_SECONDS = 30;
+export const MAX_REMEMBERED = 10_000;
+
+/** Which check refused a token: the request line's `callerCheck`, the metric's `result`. */
+export type CallerCheck =
+  | 'missing'
+  | 'malformed'
+  | 'algorithm'
+  | 'signature'
+  | 'unknown_key'
+  | 'claims'
+  | 'expired'
+  | 'not_yet_valid'
+  | 'keys_unavailable';
+
+/** A verified caller: its `sub`, and when its token expires (ms since the epoch). */
+export interface VerifiedCaller {
+  readonly subject: string;
+  readonly expiresAt: number;
+}
+
+export interface VerifierOptions {
+  issuer: string;
+  audience: string;
+  getKey: JWTVerifyGetKey;
+  clock: Pick<Clock, 'now'>;
+  maxRemembered?: number;
+}
+
+export class CallerVerifier {
+  readonly #options: VerifierOptions;
+  readonly #remembered: LRUCache<string, VerifiedCaller>;
+
+  constructor(options: VerifierOptions) {
+    this.#options = options;
+    this.#remembered = new LRUCache({ max: options.maxRemembered ?? MAX_REMEMBERED });
+  }
+
+  /**
+   * The caller a token proves: synchronously when the token was verified before and has not
+   * expired, else a promise of jose's verdict. A check's name when it is refused.
+   */
+  check(token: string): VerifiedCaller | CallerCheck | Promise<VerifiedCaller | CallerCheck> {
+    if (token.length > MAX_TOKEN_BYTES) return 'malformed';
+    // The one-shot digest: no Hash object per request, unlike createHash().update().digest().
+    const hash = digest('sha256', token, 'base64');
+    const known = this.#remembered.get(hash);
+    if (known !== undefined) {
+      if (known.expiresAt > this.#options.clock.now()) return known;
+      this.#remembered.delete(hash);
+    }
+    return this.#verify(token, hash);
+  }
+
+  /** The key set changed: a token verified under a key now gone must be verified again. */
+  forget(): void {
+    this.#remembered.clear();
+  }
+
+  async #verify(token: string, hash: string): Promise<VerifiedCaller | CallerCheck> {
+    const { issuer, audience, getKey, clock } = this.#options;
+    try {
+      const { payload } = await jwtVerify(token, getKey, {
+        algorithms: ALGORITHMS,
+        issuer,
+        audience,
+        requiredClaims: ['exp', 'sub'],
+        clockTolerance: CLOCK_TOLERANCE_SECONDS,
+        currentDate: new Date(clock.now()),
+      });
+      if (typeof payload.sub !== 'string' || typeof payload.exp !== 'number') return 'claims';
+      const verified = { subject: payload.sub, expiresAt: payload.exp * 1000 };
+      this.#remembered.set(hash, verified);
+      return verified;
+    } catch (error) {
+      return checkOf(error);
+    }
+  }
+}
+
+/** jose's error as the check that failed (the order matters: JWTExpired is a claim failure). */
+export function checkOf(error: unknown): CallerCheck {
+  if (error instanceof KeysUnavailableError) return 'keys_unavailable';
+  if (error instanceof errors.JWTExpired) return 'expired';
+  if (error instanceof errors.JWTClaimValidationFailed) {
+    return error.claim === 'nbf' || error.claim === 'iat' ? 'not_yet_valid' : 'claims';
+  }
+  if (error instanceof errors.JOSEAlgNotAllowed) return 'algorithm';
+  if (error instanceof errors.JWSSignatureVerificationFailed) return 'signature';
+  if (error instanceof errors.JWKSNoMatchingKey) return 'unknown_key';
+  return 'malformed';
+}
