@@ -1,7 +1,8 @@
 /**
- * The stand-in as caller-token issuer (docs/design.md "Caller identity"): discovery and JWKS over
- * its HTTPS, and minted tokens that jose verifies against the served keys, fetched the way a
- * verifier does (discovery → jwks_uri, createRemoteJWKSet), with the stand-in's own CA.
+ * The stand-in as caller-token issuer (docs/security.md "Caller identity on the shared gateway"):
+ * discovery and JWKS over its HTTPS, and minted tokens that jose verifies against the served
+ * keys, fetched the way a verifier does (discovery → jwks_uri, createRemoteJWKSet), with the
+ * stand-in's own CA.
  */
 import { createRemoteJWKSet, customFetch, decodeProtectedHeader, errors, jwtVerify } from 'jose';
 import { Agent, fetch, request } from 'undici';

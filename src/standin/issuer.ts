@@ -1,8 +1,8 @@
 /**
- * The stand-in as a caller-token issuer (docs/design.md "Caller identity"): what a Kubernetes API
- * server serves for service-account tokens — OIDC discovery at `/.well-known/openid-configuration`,
- * its keys at `/openid/v1/jwks` — and tokens minted offline under the same key, so a sidecar with
- * `CALLER_AUTH=jwt` can be tried without a cluster. One ES256 key (P-256) per stand-in, given as
+ * The stand-in as a caller-token issuer (docs/security.md "Caller identity on the shared gateway"):
+ * what a Kubernetes API server serves for service-account tokens — OIDC discovery at
+ * `/.well-known/openid-configuration`, its keys at `/openid/v1/jwks` — and tokens minted offline
+ * under the same key, so a sidecar with `CALLER_AUTH=jwt` can be tried without a cluster. One ES256 key (P-256) per stand-in, given as
  * PKCS#8 PEM to keep it across runs; no private material is ever served.
  */
 import {

@@ -129,8 +129,9 @@ export interface Standin {
   /** Discovery and JWKS requests, in order. */
   readonly issuerRequests: RecordedIssuerRequest[];
   /**
-   * As an issuer of caller tokens (docs/design.md "Caller identity"), `url` is its `iss`:
-   * discovery at `url/.well-known/openid-configuration`, keys at `url/openid/v1/jwks`.
+   * As an issuer of caller tokens (docs/security.md "Caller identity on the shared gateway"),
+   * `url` is its `iss`: discovery at `url/.well-known/openid-configuration`, keys at
+   * `url/openid/v1/jwks`.
    */
   readonly caller: {
     /** The signing key, PKCS#8 PEM (for `callerKeyPem` of a later stand-in). */
