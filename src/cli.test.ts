@@ -47,4 +47,43 @@ describe('parseArgs', () => {
     expect(() => parseArgs(['--config'])).toThrow(new UsageError('--config needs a file'));
     expect(() => parseArgs(['check', 'demo'])).toThrow(new UsageError('unknown command demo'));
   });
+
+  it('reads standin token with its options in either form', () => {
+    expect(parseArgs(['standin', 'token', '--sub', 'system:serviceaccount:ns:app'])).toEqual({
+      command: 'standin-token',
+      configFile: undefined,
+      token: { sub: 'system:serviceaccount:ns:app', aud: undefined, ttlSeconds: undefined },
+    });
+    expect(parseArgs(['standin', 'token', '--ttl=60', '--aud', 'gw', '--sub=a'])).toEqual({
+      command: 'standin-token',
+      configFile: undefined,
+      token: { sub: 'a', aud: 'gw', ttlSeconds: 60 },
+    });
+    expect(parseArgs(['standin'])).toEqual({ command: 'standin', configFile: undefined });
+  });
+
+  it('refuses standin token without a subject, with a bad lifetime, and its options elsewhere', () => {
+    expect(() => parseArgs(['standin', 'token'])).toThrow(
+      new UsageError('standin token needs --sub SUBJECT'),
+    );
+    expect(() => parseArgs(['standin', 'token', '--sub'])).toThrow(
+      new UsageError('--sub needs a value'),
+    );
+    expect(() => parseArgs(['standin', 'token', '--sub='])).toThrow(
+      new UsageError('--sub needs a value'),
+    );
+    expect(() => parseArgs(['standin', 'token', '--sub', 'a', '--ttl', '1h'])).toThrow(
+      new UsageError('--ttl needs whole seconds'),
+    );
+    expect(() => parseArgs(['standin', 'token', '--sub', 'a', '--ttl', '0'])).toThrow(
+      new UsageError('--ttl needs whole seconds'),
+    );
+    expect(() => parseArgs(['standin', '--sub', 'a'])).toThrow(
+      new UsageError('unknown option --sub'),
+    );
+    expect(() => parseArgs(['token'])).toThrow(new UsageError('unknown command token'));
+    expect(() => parseArgs(['standin', 'token', 'token'])).toThrow(
+      new UsageError('unknown command token'),
+    );
+  });
 });

@@ -1,15 +1,27 @@
 /** Command-line parsing only: argv in, a command out. No I/O (docs/reference.md "Command line"). */
 
-export type Command = 'serve' | 'check' | 'demo' | 'standin' | 'help' | 'version';
+export type Command = 'serve' | 'check' | 'demo' | 'standin' | 'standin-token' | 'help' | 'version';
+
+/** What `standin token` mints: a caller token of the running stand-in. */
+export interface TokenRequest {
+  sub: string;
+  /** Default `oauth-sidecar`. */
+  aud: string | undefined;
+  /** Seconds; default 3600. */
+  ttlSeconds: number | undefined;
+}
 
 export interface CliArgs {
   command: Command;
   configFile: string | undefined;
   /** `check --offline`: settings and files only, no network, no secret required. */
   offline: boolean;
+  /** Only for `standin-token`. */
+  token?: TokenRequest;
 }
 
 export const USAGE = `usage: oauth-sidecar [serve|check|demo|standin] [--config FILE] [--offline]
+       oauth-sidecar standin token --sub SUBJECT [--aud AUDIENCE] [--ttl SECONDS]
 
 commands:
   serve (default)  forward allow-listed paths upstream with a bearer token
@@ -21,6 +33,8 @@ commands:
   demo             run an embedded stand-in of the API and the sidecar in front of it (no network)
   standin          run the stand-in of the API alone on 127.0.0.1:8443 (STANDIN_LISTEN), to try
                    check and serve offline; prints the variables that point the sidecar at it
+  standin token    print a caller token (CALLER_AUTH=jwt) of the stand-in started in this
+                   directory: --sub the subject, --aud (default oauth-sidecar), --ttl (default 3600)
 
 options:
   --config FILE    YAML configuration; an environment variable wins over its key, but the
@@ -46,22 +60,24 @@ export function parseArgs(argv: readonly string[]): CliArgs {
   let command: Command | undefined;
   let configFile: string | undefined;
   let offline = false;
+  const token: Partial<Record<TokenOption, string>> = {};
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] ?? '';
     if (arg === '--help' || arg === '-h') return { command: 'help', configFile, offline };
     if (arg === '--version') return { command: 'version', configFile, offline };
-    if (arg === '--offline') {
+    const [name, inline] = arg.startsWith('--') && arg.includes('=') ? splitOption(arg) : [arg];
+    if (name === '--offline' && inline === undefined) {
       offline = true;
-    } else if (arg === '--config' || arg === '-c') {
-      const value = argv[i + 1];
-      if (value === undefined || value.startsWith('-')) throw new UsageError(`${arg} needs a file`);
-      configFile = value;
-      i++;
-    } else if (arg.startsWith('--config=')) {
-      configFile = arg.slice('--config='.length);
-      if (configFile === '') throw new UsageError('--config needs a file');
+    } else if (name === '--config' || name === '-c') {
+      configFile = optionValue(name, inline, argv[i + 1], 'a file');
+      if (inline === undefined) i++;
+    } else if (command === 'standin-token' && isTokenOption(name)) {
+      token[name] = optionValue(name, inline, argv[i + 1], 'a value');
+      if (inline === undefined) i++;
     } else if (arg.startsWith('-')) {
-      throw new UsageError(`unknown option ${arg}`);
+      throw new UsageError(`unknown option ${name}`);
+    } else if (command === 'standin' && arg === 'token') {
+      command = 'standin-token';
     } else if (command === undefined && (COMMANDS as readonly string[]).includes(arg)) {
       command = arg as Command;
     } else {
@@ -69,5 +85,42 @@ export function parseArgs(argv: readonly string[]): CliArgs {
     }
   }
   if (offline && command !== 'check') throw new UsageError('--offline applies to check only');
+  if (command === 'standin-token') {
+    return { command, configFile, offline, token: tokenRequest(token) };
+  }
   return { command: command ?? 'serve', configFile, offline };
+}
+
+const TOKEN_OPTIONS = ['--sub', '--aud', '--ttl'] as const;
+type TokenOption = (typeof TOKEN_OPTIONS)[number];
+const isTokenOption = (name: string): name is TokenOption =>
+  (TOKEN_OPTIONS as readonly string[]).includes(name);
+
+function splitOption(arg: string): [string, string] {
+  const at = arg.indexOf('=');
+  return [arg.slice(0, at), arg.slice(at + 1)];
+}
+
+/** The value of an option, inline (`--x=v`) or the next argument; never empty, never an option. */
+function optionValue(
+  name: string,
+  inline: string | undefined,
+  next: string | undefined,
+  what: string,
+): string {
+  const value = inline ?? next;
+  if (value === undefined || value === '' || (inline === undefined && value.startsWith('-'))) {
+    throw new UsageError(`${name} needs ${what}`);
+  }
+  return value;
+}
+
+function tokenRequest(options: Partial<Record<TokenOption, string>>): TokenRequest {
+  const sub = options['--sub'];
+  if (sub === undefined) throw new UsageError('standin token needs --sub SUBJECT');
+  const ttl = options['--ttl'];
+  if (ttl !== undefined && !/^[1-9][0-9]{0,8}$/.test(ttl)) {
+    throw new UsageError('--ttl needs whole seconds');
+  }
+  return { sub, aud: options['--aud'], ttlSeconds: ttl === undefined ? undefined : Number(ttl) };
 }

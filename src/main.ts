@@ -6,7 +6,7 @@ import { USAGE, UsageError, parseArgs } from './cli.js';
 import { check, checkOffline, type Io } from './commands/check.js';
 import { runDemo } from './commands/demo.js';
 import { runServe, type Serving } from './commands/serve.js';
-import { runStandin } from './commands/standin.js';
+import { printStandinToken, runStandin } from './commands/standin.js';
 import { formatConfigProblems, loadConfig } from './config/load.js';
 import { ConfigError, EXIT_CONFIG } from './errors.js';
 import { VERSION } from './version.js';
@@ -29,6 +29,7 @@ export async function run(argv: readonly string[], env: Env, io: Io): Promise<nu
   }
   if (args.command === 'demo') return keepServing(await runDemo(env, io));
   if (args.command === 'standin') return keepStandin(await runStandin(env, io));
+  if (args.command === 'standin-token') return printStandinToken(args.token!, io);
   const notChecked: string[] = [];
   const note = (line: string): number => notChecked.push(line);
   const strictness = args.offline ? ({ kind: 'offline-check', note } as const) : undefined;

@@ -59,6 +59,11 @@ describe('deploy/ manifests', () => {
       'ServiceMonitor/oauth-sidecar',
     ]);
     expect(ids('overlays/shared-gateway')).toContain('Deployment/oauth-sidecar-gateway');
+    expect(ids('overlays/shared-gateway')).toContain('ServiceAccount/oauth-sidecar-gateway');
+    expect(ids('examples/gateway-client').sort()).toEqual([
+      'Deployment/curve-reports',
+      'ServiceAccount/curve-reports',
+    ]);
   });
 
   it('the shared gateway runs 3 replicas with STORE_URL from a Secret and egress to Redis', () => {
@@ -131,7 +136,119 @@ describe('deploy/ manifests', () => {
     const ports = (policy.spec as { egress: { ports: { port: number }[] }[] }).egress.flatMap((r) =>
       r.ports.map((p) => p.port),
     );
-    expect(ports.sort((a, b) => a - b)).toEqual([53, 53, 443, 6379, 26379]);
+    expect(ports.sort((a, b) => a - b)).toEqual([53, 53, 443, 6379, 6443, 26379]);
+  });
+
+  describe('caller identity on the shared gateway (CALLER_AUTH=jwt)', () => {
+    const gateways = [
+      'overlays/shared-gateway',
+      'overlays/shared-gateway-redis',
+      'overlays/shared-gateway-sentinel',
+    ];
+    for (const name of gateways) {
+      it(`${name}: callers verified against the cluster's keys, read with the gateway's own projected token and ca.crt`, () => {
+        expect(find(name, 'ConfigMap', 'oauth-sidecar-gateway').data).toMatchObject({
+          CALLER_AUTH: 'jwt',
+          CALLER_JWT_ISSUER: 'https://kubernetes.default.svc.cluster.local',
+          CALLER_JWT_JWKS_URL: 'https://kubernetes.default.svc/openid/v1/jwks',
+          CALLER_RULES: expect.stringMatching(/^system:serviceaccount:\S+=\S+/),
+        });
+        const deployment = find(name, 'Deployment', 'oauth-sidecar-gateway');
+        const pod = podSpec(deployment);
+        expect(pod.serviceAccountName).toBe('oauth-sidecar-gateway');
+        expect(pod.automountServiceAccountToken).toBe(false);
+        const container = pod.containers[0];
+        const value = (n: string) =>
+          container.env.find((e: { name: string }) => e.name === n)?.value as string;
+        expect(value('CALLER_JWT_BEARER_FILE')).toBe('/var/run/secrets/kube-api/token');
+        expect(value('CALLER_JWT_CA_FILE')).toBe('/var/run/secrets/kube-api/ca.crt');
+        expect(container.volumeMounts).toContainEqual({
+          name: 'kube-api',
+          mountPath: '/var/run/secrets/kube-api',
+          readOnly: true,
+        });
+        const volume = pod.volumes.find((v: { name: string }) => v.name === 'kube-api');
+        // No audience: the token is the API server's own, good for reading /openid/v1/jwks only
+        // as far as RBAC allows (system:service-account-issuer-discovery).
+        expect(volume.projected.sources).toEqual([
+          { serviceAccountToken: { path: 'token', expirationSeconds: 3600 } },
+          { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+        ]);
+        expect(find(name, 'ServiceAccount', 'oauth-sidecar-gateway')).toMatchObject({
+          automountServiceAccountToken: false,
+        });
+        // The caller header is gone: names come from verified tokens.
+        expect(JSON.stringify(rendered.get(name))).not.toContain('QUOTA_CALLER_HEADER');
+      });
+    }
+
+    it('the example client sends a projected token for the gateway alone (audience oauth-sidecar, one hour)', () => {
+      const deployment = find('examples/gateway-client', 'Deployment', 'curve-reports');
+      const pod = podSpec(deployment);
+      expect(pod.serviceAccountName).toBe('curve-reports');
+      expect(pod.automountServiceAccountToken).toBe(false);
+      expect(
+        (deployment.spec as { template: { metadata: { labels: Record<string, string> } } }).template
+          .metadata.labels['oauth-sidecar/client'],
+      ).toBe('true');
+      expect(pod.volumes).toEqual([
+        {
+          name: 'oauth-sidecar-token',
+          projected: {
+            defaultMode: 288,
+            sources: [
+              {
+                serviceAccountToken: {
+                  path: 'token',
+                  audience: 'oauth-sidecar',
+                  expirationSeconds: 3600,
+                },
+              },
+            ],
+          },
+        },
+      ]);
+      const container = pod.containers[0];
+      expect(container.volumeMounts).toEqual([
+        {
+          name: 'oauth-sidecar-token',
+          mountPath: '/var/run/secrets/oauth-sidecar',
+          readOnly: true,
+        },
+      ]);
+      expect(container.args.join('\n')).toContain(
+        'curl -fsS -H "Authorization: Bearer $(cat /var/run/secrets/oauth-sidecar/token)"',
+      );
+      // The rule the gateway's example CALLER_RULES gives this service account.
+      const rules = find('overlays/shared-gateway', 'ConfigMap', 'oauth-sidecar-gateway').data as {
+        CALLER_RULES: string;
+      };
+      expect(rules.CALLER_RULES.split(';')[0]).toBe(
+        'system:serviceaccount:curves:curve-reports=curve-reports',
+      );
+    });
+
+    it('broken caller-auth wiring is caught', () => {
+      const docs = rendered.get('overlays/shared-gateway')!.map((d) => structuredClone(d));
+      const deployment = docs.find((d) => d.kind === 'Deployment')!;
+      const pod = podSpec(deployment);
+      const container = pod.containers[0];
+      container.env.find((e: { name: string }) => e.name === 'CALLER_JWT_BEARER_FILE').value =
+        '/var/run/secrets/kube-api/sa-token';
+      container.volumeMounts.find((m: { name: string }) => m.name === 'kube-api').readOnly = false;
+      const configMap = docs.find((d) => d.kind === 'ConfigMap')!;
+      const data = configMap.data as Record<string, string>;
+      data.CALLER_JWT_ISSUER = 'http://kubernetes.default.svc.cluster.local';
+      data.QUOTA_CALLER_HEADER = 'x-caller';
+      delete data.CALLER_RULES;
+      const problems = crossReferences(docs, secretExample).join('\n');
+      expect(problems).toContain('CALLER_JWT_BEARER_FILE=/var/run/secrets/kube-api/sa-token');
+      expect(problems).toContain('volume kube-api does not project sa-token');
+      expect(problems).toContain('mount read-only and without subPath');
+      expect(problems).toContain('needs an https:// CALLER_JWT_ISSUER');
+      expect(problems).toContain('without CALLER_RULES refuses every caller');
+      expect(problems).toContain('QUOTA_CALLER_HEADER cannot be combined with CALLER_AUTH=jwt');
+    });
   });
 
   it('agree with each other: selectors, ports, probes, Secret mounts, ConfigMaps, hardening', () => {
@@ -224,6 +341,8 @@ describe('deploy/ manifests', () => {
       const metrics = createMetrics({ registry });
       metrics.bindStoreState({ status: () => ({ up: true }) });
       metrics.tracingSpansDropped().inc({ reason: 'queue_full' }, 0);
+      // As a gateway with CALLER_AUTH=jwt exports them.
+      metrics.callerAuth({ ageSeconds: () => 0 });
       known = exposedNames((await expose(registry, undefined)).body);
     });
 

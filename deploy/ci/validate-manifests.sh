@@ -15,7 +15,7 @@ if command -v kubectl >/dev/null; then
   echo "--- kubectl kustomize ($(kubectl version --client 2>/dev/null | grep -i kustomize || echo 'kustomize version unknown'))"
   for k in base monitoring overlays/shared-gateway overlays/shared-gateway-redis \
     overlays/shared-gateway-sentinel examples/your-app \
-    examples/curve-builder examples/two-apps; do
+    examples/curve-builder examples/two-apps examples/gateway-client; do
     kubectl kustomize "deploy/$k" >"$work/${k//\//_}.yaml"
     echo "  deploy/$k: $(grep -c '^kind:' "$work/${k//\//_}.yaml") objects"
   done

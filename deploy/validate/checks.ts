@@ -14,6 +14,7 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBu
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
+import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { KNOWN_VARIABLES } from '../../src/config/unknown-settings.js';
 import type { Manifest } from './kustomize.js';
 
@@ -27,6 +28,10 @@ const KINDS: Record<string, KindInfo> = {
   'v1/ConfigMap': { model: ConfigMap, types: ['kubernetes-models/v1/ConfigMap', 'IConfigMap'] },
   'v1/Secret': { model: Secret, types: ['kubernetes-models/v1/Secret', 'ISecret'] },
   'v1/Service': { model: Service, types: ['kubernetes-models/v1/Service', 'IService'] },
+  'v1/ServiceAccount': {
+    model: ServiceAccount,
+    types: ['kubernetes-models/v1/ServiceAccount', 'IServiceAccount'],
+  },
   'apps/v1/Deployment': {
     model: Deployment,
     types: ['kubernetes-models/apps/v1/Deployment', 'IDeployment'],
@@ -170,6 +175,13 @@ interface Volume {
   name: string;
   secret?: { secretName: string; items?: { key: string; path: string }[] };
   emptyDir?: object;
+  projected?: {
+    sources: {
+      serviceAccountToken?: { path: string; audience?: string; expirationSeconds?: number };
+      configMap?: { name: string; items?: { key: string; path: string }[] };
+      secret?: { name: string; items?: { key: string; path: string }[] };
+    }[];
+  };
 }
 interface PodTemplate {
   metadata: { labels: Record<string, string> };
@@ -195,10 +207,11 @@ export const KNOWN_ENV: ReadonlySet<string> = new Set(
 );
 
 /**
- * Egress the workloads may have: DNS, HTTPS (API and token endpoint), Redis (the token store) and
- * Redis Sentinel (a Sentinel-fronted store).
+ * Egress the workloads may have: DNS, HTTPS (API and token endpoint; the Kubernetes API server for
+ * the callers' keys), the API server's own port 6443 (egress judged after the Service address is
+ * translated), Redis (the token store) and Redis Sentinel (a Sentinel-fronted store).
  */
-export const ALLOWED_EGRESS_PORTS = new Set([53, 443, 6379, 26379]);
+export const ALLOWED_EGRESS_PORTS = new Set([53, 443, 6443, 6379, 26379]);
 
 /** Workloads whose pod templates the checks follow. */
 const WORKLOAD_KINDS = new Set(['Deployment', 'StatefulSet']);
@@ -517,9 +530,62 @@ function checkSidecar(
       if (!keys.includes(item.key)) problems.push(`${where}: Secret has no key ${item.key}`);
     }
   }
+  problems.push(...checkCallerAuth(where, container, env, volumes));
   const tmp = (container.volumeMounts ?? []).find((m) => m.mountPath === '/tmp');
   if (tmp === undefined || volumes.get(tmp.name)?.emptyDir === undefined) {
     problems.push(`${where}: /tmp must be an emptyDir (read-only root filesystem)`);
+  }
+  return problems;
+}
+
+/**
+ * Caller identity (CALLER_AUTH=jwt): an https issuer, rules, no caller header beside it, and the
+ * JWKS reader's token and CA files in read-only mounts of volumes that project them (the token
+ * from a serviceAccountToken source, so the kubelet rotates it).
+ */
+function checkCallerAuth(
+  where: string,
+  container: Container,
+  env: Map<string, string | undefined>,
+  volumes: Map<string, Volume>,
+): string[] {
+  if (env.get('CALLER_AUTH') !== 'jwt') return [];
+  const problems: string[] = [];
+  if (!env.get('CALLER_JWT_ISSUER')?.startsWith('https://')) {
+    problems.push(`${where}: CALLER_AUTH=jwt needs an https:// CALLER_JWT_ISSUER`);
+  }
+  if ((env.get('CALLER_RULES') ?? '') === '') {
+    problems.push(`${where}: CALLER_AUTH=jwt without CALLER_RULES refuses every caller`);
+  }
+  if (env.has('QUOTA_CALLER_HEADER')) {
+    problems.push(`${where}: QUOTA_CALLER_HEADER cannot be combined with CALLER_AUTH=jwt`);
+  }
+  for (const variable of ['CALLER_JWT_BEARER_FILE', 'CALLER_JWT_CA_FILE']) {
+    const file = env.get(variable);
+    if (file === undefined) continue;
+    const mount = (container.volumeMounts ?? []).find((m) => m.mountPath === posix.dirname(file));
+    const volume = mount && volumes.get(mount.name);
+    if (mount === undefined || volume === undefined) {
+      problems.push(`${where}: ${variable}=${file} is not in a volume mount`);
+      continue;
+    }
+    if (mount.subPath !== undefined || mount.readOnly !== true) {
+      problems.push(`${where}: ${variable}: mount read-only and without subPath (it rotates)`);
+    }
+    const name = posix.basename(file);
+    const sources = volume.projected?.sources ?? [];
+    const provides = sources.some((source) =>
+      variable === 'CALLER_JWT_BEARER_FILE'
+        ? source.serviceAccountToken?.path === name
+        : [...(source.configMap?.items ?? []), ...(source.secret?.items ?? [])].some(
+            (item) => item.path === name,
+          ),
+    );
+    if (!provides) {
+      problems.push(
+        `${where}: ${variable}=${file}: volume ${volume.name} does not project ${name}`,
+      );
+    }
   }
   return problems;
 }

@@ -82,6 +82,7 @@ export const KUSTOMIZATIONS = [
   'examples/your-app',
   'examples/curve-builder',
   'examples/two-apps',
+  'examples/gateway-client',
 ] as const;
 
 /** Each of {@link KUSTOMIZATIONS} rendered, by name; `root` is the repository. */

@@ -2,7 +2,10 @@
  * `oauth-sidecar demo`: the embedded stand-in API and the sidecar in front of it (docs/reference.md
  * "Command line"). The stand-in and its certificate generator are loaded only here.
  */
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { formatConfigProblems, loadConfig } from '../config/load.js';
 import { FIELDS } from '../config/schema.js';
 import { SETTING_PREFIXES } from '../config/unknown-settings.js';
@@ -15,6 +18,7 @@ import {
   wantsColour,
   type Logger,
 } from '../telemetry/logger.js';
+import type { Standin } from '../standin/index.js';
 import type { Io } from './check.js';
 import type { Serving } from './serve.js';
 
@@ -38,7 +42,24 @@ const DEMO_OWNED = new Set([
   'HTTPS_PROXY',
   'HTTP_PROXY',
   'NO_PROXY',
+  // With CALLER_AUTH=jwt the stand-in is the callers' issuer too.
+  'CALLER_JWT_ISSUER',
+  'CALLER_JWT_JWKS_URL',
+  'CALLER_JWT_JWKS_FILE',
+  'CALLER_JWT_CA_FILE',
+  'CALLER_JWT_BEARER_FILE',
 ]);
+
+/** With CALLER_AUTH=jwt and no CALLER_RULES: any service account of namespace `demo`. */
+export const DEMO_CALLER_RULES = 'system:serviceaccount:demo:*=demo';
+/** The subject of the caller token the demo mints for its curl line. */
+export const DEMO_CALLER_SUBJECT = 'system:serviceaccount:demo:client';
+
+/** Where the demo's caller identity lives: the stand-in's CA and a minted caller token. */
+export interface DemoCallers {
+  caFile: string;
+  tokenFile: string;
+}
 
 /**
  * Environment for the demo: every configuration variable of `env` passes through (the cache,
@@ -49,6 +70,7 @@ export function demoEnv(
   env: Env,
   standinUrl: string,
   variables: readonly string[],
+  callers?: DemoCallers,
 ): { env: Env; ignored: string[] } {
   const out: Env = {
     UPSTREAM_BASE_URL: standinUrl,
@@ -64,7 +86,31 @@ export function demoEnv(
     if (DEMO_OWNED.has(name)) ignored.push(name);
     else out[name] = value;
   }
+  if (callers !== undefined) {
+    out.CALLER_AUTH = 'jwt';
+    out.CALLER_JWT_ISSUER = standinUrl;
+    out.CALLER_JWT_CA_FILE = callers.caFile;
+    out.CALLER_RULES = env.CALLER_RULES ?? DEMO_CALLER_RULES;
+  }
   return { env: out, ignored };
+}
+
+/**
+ * With `CALLER_AUTH=jwt`: the stand-in's CA (to read its keys) and a caller token of it, in a
+ * private temporary folder removed when the demo stops.
+ */
+async function prepareCallers(
+  env: Env,
+  standin: Standin,
+): Promise<{ callers: DemoCallers; cleanup(): Promise<void> } | undefined> {
+  if (env.CALLER_AUTH !== 'jwt') return undefined;
+  const dir = await mkdtemp(join(tmpdir(), 'oauth-sidecar-demo-'));
+  await chmod(dir, 0o700);
+  const callers = { caFile: join(dir, 'ca.pem'), tokenFile: join(dir, 'caller-token') };
+  await writeFile(callers.caFile, standin.caCert);
+  const token = await standin.caller.mint({ sub: DEMO_CALLER_SUBJECT, ttlSeconds: 86_400 });
+  await writeFile(callers.tokenFile, `${token}\n`, { mode: 0o600 });
+  return { callers, cleanup: () => rm(dir, { recursive: true, force: true }) };
 }
 
 /** The route the banner's first curl line names. */
@@ -91,6 +137,11 @@ export function curlTarget(address: { host: string; port: number }): string {
   return `${proxyBase(address)}${CONTRACTS_PATH}`;
 }
 
+/** The curl options that send the demo's caller token, read from its file at each call. */
+export function callerHeader(callers: DemoCallers | undefined): string {
+  return callers === undefined ? '' : `-H "Authorization: Bearer $(cat ${callers.tokenFile})" `;
+}
+
 /** Start the demo: the stand-in, a pretty logger where available, and the sidecar in front. */
 export async function runDemo(env: Env, io: Io): Promise<Serving | number> {
   const { startStandin } = await import('../standin/index.js');
@@ -102,16 +153,21 @@ export async function runDemo(env: Env, io: Io): Promise<Serving | number> {
       ...Object.keys(env).filter((name) => SETTING_PREFIXES.some((p) => name.startsWith(p))),
     ]),
   ];
-  const { env: demoEnvironment, ignored } = demoEnv(env, standin.url, variables);
+  const prepared = await prepareCallers(env, standin);
+  const stop = async (): Promise<void> => {
+    await standin.close();
+    await prepared?.cleanup();
+  };
+  const { env: demoEnvironment, ignored } = demoEnv(env, standin.url, variables, prepared?.callers);
   let serving: Serving;
   try {
     const config = await loadConfig({ env: demoEnvironment });
     serving = await startDemoSidecar(config, standin.caCert, wantsColour(process.stdout, env));
-    serving.cleanup = () => standin.close();
-    printBanner(io, config, serving.sidecar, ignored);
+    serving.cleanup = stop;
+    printBanner(io, config, serving.sidecar, ignored, prepared?.callers);
     return serving;
   } catch (error) {
-    await standin.close();
+    await stop();
     if (error instanceof ConfigError) {
       io.err(formatConfigProblems(error));
       return EXIT_CONFIG;
@@ -167,17 +223,27 @@ function printBanner(
   config: Config,
   sidecar: RunningSidecar,
   ignored: readonly string[],
+  callers: DemoCallers | undefined,
 ): void {
   const base = proxyBase(sidecar.proxyAddress);
   const rules = config.cache.rules.map((rule) => `${rule.prefix}=${rule.ttlSeconds}s`);
   const limit = config.upstream.rateLimit;
+  const header = callerHeader(callers);
   io.out('');
   io.out('oauth-sidecar demo is running (stand-in API, no network, no credentials). Try:');
   io.out('');
-  io.out(`  curl ${curlTarget(sidecar.proxyAddress)}`);
+  io.out(`  curl ${header}${curlTarget(sidecar.proxyAddress)}`);
   io.out('');
   io.out('Other routes of the stand-in:');
-  for (const [path, what] of DEMO_ROUTES.slice(1)) io.out(`  curl '${base}${path}'   ${what}`);
+  for (const [path, what] of DEMO_ROUTES.slice(1)) {
+    io.out(`  curl ${header}'${base}${path}'   ${what}`);
+  }
+  if (callers !== undefined) {
+    io.out('');
+    io.out(
+      `Callers: CALLER_AUTH=jwt, the stand-in is the issuer; the token above is ${DEMO_CALLER_SUBJECT}'s (a day); without it: 401`,
+    );
+  }
   io.out('');
   io.out(
     `Cache: ${rules.length > 0 ? rules.join(', ') : 'off (set CACHE_RULES=/v1.0/contracts/=60)'}`,

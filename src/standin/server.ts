@@ -5,17 +5,26 @@ import type { AddressInfo } from 'node:net';
 import { systemClock } from '../clock.js';
 import { handleApiRequest } from './api.js';
 import { envelope, sendJson, Timers, type Req, type Res } from './http.js';
+import { createCallerIssuer, handleIssuerRequest } from './issuer.js';
 import { createTestPki } from './pki.js';
 import type { StandinState } from './state.js';
 import { handleTokenRequest } from './token-endpoint.js';
 import { TokenStore } from './tokens.js';
-import type { Standin, StandinOptions, TokenFault } from './types.js';
+import type { CallerTokenClaims, Standin, StandinOptions, TokenFault } from './types.js';
 
 const TOKEN_PATHS = new Set(['/oauth/token/', '/oauth/token']);
 
-function route(req: Req, res: Res, state: StandinState): Promise<void> {
+function route(req: Req, res: Res, state: StandinState, url: () => string): Promise<void> {
   const path = (req.url ?? '/').split('?')[0]!;
   if (TOKEN_PATHS.has(path)) return handleTokenRequest(req, res, state);
+  const issuerRoutes = {
+    issuer: state.issuer,
+    url,
+    readerToken: () => state.issuerReaderToken,
+    requests: state.issuerRequests,
+    now: () => state.clock.now(),
+  };
+  if (handleIssuerRequest(req, res, path, issuerRoutes)) return Promise.resolve();
   return handleApiRequest(req, res, state);
 }
 
@@ -25,26 +34,12 @@ function route(req: Req, res: Res, state: StandinState): Promise<void> {
  */
 export async function startStandin(options: StandinOptions = {}): Promise<Standin> {
   const pki = options.pki ?? (await createTestPki());
-  const clock = options.clock ?? systemClock;
-  const state: StandinState = {
-    clientId: options.clientId ?? 'demo-client',
-    clientSecret: options.clientSecret ?? 'demo-secret',
-    tokenStatus: options.tokenStatus ?? 201,
-    tokens: new TokenStore(() => clock.now(), options.tokenLifetimeSeconds ?? 1799),
-    tokenRequests: [],
-    apiRequests: [],
-    nullRefreshTokenNext: 0,
-    omitRefreshTokenNext: 0,
-    faultQueue: [],
-    randomFault: undefined,
-    apiFaults: new Map(),
-    clock,
-    timers: new Timers(clock),
-    logger: options.logger,
-  };
+  const state = await createState(options);
+  const clock = state.clock;
+  let url = '';
 
   const onRequest = (req: Req, res: Res): void => {
-    route(req, res, state).catch((error: unknown) => {
+    route(req, res, state, () => url).catch((error: unknown) => {
       state.logger?.error({ err: error }, 'stand-in request failed');
       if (!res.headersSent) sendJson(res, 500, envelope('internal_error', 'stand-in failure'));
       else res.destroy();
@@ -68,7 +63,7 @@ export async function startStandin(options: StandinOptions = {}): Promise<Standi
   });
   const port = (server.address() as AddressInfo).port;
   const host = options.host ?? '127.0.0.1';
-  const url = `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  url = `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
 
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => {
@@ -80,7 +75,39 @@ export async function startStandin(options: StandinOptions = {}): Promise<Standi
     return closing;
   };
 
-  return { url, port, caCert: pki.caCert, ...controls(state), close };
+  const caller = {
+    keyPem: state.issuer.privateKeyPem,
+    kid: state.issuer.kid,
+    jwks: state.issuer.jwks,
+    mint: (claims: CallerTokenClaims) => state.issuer.mint(url, claims, clock.now()),
+    setReaderToken: (token: string | undefined) => {
+      state.issuerReaderToken = token;
+    },
+  };
+  return { url, port, caCert: pki.caCert, caller, ...controls(state), close };
+}
+
+async function createState(options: StandinOptions): Promise<StandinState> {
+  const clock = options.clock ?? systemClock;
+  return {
+    clientId: options.clientId ?? 'demo-client',
+    clientSecret: options.clientSecret ?? 'demo-secret',
+    tokenStatus: options.tokenStatus ?? 201,
+    tokens: new TokenStore(() => clock.now(), options.tokenLifetimeSeconds ?? 1799),
+    tokenRequests: [],
+    apiRequests: [],
+    nullRefreshTokenNext: 0,
+    omitRefreshTokenNext: 0,
+    faultQueue: [],
+    randomFault: undefined,
+    apiFaults: new Map(),
+    clock,
+    timers: new Timers(clock),
+    logger: options.logger,
+    issuer: await createCallerIssuer(options.callerKeyPem),
+    issuerRequests: [],
+    issuerReaderToken: options.issuerReaderToken,
+  };
 }
 
 /** Every socket and session, so close() ends hung and streaming requests at once. */
@@ -107,10 +134,13 @@ function trackConnections(server: Server | Http2SecureServer): () => void {
 }
 
 /** What a test steers the stand-in with. */
-function controls(state: StandinState): Omit<Standin, 'url' | 'port' | 'caCert' | 'close'> {
+function controls(
+  state: StandinState,
+): Omit<Standin, 'url' | 'port' | 'caCert' | 'caller' | 'close'> {
   return {
     tokenRequests: state.tokenRequests,
     apiRequests: state.apiRequests,
+    issuerRequests: state.issuerRequests,
     issuedTokens: () => state.tokens.issued(),
     accessTokenValid: (token: string) => state.tokens.accessTokenValid(token),
     setClientSecret: (secret: string) => {

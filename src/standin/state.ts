@@ -1,8 +1,14 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { Timers } from './http.js';
+import type { CallerIssuer } from './issuer.js';
 import type { TokenStore } from './tokens.js';
-import type { RecordedApiRequest, RecordedTokenRequest, TokenFault } from './types.js';
+import type {
+  RecordedApiRequest,
+  RecordedIssuerRequest,
+  RecordedTokenRequest,
+  TokenFault,
+} from './types.js';
 
 /** The stand-in's mutable state, shared by the token endpoint, the API routes and the test knobs. */
 export interface StandinState {
@@ -21,6 +27,10 @@ export interface StandinState {
   readonly clock: Clock;
   readonly timers: Timers;
   readonly logger: Logger | undefined;
+  readonly issuer: CallerIssuer;
+  readonly issuerRequests: RecordedIssuerRequest[];
+  /** The bearer discovery and keys want, if any. */
+  issuerReaderToken: string | undefined;
 }
 
 /** The fault the next token request suffers, if any: queued ones first, then the random one. */

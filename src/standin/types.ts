@@ -5,6 +5,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
+import type { CallerTokenClaims } from './issuer.js';
+
+export type { CallerTokenClaims } from './issuer.js';
 
 /** A throwaway CA and a server certificate for 127.0.0.1, ::1 and localhost, all PEM. */
 export interface TestPki {
@@ -69,6 +72,20 @@ export interface StandinOptions {
   clock?: Clock;
   /** Debug lines per token request; nothing is logged when absent. */
   logger?: Logger;
+  /**
+   * The caller-token signing key (EC P-256, PKCS#8 PEM) of the stand-in as issuer; generated when
+   * absent. Give the same one to keep tokens valid across stand-ins.
+   */
+  callerKeyPem?: string;
+  /** Discovery and keys want `Authorization: Bearer <this>`, as the Kubernetes API server. */
+  issuerReaderToken?: string;
+}
+
+export interface RecordedIssuerRequest {
+  at: number;
+  /** `/.well-known/openid-configuration` or `/openid/v1/jwks`. */
+  path: string;
+  status: number;
 }
 
 export interface RecordedTokenRequest {
@@ -109,6 +126,24 @@ export interface Standin {
   readonly caCert: string;
   readonly tokenRequests: RecordedTokenRequest[];
   readonly apiRequests: RecordedApiRequest[];
+  /** Discovery and JWKS requests, in order. */
+  readonly issuerRequests: RecordedIssuerRequest[];
+  /**
+   * As an issuer of caller tokens (docs/security.md "Caller identity on the shared gateway"),
+   * `url` is its `iss`: discovery at `url/.well-known/openid-configuration`, keys at
+   * `url/openid/v1/jwks`.
+   */
+  readonly caller: {
+    /** The signing key, PKCS#8 PEM (for `callerKeyPem` of a later stand-in). */
+    readonly keyPem: string;
+    readonly kid: string;
+    /** The JWKS served. */
+    readonly jwks: { keys: Record<string, unknown>[] };
+    /** A token of this stand-in for `claims`, issued now by its clock. */
+    mint(claims: CallerTokenClaims): Promise<string>;
+    /** Require this bearer to read discovery and keys from now on; undefined: anyone may. */
+    setReaderToken(token: string | undefined): void;
+  };
   /** Every access and refresh token ever issued (for tests that grep logs for them). */
   issuedTokens(): string[];
   /** Whether the API would accept this access token now (issued, not expired, not revoked). */

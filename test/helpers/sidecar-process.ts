@@ -79,14 +79,16 @@ export function useStandin(client: { clientId: string; clientSecret: string }): 
   };
 }
 
-/** Run `node dist/main.js <args>` to completion. */
+/** Run `node dist/main.js <args>` to completion (in `cwd`, default this process's). */
 export function runCli(
   args: string[],
   env: Record<string, string>,
   timeoutMs = 20_000,
+  cwd?: string,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [MAIN, ...args], {
+      cwd,
       env: { PATH: process.env.PATH ?? '', ...env },
     });
     let stdout = '';
