@@ -7,7 +7,8 @@
  */
 import { Agent, request } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';
-import { waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
+import { type SidecarProcess } from './helpers/sidecar-process.js';
+import { realClock, waitFor } from './helpers/wait.js';
 import { useStandinFleet } from './helpers/standin-fleet.js';
 
 const fixture = useStandinFleet({ redis: true });
@@ -67,19 +68,20 @@ function flood(
   };
 }
 
-/**
- * `count` (20) requests one after another, each sent once the previous one was answered: a caller
- * that never has more than one request waiting (its pace is the answers', not a clock's).
- */
+/** A person's pace beside the flood: the sidecar processes' rate is real time. */
+const pace = realClock('an interactive caller asks at a person’s pace, below the sidecar’s rate');
+
+/** One request every `everyMs` (300 ms), `count` (20) in all, each answered before the next is sent. */
 async function polite(
   sidecar: SidecarProcess,
   marker: string,
   caller?: string,
-  { count = 20 } = {},
+  { count = 20, everyMs = 300 } = {},
 ) {
   const answers: Answer[] = [];
   for (let i = 0; i < count; i++) {
     answers.push(await get(sidecar, `/v1.0/contracts/?${marker}=${i}`, caller));
+    await pace.sleep(everyMs);
   }
   return answers;
 }
@@ -140,7 +142,7 @@ describe('fair share with real processes', () => {
         ),
       );
       const loops = flood(sidecar, 'fresh-names', 30, fresh);
-      const answers = await polite(sidecar, 'alice', 'alice', { count: 12 });
+      const answers = await polite(sidecar, 'alice', 'alice', { count: 12, everyMs: 400 });
       await loops.stop();
       await burst;
       const served = answers.filter((a) => a.status === 200);
