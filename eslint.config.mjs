@@ -89,12 +89,13 @@ const boundaries = [
     rules: { 'no-restricted-imports': ['error', { patterns: [redisOnlyInStore] }] },
   },
   {
-    // One pass reads a module (docs/design.md "Module boundaries"): main.ts only chooses a command.
+    // A backstop against accidents, not a target: files are cut by role, never for length alone
+    // (docs/design.md "Module boundaries"); main.ts only chooses a command.
     files: ['src/**/*.ts'],
     ignores: ['src/**/*.test.ts'],
     rules: {
-      'max-lines': ['error', { max: 350, skipBlankLines: false, skipComments: false }],
-      'max-lines-per-function': ['error', { max: 60, skipBlankLines: false, skipComments: false }],
+      'max-lines': ['error', { max: 500, skipBlankLines: false, skipComments: false }],
+      'max-lines-per-function': ['error', { max: 80, skipBlankLines: false, skipComments: false }],
     },
   },
   { files: ['src/main.ts'], rules: { 'max-lines': ['error', { max: 120 }] } },
