@@ -15,7 +15,7 @@ import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
 import { KNOWN_VARIABLES } from '../../src/config/unknown-settings.js';
-import type { Manifest } from './kustomize.js';
+import type { Manifest } from './manifest.js';
 
 interface KindInfo {
   model: new (data: never) => { validate(): void };
