@@ -55,7 +55,7 @@ async function until(fn, timeoutMs, what) {
   throw new Error(`timed out waiting for ${what}`);
 }
 
-/** The bundle with `env`, ready (holds a token); its stdout lines kept. */
+/** The bundle with `env`, ready (holds a token); its stdout lines kept. Needs LOG_LEVEL info or lower: the "listening" line gives its ports. */
 async function sidecar(env, nodeFlags = []) {
   const child = spawn(process.execPath, [...nodeFlags, join(ROOT, 'dist', 'main.js')], {
     env: {
@@ -463,7 +463,6 @@ const scenarios = {
       CLIENT_SECRET: 'hostile-secret',
       UPSTREAM_RATE_LIMIT: '10/s',
       QUOTA_CALLER_HEADER: 'x-caller',
-      LOG_LEVEL: 'warn',
     };
     const get = async (s, path, caller) => {
       const started = performance.now();
