@@ -15,7 +15,7 @@ import {
   type StoreConnection,
 } from '../src/fleet/connection.js';
 import { deriveEntryKeys, openValue, sealValue } from '../src/fleet/crypto.js';
-import { createTokenSetStore, type TokenSetStore } from '../src/fleet/token-sets.js';
+import { TOKEN_SCRIPTS, createTokenSetStore, type TokenSetStore } from '../src/fleet/token-sets.js';
 import { createLogger } from '../src/telemetry/logger.js';
 import type { GrantOutcome, RefreshSource } from '../src/token/coordination.js';
 import { createTokenCoordinator } from '../src/token/shared.js';
@@ -49,7 +49,13 @@ afterEach(async () => {
 });
 
 function storeConnection(url = redis.url, commandTimeoutMs?: number): StoreConnection {
-  const connection = createStoreConnection({ url, logger, clock: systemClock, commandTimeoutMs });
+  const connection = createStoreConnection({
+    url,
+    logger,
+    clock: systemClock,
+    commandTimeoutMs,
+    scripts: TOKEN_SCRIPTS,
+  });
   open.push(connection);
   return connection;
 }
@@ -188,6 +194,7 @@ describe('connection', () => {
       clock: systemClock,
       maxPending: 2,
       commandTimeoutMs: 300,
+      scripts: TOKEN_SCRIPTS,
     });
     open.push(connection);
     await connection.probe();

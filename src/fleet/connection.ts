@@ -11,7 +11,7 @@ import type { Logger } from '../telemetry/logger.js';
 import { redactStoreUrl } from '../store-url.js';
 import { callLate, describe, reconnectDelayMs, setIntervalOn } from './connection-parts.js';
 import { makeStoreClient, type StoreAddressOptions, type StoreClient } from './clients.js';
-import { allScripts, type StoreScript } from './scripts.js';
+import type { StoreScript } from './lua.js';
 import type { StoreConnection, StoreHealth } from './ports.js';
 
 /** Every store call settles within this (docs/token-store.md: no answer in 500 ms counts as down). */
@@ -28,13 +28,7 @@ export const STORE_HEALTH_INTERVAL_MS = 2_000;
 export const STORE_CONNECT_TIMEOUT_MS = 2_000;
 export { RECONNECT_BASE_MS, RECONNECT_CAP_MS, reconnectDelayMs } from './connection-parts.js';
 
-export {
-  STORE_NOW_MS_LUA,
-  allScripts,
-  defineScript,
-  hashTagged,
-  type StoreScript,
-} from './scripts.js';
+export { STORE_NOW_MS_LUA, defineScript, hashTagged, type StoreScript } from './lua.js';
 
 export type { StoreHealth } from './ports.js';
 
@@ -48,6 +42,8 @@ export interface StoreConnectionOptions extends StoreAddressOptions {
   healthIntervalMs?: number;
   /** [0, 1) for reconnect jitter; Math.random when absent. */
   random?: () => number;
+  /** The scripts the client runs (fleet/scripts.ts `STORE_SCRIPTS`). */
+  scripts: readonly StoreScript[];
 }
 
 export { redactStoreUrl };
@@ -58,7 +54,7 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
 }
 
 class Connection implements StoreConnection {
-  /** Made on first use or after the current task, with every script defined by then. */
+  /** Made once, in the constructor, with the scripts of the options. */
   #made: StoreClient | undefined;
   readonly #options: StoreConnectionOptions;
   /** Redis Cluster: the keys of one script share a hash tag (fleet/scripts.ts `hashTagged`). */
@@ -96,8 +92,6 @@ class Connection implements StoreConnection {
     this.#mode = options.mode ?? 'standalone';
     this.#options = options;
     this.hashTags = this.#mode === 'cluster';
-    // Scripts defined in the same task as the connection (a test's) are registered too.
-    queueMicrotask(() => void this.#client);
     this.#healthTimer = setIntervalOn(
       this.#clock,
       options.healthIntervalMs ?? STORE_HEALTH_INTERVAL_MS,
@@ -105,6 +99,7 @@ class Connection implements StoreConnection {
         this.probe().catch(() => undefined); // markDown already recorded it
       },
     );
+    void this.#client; // connects in the background
   }
 
   get #client(): StoreClient {
@@ -115,7 +110,7 @@ class Connection implements StoreConnection {
         connectTimeout: STORE_CONNECT_TIMEOUT_MS,
         reconnectStrategy: (retries) => reconnectDelayMs(retries, this.#random()),
       },
-      allScripts(),
+      this.#options.scripts,
     );
     this.#made = client;
     client.onError((error: unknown) => this.#clientError(error));

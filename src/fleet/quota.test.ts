@@ -4,7 +4,7 @@ import { createLogger } from '../telemetry/logger.js';
 import { startRedisServer, type RedisServer } from '../../test/helpers/redis-server.js';
 import { waitFor } from '../../test/helpers/wait.js';
 import { createStoreConnection, type StoreConnection } from './connection.js';
-import { createStoreQuota } from './quota.js';
+import { createStoreQuota, QUOTA_SCRIPTS } from './quota.js';
 
 const logger = createLogger({ level: 'silent' });
 
@@ -21,7 +21,12 @@ let redis: RedisServer;
 const connections: StoreConnection[] = [];
 
 function connect(): StoreConnection {
-  const connection = createStoreConnection({ url: redis.url, logger, clock: systemClock });
+  const connection = createStoreConnection({
+    url: redis.url,
+    logger,
+    clock: systemClock,
+    scripts: QUOTA_SCRIPTS,
+  });
   connections.push(connection);
   return connection;
 }
