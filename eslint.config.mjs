@@ -133,6 +133,22 @@ const boundaries = [
       ],
     },
   },
+  {
+    // Time is a dependency (docs/design.md "Practices"): timers go through the injected clock, so
+    // tests drive them with a fake one. Only src/clock.ts touches Node's timers.
+    files: ['src/**/*.ts'],
+    ignores: ['src/**/*.test.ts', 'src/clock.ts'],
+    rules: {
+      'no-restricted-globals': [
+        'error',
+        { name: 'fetch', message: 'Inject fetch/dispatcher (docs/design.md): no global I/O.' },
+        ...['setTimeout', 'setInterval', 'clearTimeout', 'clearInterval'].map((name) => ({
+          name,
+          message: 'Use the injected Clock (src/clock.ts): tests drive it with a fake one.',
+        })),
+      ],
+    },
+  },
 ];
 
 export default tseslint.config(

@@ -13,6 +13,7 @@ import {
   defineScript,
   redactStoreUrl,
   type StoreConnection,
+  type StoreScript,
 } from '../src/fleet/connection.js';
 import { deriveEntryKeys, openValue, sealValue } from '../src/fleet/crypto.js';
 import { TOKEN_SCRIPTS, createTokenSetStore, type TokenSetStore } from '../src/fleet/token-sets.js';
@@ -48,13 +49,17 @@ afterEach(async () => {
   await redis.command('FLUSHALL');
 });
 
-function storeConnection(url = redis.url, commandTimeoutMs?: number): StoreConnection {
+function storeConnection(
+  url = redis.url,
+  commandTimeoutMs?: number,
+  scripts: readonly StoreScript[] = TOKEN_SCRIPTS,
+): StoreConnection {
   const connection = createStoreConnection({
     url,
     logger,
     clock: systemClock,
     commandTimeoutMs,
-    scripts: TOKEN_SCRIPTS,
+    scripts,
   });
   open.push(connection);
   return connection;
@@ -132,8 +137,8 @@ describe('sealing and names', () => {
 
 describe('connection', () => {
   it('runs scripts (EVAL once, then EVALSHA) and reads the store clock', async () => {
-    const connection = storeConnection();
     const script = defineScript(`${STORE_NOW_MS_LUA}return now_ms`);
+    const connection = storeConnection(redis.url, undefined, [script]);
     const first = Number(await connection.runScript(script, [], []));
     const second = Number(await connection.runScript(script, [], []));
     expect(Math.abs(first - Date.now())).toBeLessThan(2_000);
