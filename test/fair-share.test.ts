@@ -156,7 +156,7 @@ describe('fair share with real processes', () => {
     } finally {
       await crowd.close();
     }
-  });
+  }, 120_000);
 
   it('two batch callers of weights 3 and 1, both flooding: the heavier one reaches the API more often', async () => {
     const sidecar = await start({

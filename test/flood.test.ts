@@ -115,7 +115,7 @@ describe('floods under the container heap cap', () => {
     expect(fixture.upstream.connections - connectionsBefore).toBeLessThanOrEqual(MAX_CONNECTIONS);
     expect(peak).toBeLessThan(250 * MIB);
     expect(await s.stop()).toBe(0);
-  }, 120_000);
+  }, 300_000);
 
   it('20,000 h2 streams opened and reset at once are not forwarded', async () => {
     const s = await sidecar({ LOG_LEVEL: 'info', PROXY_HTTP2: 'true' });
@@ -123,7 +123,7 @@ describe('floods under the container heap cap', () => {
     const requestsBefore = fixture.upstream.requests;
     await waitFor(
       () => fixture.upstream.open === 0,
-      10_000,
+      60_000,
       'the previous test’s connections to close',
     );
     // Sampled every 10 ms from the kernel's table: the upstream's own count of open sockets lags
@@ -215,5 +215,5 @@ describe('floods under the container heap cap', () => {
     expect(maxOpen).toBeLessThanOrEqual(MAX_CONNECTIONS);
     expect(peak).toBeLessThan(250 * MIB);
     expect(await s.stop()).toBe(0);
-  }, 180_000);
+  }, 300_000);
 });
