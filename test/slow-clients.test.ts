@@ -88,7 +88,7 @@ function h2Status(
 }
 
 describe('h2c streams the client resets, on a slow upstream path', () => {
-  it('20,000 reset streams to a 3 s path: slots back at once, few sent upstream', async () => {
+  it('20,000 reset streams to a 3 s path: slots given back, few sent upstream', async () => {
     const s = await sidecar({ PROXY_HTTP2: 'true' });
     const slowBefore = slowRequests;
     // 200 sessions × 100 streams (each session's limit), each HEADERS followed by its RST_STREAM.
