@@ -89,12 +89,13 @@ const boundaries = [
     rules: { 'no-restricted-imports': ['error', { patterns: [redisOnlyInStore] }] },
   },
   {
-    // One pass reads a module (docs/design.md "Module boundaries"): main.ts only chooses a command.
+    // A backstop against accidents, not a target: files are cut by role, never for length alone
+    // (docs/design.md "Module boundaries"); main.ts only chooses a command.
     files: ['src/**/*.ts'],
     ignores: ['src/**/*.test.ts'],
     rules: {
-      'max-lines': ['error', { max: 350, skipBlankLines: false, skipComments: false }],
-      'max-lines-per-function': ['error', { max: 60, skipBlankLines: false, skipComments: false }],
+      'max-lines': ['error', { max: 500, skipBlankLines: false, skipComments: false }],
+      'max-lines-per-function': ['error', { max: 80, skipBlankLines: false, skipComments: false }],
     },
   },
   { files: ['src/main.ts'], rules: { 'max-lines': ['error', { max: 120 }] } },
@@ -129,6 +130,22 @@ const boundaries = [
       'no-restricted-globals': [
         'error',
         { name: 'fetch', message: 'Inject fetch/dispatcher (docs/design.md): no global I/O.' },
+      ],
+    },
+  },
+  {
+    // Time is a dependency (docs/design.md "Practices"): timers go through the injected clock, so
+    // tests drive them with a fake one. Only src/clock.ts touches Node's timers.
+    files: ['src/**/*.ts'],
+    ignores: ['src/**/*.test.ts', 'src/clock.ts'],
+    rules: {
+      'no-restricted-globals': [
+        'error',
+        { name: 'fetch', message: 'Inject fetch/dispatcher (docs/design.md): no global I/O.' },
+        ...['setTimeout', 'setInterval', 'clearTimeout', 'clearInterval'].map((name) => ({
+          name,
+          message: 'Use the injected Clock (src/clock.ts): tests drive it with a fake one.',
+        })),
       ],
     },
   },

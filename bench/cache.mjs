@@ -17,8 +17,8 @@
 // the file) on CPU 1; wrk, the upstream nginx, redis-server and this process (token endpoint) on
 // CPU 0.
 //
-// Needs nginx, wrk and redis-server. Writes bench/results/cache-latest.json and cache-latest.md; exits 1 when
-// a hit reached the upstream.
+// Needs nginx, wrk and redis-server. Writes its results (cache-latest, JSON and Markdown) to the
+// git-ignored bench/results/; exits 1 when a hit reached the upstream.
 import { Buffer } from 'node:buffer';
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';

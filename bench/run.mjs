@@ -26,8 +26,8 @@
 // the Dockerfile's NODE_OPTIONS: idle RSS, peak RSS under 2 KB load and under 50 × 1 MiB.
 //
 // Env equivalents: BENCH_ROUNDS, BENCH_DURATION, BENCH_RATE, BENCH_NODE. Needs nginx and wrk
-// (apt-get install -y nginx-light wrk). Writes bench/results/<timestamp>.json, latest.json and
-// latest.md; exits 1 when a target is missed.
+// (apt-get install -y nginx-light wrk). Writes its results (<timestamp>.json and latest, JSON and
+// Markdown) to the git-ignored bench/results/; exits 1 when a target is missed.
 import { Buffer } from 'node:buffer';
 import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -936,7 +936,7 @@ function checksOf({ rounds, summary, ratios, tokenCalls, footprint }) {
   return checks;
 }
 
-/** bench/results/<stamp>.json, latest.json and latest.md, and the table on stdout. */
+/** Results to the git-ignored bench/results/ (<stamp>.json, latest as JSON and Markdown), the table on stdout. */
 async function writeResults({ summary, ratios, tokenCalls, checks, footprint, rounds }, targets) {
   const proxyNodeVersion = execFileSync(NODE, ['--version'], { encoding: 'utf8' }).trim();
   const meta = {

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { historyInDoc, historyInTitles, measuredFigures } from './helpers/docs-figures.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const LIMITS = { 'docs/benchmarks.md': 20 * 1024, 'docs/design.md': 25 * 1024 } as const;
+const LIMITS = { 'docs/benchmarks.md': 24 * 1024, 'docs/design.md': 30 * 1024 } as const;
 
 /** TypeScript files under `dir`, repository-relative. */
 function sources(dir: string): string[] {

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { waitFor } from './helpers/redis-server.js';
+import { waitFor } from './helpers/wait.js';
 import { tempDir } from './helpers/sidecar-process.js';
 import { startCommand, type Command, exportedVariables } from './helpers/command.js';
 
@@ -109,9 +109,9 @@ describe('the installed oauth-sidecar command, run outside the checkout', () => 
     started.push(standin);
     // A child process: wait for its printed line with generous limits, not a fixed sleep.
     await waitFor(
-      'the stand-in',
       () => Promise.resolve(standin.stdout().includes('export ')),
       30_000,
+      'the stand-in',
     );
     const env = exportedVariables(standin.stdout());
     expect(env.UPSTREAM_BASE_URL).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);

@@ -4,7 +4,6 @@
  * must stay flat. Buffering instead of respecting backpressure would add up to 200 MB.
  */
 import { readFileSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { request } from 'undici';
 import { startStandin, type Standin } from '../src/standin/index.js';
@@ -14,6 +13,11 @@ import {
   writeTemp,
   type SidecarProcess,
 } from './helpers/sidecar-process.js';
+import { realClock } from './helpers/wait.js';
+
+const stall = realClock(
+  'a client that stops reading for 2 s while the sidecar process streams to it',
+);
 
 let standin: Standin;
 let sidecar: SidecarProcess;
@@ -62,7 +66,7 @@ it('streams a 200 MB download with flat sidecar memory while the client pauses (
       received += (chunk as Buffer).length;
       if (!paused && received > 8 * 1024 * 1024) {
         paused = true;
-        await sleep(2000); // a stalled client: the upstream must be held back, not buffered
+        await stall.sleep(2000); // the upstream must be held back, not buffered
       }
     }
     expect(received).toBe(size);

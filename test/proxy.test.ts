@@ -323,14 +323,12 @@ describe('refusals', () => {
   it('504 when the upstream sends no headers in time', async () => {
     const slow = await startStack(standin, { timeoutMs: 300 });
     try {
-      const started = Date.now();
       const res = await request(`${slow.url}/v1.0/slow/2000`, { dispatcher: client });
       expectEnvelope(
         { status: res.statusCode, headers: res.headers, body: await res.body.text() },
         504,
         'upstream_timeout',
       );
-      expect(Date.now() - started).toBeLessThan(1_500);
     } finally {
       await slow.close();
     }

@@ -107,7 +107,6 @@ describe('the shared cache tier (3 processes, real redis-server)', () => {
     } finally {
       await fleet.redis.start();
     }
-    const restarted = Date.now();
     let round = 0;
     await waitFor(
       async () => {
@@ -120,7 +119,6 @@ describe('the shared cache tier (3 processes, real redis-server)', () => {
       10_000,
       'a question asked of two members reaching the API once',
     );
-    expect(Date.now() - restarted).toBeLessThan(10_000);
   });
 
   it('stale-while-revalidate: the fleet sends one refresh, and every member then has the new entry', async () => {

@@ -11,11 +11,9 @@ import { metricValue, waitFor, type SidecarProcess } from './helpers/sidecar-pro
 const fleet = useStandinFleet();
 
 async function get(sidecar: SidecarProcess, path: string) {
-  const started = performance.now();
   const res = await request(`${sidecar.proxyUrl}${path}`);
   const body = await res.body.text();
-  const ms = performance.now() - started;
-  return { status: res.statusCode, headers: res.headers, body, ms };
+  return { status: res.statusCode, headers: res.headers, body };
 }
 
 function asked(path: string): number {
@@ -127,7 +125,7 @@ describe('stale answers through the sidecar', () => {
     }
   });
 
-  it('stale-while-revalidate answers at hit speed and sends exactly one refresh', async () => {
+  it('stale-while-revalidate answers from the stale entry and sends exactly one refresh', async () => {
     const sidecar = await fleet.start({
       CACHE_RULES: '/v1.0/slow/=1',
       CACHE_STALE_WHILE_REVALIDATE_SECONDS: '60',
@@ -142,7 +140,8 @@ describe('stale answers through the sidecar', () => {
     const answers = await Promise.all(Array.from({ length: 20 }, () => get(sidecar, path)));
     for (const answer of answers) {
       expect(answer.status).toBe(200);
-      expect(answer.ms).toBeLessThan(500);
+      // From the stale entry, not waiting for the refresh (how fast: a hit's speed, bench/).
+      expect(String(answer.headers['cache-status'])).toMatch(/ttl=-/);
     }
     await waitFor(
       async () => /; hit$/.test(String((await get(sidecar, path)).headers['cache-status'])),

@@ -3,6 +3,12 @@ import { connect, type ClientHttp2Session } from 'node:http2';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPki, startStandin, type Standin, type TestPki } from '../src/standin/index.js';
+import { realClock } from './helpers/wait.js';
+
+/** The stand-in records a request only once it answers: a hung one is seen by no counter. */
+const inFlight = realClock(
+  'requests the stand-in never answers must reach its sockets before it closes',
+);
 
 let pki: TestPki;
 let standin: Standin;
@@ -530,7 +536,7 @@ describe('lifecycle and HTTP/2', () => {
           (error: unknown) => error,
         )
         .catch((error: unknown) => error);
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await inFlight.sleep(100);
       await s.close();
       expect(await hung).toBeInstanceOf(Error);
       expect(await slow).toBeInstanceOf(Error);

@@ -14,6 +14,9 @@ import {
 } from './helpers/redis-topologies.js';
 import { useStandinFleet } from './helpers/standin-fleet.js';
 import { waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
+import { realClock } from './helpers/wait.js';
+
+const load = realClock('steady load on the sidecar processes at one request per 20 ms');
 
 const fleet = useStandinFleet();
 let topology: RedisCluster | RedisSentinels | undefined;
@@ -84,7 +87,7 @@ function steadyLoad(members: SidecarProcess[]) {
         statuses.set(key, (statuses.get(key) ?? 0) + 1);
         answered += 1;
       }
-      await new Promise((r) => setTimeout(r, 20)); // pacing, not a wait for a condition
+      await load.sleep(20);
     }
   });
   return {

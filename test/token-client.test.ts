@@ -241,9 +241,7 @@ describe('token client against stand-in faults', () => {
 
   it('hang → timeout after timeoutMs', async () => {
     standin.failTokenRequests({ kind: 'hang' }, 1);
-    const started = Date.now();
     const e = await failure(client('json', 'basic', { timeoutMs: 300 }));
-    expect(Date.now() - started).toBeLessThan(3000);
     expect(e.kind).toBe('timeout');
     expect(e.message).toBe(`token endpoint ${standin.url}/oauth/token/ timed out after 300 ms`);
   });

@@ -14,6 +14,7 @@ import { createMetrics, type TokenGaugeSource } from '../src/telemetry/metrics.j
 import { createTokenEndpointClient } from '../src/token/client.js';
 import { TokenKeeper } from '../src/token/keeper.js';
 import type { ClientCredentials } from '../src/token/types.js';
+import { realClock, waitFor } from './helpers/wait.js';
 
 const CLIENT_ID = 'demo-client';
 const SECRET = 'integration-secret-1';
@@ -90,15 +91,8 @@ async function setup(options: { lifetime?: number; waitMs?: number } = {}): Prom
   return current;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function waitFor(predicate: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(20);
-  }
-}
+/** The stand-in issues real 3 s tokens and judges them on its own clock (Date.now()). */
+const tokens = realClock('the stand-in’s 3 s tokens expire on the wall clock it judges them by');
 
 async function callApi(standin: Standin, token: string): Promise<number> {
   const res = await request(`${standin.url}/v1.0/contracts/`, {
@@ -126,7 +120,7 @@ describe('token keeper against the stand-in', () => {
     const until = Date.now() + 10_000;
     while (standin.tokenRequests.length < 3 && Date.now() < until) {
       statuses.push(await callApi(standin, await source.getAccessToken()));
-      await sleep(100);
+      await tokens.sleep(100);
     }
     expect(new Set(statuses)).toEqual(new Set([200]));
     const records = standin.tokenRequests;

@@ -89,14 +89,13 @@ async function expectFailuresWithin8s(s: Scenario, count: number, timeoutMs: num
   expect((await request(`${s.sidecar.adminUrl}/readyz`)).statusCode).toBe(503);
 }
 
-/** After the fix: a proxied request succeeds within 15 s; the ceiling held throughout. */
-async function expectServingWithin15s(s: Scenario, fixedAt: number): Promise<void> {
+/** After the fix: a proxied request succeeds (the keeper backs off at most 8 s: 15 s is generous); the ceiling held throughout. */
+async function expectServingAgain(s: Scenario): Promise<void> {
   await processes.waitFor(
     async () => (await proxiedStatus(s)) === 200,
     SERVING_WITHIN_MS,
     'a proxied 200',
   );
-  expect(Date.now() - fixedAt).toBeLessThan(SERVING_WITHIN_MS);
   expect(busiestWindow(s.standin.tokenRequests.map((r) => r.at))).toBeLessThanOrEqual(10);
 }
 
@@ -107,7 +106,7 @@ async function endpointOutage(fault: TokenFault, failures: number): Promise<void
     s.standin.failTokenRequests(fault, Number.POSITIVE_INFINITY);
     await expectFailuresWithin8s(s, failures, 40_000);
     s.standin.clearTokenFaults();
-    await expectServingWithin15s(s, Date.now());
+    await expectServingAgain(s);
   } finally {
     await close(s);
   }
@@ -142,7 +141,7 @@ describe.concurrent(
 
         unlinkSync(s.secretFile);
         writeFileSync(s.secretFile, `${SECRET}\n`);
-        await expectServingWithin15s(s, Date.now());
+        await expectServingAgain(s);
       } finally {
         await close(s);
       }
@@ -155,7 +154,7 @@ describe.concurrent(
         expect(s.standin.tokenRequests.every((r) => r.outcome === 'rejected')).toBe(true);
 
         writeFileSync(s.secretFile, `${SECRET}\n`);
-        await expectServingWithin15s(s, Date.now());
+        await expectServingAgain(s);
         // The one detector of changed credentials saw it (fingerprints only, never the secret).
         expect(s.sidecar.stdout.join('\n')).toContain('client credentials changed');
         expect(s.sidecar.stdout.join('\n')).not.toContain(SECRET);

@@ -16,7 +16,7 @@ import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { KNOWN_VARIABLES } from '../../src/config/unknown-settings.js';
-import type { Manifest } from './kustomize.js';
+import type { Manifest } from './manifest.js';
 
 interface KindInfo {
   model: new (data: never) => { validate(): void };

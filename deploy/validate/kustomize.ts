@@ -15,13 +15,9 @@ import {
   type Replacement,
   type ResourceSelector,
 } from './replacements.js';
+import type { Manifest } from './manifest.js';
 
-export interface Manifest {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string; labels?: Record<string, string>; [key: string]: unknown };
-  [key: string]: unknown;
-}
+export type { Manifest };
 
 const SUPPORTED_KEYS = new Set([
   'apiVersion',

@@ -8,7 +8,7 @@
  * `create`, is an error here (kustomize skips both silently), so that a typo, or a target selected
  * by a name an earlier target of the same replacement changed, cannot pass unnoticed.
  */
-import type { Manifest } from './kustomize.js';
+import type { Manifest } from './manifest.js';
 
 export interface ResourceSelector {
   group?: string;

@@ -98,7 +98,7 @@ async function checkStore(
 ): Promise<string | undefined> {
   const url = config.store.url;
   if (url === undefined) return undefined;
-  const { createStoreConnection, createTokenSetStore, redactStoreUrl } =
+  const { createStoreConnection, createTokenSetStore, redactStoreUrl, STORE_SCRIPTS } =
     await import('../fleet/index.js');
   // A one-shot command may wait for the connection (TLS, DNS) longer than a serving process would.
   const connection = createStoreConnection({
@@ -110,6 +110,7 @@ async function checkStore(
     logger: createLogger({ level: 'silent' }),
     clock: systemClock,
     commandTimeoutMs: 5_000,
+    scripts: STORE_SCRIPTS,
   });
   try {
     const version = await connection.probe();

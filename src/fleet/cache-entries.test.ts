@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../clock.js';
 import { createLogger } from '../telemetry/logger.js';
 import { startRedisServer, type RedisServer } from '../../test/helpers/redis-server.js';
-import { createStoreCache, type StoreCache } from './cache-entries.js';
+import { createStoreCache, type StoreCache, CACHE_SCRIPTS } from './cache-entries.js';
 import { createStoreConnection, type StoreConnection } from './connection.js';
 import type { SharedAnswer } from './ports.js';
 
@@ -21,7 +21,12 @@ const replies: string[] = [];
 function member(
   options: { secret?: string; now?: () => number; leaseTtlMs?: number } = {},
 ): StoreCache {
-  const connection = createStoreConnection({ url: redis.url, logger, clock: systemClock });
+  const connection = createStoreConnection({
+    url: redis.url,
+    logger,
+    clock: systemClock,
+    scripts: CACHE_SCRIPTS,
+  });
   connections.push(connection);
   return createStoreCache({
     connection: {

@@ -126,6 +126,9 @@ redis.call('SET', KEYS[1], string.format('%d', g + 1), 'PX', ARGV[1])
 return 0
 `);
 
+/** This module's scripts, for fleet/scripts.ts. */
+export const CACHE_SCRIPTS = [READ, WRITE, RELEASE, RENEW, INVALIDATE];
+
 export interface StoreCacheOptions {
   connection: Pick<StoreConnection, 'runScript' | 'health' | 'hashTags'>;
   keyPrefix: string;

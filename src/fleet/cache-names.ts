@@ -4,7 +4,7 @@
  * generation are on one node (one script) and different paths spread over the slots.
  */
 import { hashedName, type CacheKeys } from './crypto.js';
-import { hashTagged } from './scripts.js';
+import { hashTagged } from './lua.js';
 
 /** Fill leases a process remembers the store key of (one per key being filled). */
 const MAX_HELD_LEASES = 4_096;

@@ -88,7 +88,11 @@ function callScript(
 ): Promise<unknown> {
   const method = (client as Record<string, ScriptMethod | undefined>)[name];
   if (method === undefined) {
-    return Promise.reject(new Error(`script ${name} was defined after the store client was made`));
+    return Promise.reject(
+      new Error(
+        `script ${name} is not among the scripts the connection was made with (fleet/scripts.ts)`,
+      ),
+    );
   }
   return method.call(client, keys, args);
 }

@@ -97,6 +97,7 @@ function connect(mode: StoreMode, client = new FakeClient()) {
     clock: systemClock,
     random: () => 0.5,
     makeClient: () => client,
+    scripts: [],
   });
   open.push(connection);
   return { connection, client };

@@ -18,7 +18,7 @@ import {
   setIntervalOn,
 } from './connection-parts.js';
 import { makeStoreClient, type StoreAddressOptions, type StoreClient } from './clients.js';
-import { allScripts, type StoreScript } from './scripts.js';
+import type { StoreScript } from './lua.js';
 import type { StoreConnection, StoreHealth } from './ports.js';
 import { STORE_CONNECT_TIMEOUT_MS, StoreVerdict, startWaitMs } from './verdict.js';
 
@@ -36,13 +36,7 @@ export {
   reconnectDelayMs,
 } from './connection-parts.js';
 
-export {
-  STORE_NOW_MS_LUA,
-  allScripts,
-  defineScript,
-  hashTagged,
-  type StoreScript,
-} from './scripts.js';
+export { STORE_NOW_MS_LUA, defineScript, hashTagged, type StoreScript } from './lua.js';
 
 export type { StoreConnection, StoreHealth } from './ports.js';
 
@@ -56,6 +50,8 @@ export interface StoreConnectionOptions extends StoreAddressOptions {
   random?: () => number;
   /** Makes the Redis client (tests give a fake one); node-redis's when absent. */
   makeClient?: typeof makeStoreClient;
+  /** The scripts the client runs (fleet/scripts.ts `STORE_SCRIPTS`). */
+  scripts: readonly StoreScript[];
 }
 
 export { redactStoreUrl };
@@ -66,7 +62,7 @@ export function createStoreConnection(options: StoreConnectionOptions): StoreCon
 }
 
 class Connection implements StoreConnection {
-  /** Made on first use or after the current task, with every script defined by then. */
+  /** Made once, in the constructor, with the scripts of the options. */
   #made: StoreClient | undefined;
   readonly #options: StoreConnectionOptions;
   /** Redis Cluster: the keys of one script share a hash tag (fleet/scripts.ts `hashTagged`). */
@@ -108,8 +104,6 @@ class Connection implements StoreConnection {
       url: this.#url,
       mode: this.#mode,
     });
-    // Scripts defined in the same task as the connection (a test's) are registered too.
-    queueMicrotask(() => void this.#client);
     this.#healthTimer = setIntervalOn(
       this.#clock,
       options.healthIntervalMs ?? STORE_HEALTH_INTERVAL_MS,
@@ -117,6 +111,7 @@ class Connection implements StoreConnection {
         this.probe().catch(() => undefined); // markDown already recorded it
       },
     );
+    void this.#client; // connects in the background
   }
 
   get #client(): StoreClient {
@@ -127,7 +122,7 @@ class Connection implements StoreConnection {
         connectTimeout: STORE_CONNECT_TIMEOUT_MS,
         reconnectStrategy: (retries) => reconnectDelayMs(retries, this.#random()),
       },
-      allScripts(),
+      this.#options.scripts,
     );
     this.#made = client;
     client.onError((error: unknown) => this.#clientError(error));

@@ -14,7 +14,7 @@ import {
   randomBytes,
   type KeyObject,
 } from 'node:crypto';
-import { hashTagged } from './scripts.js';
+import { hashTagged } from './lua.js';
 
 const SALT = 'oauth-sidecar token store v1';
 // v2: the generation is part of the associated data (v1 entries read as unreadable: one grant).

@@ -11,4 +11,5 @@ export {
   type StoreHealth,
   type StoreScript,
 } from './connection.js';
+export { STORE_SCRIPTS } from './scripts.js';
 export { createTokenSetStore, type TokenSetStore } from './token-sets.js';

@@ -2,7 +2,7 @@
  * What the rest of the sidecar sees of the fleet store: types only, no Redis, so proxy/ and token/
  * import them and the store's side implements them (fleet/quota.ts, fleet/connection.ts).
  */
-import type { StoreScript } from './scripts.js';
+import type { StoreScript } from './lua.js';
 
 /** What the rest of the sidecar sees of Redis. */
 export interface StoreConnection {

@@ -2,8 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../clock.js';
 import { createLogger } from '../telemetry/logger.js';
 import { startRedisServer, type RedisServer } from '../../test/helpers/redis-server.js';
+import { waitFor } from '../../test/helpers/wait.js';
 import { createStoreConnection, type StoreConnection } from './connection.js';
-import { createStoreQuota } from './quota.js';
+import { createStoreQuota, QUOTA_SCRIPTS } from './quota.js';
 
 const logger = createLogger({ level: 'silent' });
 
@@ -20,7 +21,12 @@ let redis: RedisServer;
 const connections: StoreConnection[] = [];
 
 function connect(): StoreConnection {
-  const connection = createStoreConnection({ url: redis.url, logger, clock: systemClock });
+  const connection = createStoreConnection({
+    url: redis.url,
+    logger,
+    clock: systemClock,
+    scripts: QUOTA_SCRIPTS,
+  });
   connections.push(connection);
   return connection;
 }
@@ -69,8 +75,8 @@ describe('store quota (real redis-server)', () => {
     expect(empty.granted).toBe(0);
     expect(empty.waitMs).toBeGreaterThan(0);
     expect(empty.waitMs).toBeLessThanOrEqual(100);
-    await new Promise((r) => setTimeout(r, empty.waitMs + 5));
-    expect((await quota.take(want(1))).granted).toBe(1);
+    // The refill runs on the redis-server's clock: ask until a slot is there.
+    await waitFor(async () => (await quota.take(want(1))).granted === 1, 10_000, 'a slot refilled');
   });
 
   it('a cooldown started by one is seen by the other, is never shortened, and blocks the bucket', async () => {
@@ -210,12 +216,17 @@ describe('store quota (real redis-server)', () => {
       await one.take(want(100, 'warm-up'));
       let big = 0;
       let small = 0;
-      const end = Date.now() + 1_500;
-      while (Date.now() < end) {
-        big += (await one.take(want(30, 'big', 3, 'batch'))).granted;
-        small += (await two.take(want(30, 'small', 1, 'batch'))).granted;
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
+      // Counted over 150 slots the store's clock refilled (not over a span of this process's).
+      await waitFor(
+        async () => {
+          big += (await one.take(want(30, 'big', 3, 'batch'))).granted;
+          small += (await two.take(want(30, 'small', 1, 'batch'))).granted;
+          return big + small >= 150;
+        },
+        30_000,
+        '150 slots taken',
+        { everyMs: 5 },
+      );
       const ratio = big / small;
       expect(ratio).toBeGreaterThanOrEqual(2.4);
       expect(ratio).toBeLessThanOrEqual(3.6);
@@ -248,12 +259,18 @@ describe('store quota (real redis-server)', () => {
       await batch.take(want(100, 'nightly', 1, 'batch'));
       const waiting = await ui.take(want(1, 'ui'));
       expect(waiting.granted).toBe(0);
-      await new Promise((resolve) => setTimeout(resolve, waiting.waitMs + 5));
-      // The batch member asks first when the slot is due: it is held for the interactive caller.
-      const held = await batch.take(want(100, 'nightly', 1, 'batch'));
-      expect(held.granted).toBe(0);
-      expect(held.waitMs).toBeGreaterThan(0);
-      expect((await ui.take(want(1, 'ui'))).granted).toBe(1);
+      // Until the slot is due (on the store's clock) and after: the batch member asks first each
+      // time and gets nothing; the slot is held for the interactive caller, who gets it.
+      await waitFor(
+        async () => {
+          const held = await batch.take(want(100, 'nightly', 1, 'batch'));
+          expect(held.granted).toBe(0);
+          expect(held.waitMs).toBeGreaterThan(0);
+          return (await ui.take(want(1, 'ui'))).granted === 1;
+        },
+        10_000,
+        'the slot given to the interactive caller',
+      );
     });
 
     it('what the callers hash says is checked: garbage dropped, virtual times clamped, at most 256 callers', async () => {

@@ -248,6 +248,9 @@ return { 0, 0 }
 `,
 );
 
+/** This module's scripts, for fleet/scripts.ts. */
+export const QUOTA_SCRIPTS = [TAKE, START_COOLDOWN, READ_COOLDOWN];
+
 /**
  * The one place a quota script's reply is parsed: each number is checked (an integer, not
  * negative, at most 2^53) and out-of-range values are absent (0), never taken at face value.

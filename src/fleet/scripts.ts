@@ -1,52 +1,15 @@
 /**
- * The store's Lua scripts (docs/token-store.md): defined once at module scope by the modules that
- * run them, registered with the Redis client when a connection is made, and the key naming that
- * keeps one script's keys on one cluster node.
+ * Every Lua script of the store, in one list: the connection's client is built with these
+ * (node-redis's `scripts` option), passed explicitly by whoever opens the connection. Nothing is
+ * registered by importing a module, so no import order matters.
  */
-import { createHash } from 'node:crypto';
-import type { ClientScript } from './clients.js';
+import { CACHE_SCRIPTS } from './cache-entries.js';
+import type { StoreScript } from './lua.js';
+import { QUOTA_SCRIPTS } from './quota.js';
+import { TOKEN_SCRIPTS } from './token-sets.js';
 
-/**
- * A Lua script run atomically by the server. node-redis runs it (EVALSHA, EVAL when the server
- * does not know it yet) as a script registered with the client when the connection is made.
- */
-export interface StoreScript extends ClientScript {
-  readonly sha1: string;
-}
-
-/** Every script defined so far, by name: a connection registers all of them with its client. */
-const SCRIPTS = new Map<string, StoreScript>();
-
-/** The scripts defined so far, for a new connection's client. */
-export function allScripts(): StoreScript[] {
-  return [...SCRIPTS.values()];
-}
-
-/**
- * Define a script once (module scope), before the connection is made (sidecar.ts imports the store
- * modules first). Scripts may read the store's clock, so every process of a fleet agrees on "now":
- * start with {@link STORE_NOW_MS_LUA} to get `now_ms`. Keys the script touches must be passed in
- * `keys`, all with one hash tag (a cluster runs a script on the node of its first key).
- */
-export function defineScript(lua: string): StoreScript {
-  const sha1 = createHash('sha1').update(lua).digest('hex');
-  const script = { lua, sha1, name: `oauthSidecar_${sha1.slice(0, 16)}` };
-  SCRIPTS.set(script.name, script);
-  return script;
-}
-
-/**
- * `{name}` in a cluster: Redis hashes only the part in braces, so the keys one script touches
- * (named after the same `name`) land in one slot, and different names spread over the slots.
- * Standalone and Sentinel keys keep their plain names.
- */
-export function hashTagged(name: string, hashTags: boolean): string {
-  return hashTags ? `{${name}}` : name;
-}
-
-/**
- * Lua prelude: `local now_ms = <the store's clock in ms>`. Allowed before writes since Redis 5
- * (scripts replicate their effects, not themselves).
- */
-export const STORE_NOW_MS_LUA =
-  "local __t = redis.call('TIME')\nlocal now_ms = tonumber(__t[1]) * 1000 + math.floor(tonumber(__t[2]) / 1000)\n";
+export const STORE_SCRIPTS: readonly StoreScript[] = [
+  ...TOKEN_SCRIPTS,
+  ...QUOTA_SCRIPTS,
+  ...CACHE_SCRIPTS,
+];

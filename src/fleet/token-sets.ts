@@ -157,6 +157,9 @@ end
 return {v[1], v[3], 0}
 `);
 
+/** This module's scripts, for fleet/scripts.ts. */
+export const TOKEN_SCRIPTS = [READ, TAKE_LEASE, PUBLISH, SPEND_REFRESH, RELEASE, DELETE_IF_CURRENT];
+
 export interface TokenSetStoreOptions {
   connection: StoreConnection;
   /** This reader's lease TTL: a lease in the store without an expiry, or a longer one, gets it. */

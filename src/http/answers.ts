@@ -6,6 +6,7 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Http2Server, Http2ServerRequest } from 'node:http2';
 import type { Duplex } from 'node:stream';
+import { systemClock, type Clock } from '../clock.js';
 import { SidecarError, asSidecarError, errorEnvelope, type ProxyErrorCode } from '../errors.js';
 import type { ClientResponse } from '../proxy/outcome.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -103,12 +104,16 @@ export function answerError(
 }
 
 /** End `socket` with `bytes`, then destroy it within CLOSED_SOCKET_RELEASE_MS whatever the client does. */
-export function endAndRelease(socket: Duplex, bytes: string): void {
+export function endAndRelease(
+  socket: Duplex,
+  bytes: string,
+  clock: Pick<Clock, 'setTimeout' | 'clearTimeout'> = systemClock,
+): void {
   socket.on('error', () => socket.destroy());
   socket.end(bytes);
-  const timer = setTimeout(() => socket.destroy(), CLOSED_SOCKET_RELEASE_MS);
-  timer.unref();
-  socket.once('close', () => clearTimeout(timer));
+  const timer = clock.setTimeout(() => socket.destroy(), CLOSED_SOCKET_RELEASE_MS);
+  timer.unref?.();
+  socket.once('close', () => clock.clearTimeout(timer));
 }
 
 /** Answer `error` as raw HTTP/1.1 on a socket, with `Connection: close`, then release it. */

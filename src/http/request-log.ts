@@ -1,3 +1,4 @@
+import { systemClock, type Clock, type TimerHandle } from '../clock.js';
 import { pathForLog } from '../proxy/path-safety.js';
 
 /** Where log lines go: pino's destination (stdout) in production, a capturing stream in tests. */
@@ -54,19 +55,22 @@ export function createRequestLog(options: {
   level: string;
   sink: LineSink;
   now?: () => number;
+  /** The flush timer's clock (the real one unless a test gives its own). */
+  clock?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
   batchBytes?: number;
   flushMs?: number;
 }): RequestLog | undefined {
   if (!INFO_ENABLED.has(options.level)) return undefined;
   const { sink } = options;
   const now = options.now ?? Date.now;
+  const clock = options.clock ?? systemClock;
   const batchBytes = options.batchBytes ?? REQUEST_LOG_BATCH_BYTES;
   const flushMs = options.flushMs ?? REQUEST_LOG_FLUSH_MS;
   let pending = '';
-  let timer: NodeJS.Timeout | undefined;
+  let timer: TimerHandle | undefined;
   const flush = (): void => {
     if (timer !== undefined) {
-      clearTimeout(timer);
+      clock.clearTimeout(timer);
       timer = undefined;
     }
     if (pending.length === 0) return;
@@ -79,9 +83,9 @@ export function createRequestLog(options: {
       pending += requestLogLine(fields, now());
       if (pending.length >= batchBytes) flush();
       else if (timer === undefined) {
-        timer = setTimeout(flush, flushMs);
+        timer = clock.setTimeout(flush, flushMs);
         // A pending batch never keeps the process alive; shutdown and exit flush it.
-        timer.unref();
+        timer.unref?.();
       }
     },
     flush,

@@ -14,6 +14,7 @@ import { createLogger } from '../telemetry/logger.js';
 import { createMetrics } from '../telemetry/metrics.js';
 import { CLIENT_GONE, Exchange, Forwarder } from './forwarder.js';
 import type { AccessTokenSource } from './types.js';
+import { waitFor } from '../../test/helpers/wait.js';
 
 const ORIGIN = 'https://api.example';
 const closers: (() => Promise<void> | void)[] = [];
@@ -124,7 +125,7 @@ describe('forwarder', () => {
     await waitUntil(() => settled !== undefined);
     client.destroy();
     // The forward ends without waiting for the token (here: never given).
-    expect(await within(2_000, settled)).toBe(CLIENT_GONE);
+    expect(await settled).toBe(CLIENT_GONE);
   });
 
   it('a body slower than proxy.minBodyBytesPerSecond once its first 10 s passed: 408 request_timeout', async () => {
@@ -151,7 +152,7 @@ describe('forwarder', () => {
     vi.setSystemTime(Date.now() + 10_000);
     client.write('0123456789');
     // Ended by the client leaving, not by the 30 s pause limit.
-    const err = await within(5_000, settled);
+    const err = await settled;
     vi.useRealTimers();
     client.destroy();
     expect(err).toBeInstanceOf(SidecarError);
@@ -160,14 +161,6 @@ describe('forwarder', () => {
   });
 });
 
-/** What `pending` settles with, or 'still pending' after `ms` (real time). */
-function within(ms: number, pending: Promise<unknown>): Promise<unknown> {
-  return Promise.race([
-    pending,
-    new Promise((resolve) => setTimeout(() => resolve('still pending'), ms)),
-  ]);
-}
-
-async function waitUntil(condition: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !condition(); i++) await new Promise((r) => setTimeout(r, 10));
+function waitUntil(condition: () => boolean): Promise<void> {
+  return waitFor(condition, 5_000, 'the forward to start');
 }

@@ -15,6 +15,7 @@ import type { BodyTap } from './stages.js';
 import type { Attempt } from './attempt-outcome.js';
 import { UpstreamCall } from './upstream-call.js';
 import type { UpstreamCallHooks } from './upstream-hooks.js';
+import { waitFor } from '../../test/helpers/wait.js';
 
 /** A controller as undici hands a dispatch handler; `resume` is the test's to watch. */
 function dispatchController(resume: () => void = () => {}): Dispatcher.DispatchController {
@@ -153,7 +154,7 @@ describe('UpstreamCall with a slow-reader watch', () => {
       for (const socket of sockets) socket.destroy();
       server.close();
     });
-    while (calls.length < 2) await new Promise((r) => setTimeout(r, 10));
+    await waitFor(() => calls.length >= 2, 10_000, 'two calls');
     const [first, second] = calls as [(typeof calls)[0], (typeof calls)[0]];
     expect(await second.call.done).toEqual({
       kind: 'cut',

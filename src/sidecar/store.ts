@@ -27,15 +27,17 @@ export async function openFleetStore(
 ): Promise<FleetStore | undefined> {
   const { url, keyPrefix } = config.store;
   if (url === undefined) return undefined;
-  // The store modules that run scripts load first: the connection registers their scripts.
-  const [{ createStoreConnection, createTokenSetStore }] = await Promise.all([
-    import('../fleet/index.js'),
-    import('../fleet/quota.js'),
-    config.cache.shared ? import('../fleet/cache-entries.js') : undefined,
-  ]);
+  const { createStoreConnection, createTokenSetStore, STORE_SCRIPTS } =
+    await import('../fleet/index.js');
   const { clock } = deps;
   const logger = deps.logger.child({ component: 'store' });
-  const connection = createStoreConnection({ ...config.store, url, logger, clock });
+  const connection = createStoreConnection({
+    ...config.store,
+    url,
+    logger,
+    clock,
+    scripts: STORE_SCRIPTS,
+  });
   deps.teardown.push(() => connection.close());
   const coordinator = createTokenCoordinator({
     store: createTokenSetStore({

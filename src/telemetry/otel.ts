@@ -35,6 +35,7 @@ import {
   type SpanExporter,
 } from '@opentelemetry/sdk-trace';
 import type { IncomingHttpHeaders } from 'node:http';
+import { systemClock, type Clock, type TimerHandle } from '../clock.js';
 import type { TracingConfig } from '../config/types.js';
 import { LoggedExporter } from './otel-export.js';
 import type {
@@ -243,16 +244,20 @@ function describeServer(
 }
 
 /** Export what is queued and stop, or give up after `timeoutMs`. */
-async function shutdownWithin(provider: TracerProvider, timeoutMs: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
+async function shutdownWithin(
+  provider: TracerProvider,
+  timeoutMs: number,
+  clock: Pick<Clock, 'setTimeout' | 'clearTimeout'> = systemClock,
+): Promise<void> {
+  let timer: TimerHandle | undefined;
   const late = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, timeoutMs);
-    timer.unref();
+    timer = clock.setTimeout(resolve, timeoutMs);
+    timer.unref?.();
   });
   try {
     await Promise.race([provider.shutdown().catch(() => undefined), late]);
   } finally {
-    clearTimeout(timer);
+    if (timer !== undefined) clock.clearTimeout(timer);
   }
 }
 

@@ -66,7 +66,7 @@ export interface RepoView {
   exists(path: string): boolean;
   /** Text of a repository-relative Markdown file, or undefined when there is none. */
   read(path: string): string | undefined;
-  /** Whether some file of the repository has this name (a bare `latest.md` in a comment). */
+  /** Whether some file of the repository has this name (a bare `README.md` in a comment). */
   hasFileNamed(name: string): boolean;
 }
 

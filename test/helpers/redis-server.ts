@@ -9,6 +9,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Fatal, waitFor } from './wait.js';
+
+export { Fatal };
 
 export const REDIS_SERVER_BIN = process.env.REDIS_SERVER_BIN ?? 'redis-server';
 
@@ -89,28 +92,16 @@ export function spawnRedisServer(args: readonly string[], port = Number(args[1])
   return proc;
 }
 
-/** Thrown by a {@link waitFor} condition: give up at once (a server that exited). */
-export class Fatal extends Error {}
-
 /**
  * Poll `ready` every 20 ms until it is true; an error it throws counts as not yet (not listening),
  * a {@link Fatal} one ends the wait. Fails after `timeoutMs`.
  */
-export async function waitFor(
+export function waitUntilUp(
   what: string,
   ready: () => Promise<boolean>,
   timeoutMs = 20_000,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if (await ready()) return;
-    } catch (error) {
-      if (error instanceof Fatal) throw error;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  return waitFor(ready, timeoutMs, what, { everyMs: 20, retryErrors: true });
 }
 
 /** Start `redis-server` on a free 127.0.0.1 port and wait until it answers PING. */
@@ -129,7 +120,7 @@ export async function startRedisServer(options: { password?: string } = {}): Pro
       if (proc.child.exitCode !== null) throw new Fatal('redis-server exited at start');
       return (await send(port, ['PING'], options.password)).includes('PONG');
     };
-    await waitFor('redis-server to answer PING', answers, 10_000).catch((error: Error) => {
+    await waitUntilUp('redis-server to answer PING', answers, 10_000).catch((error: Error) => {
       throw new Error(`${error.message}:\n${proc.output}`);
     });
   };

@@ -14,7 +14,7 @@ import {
   redisServerArgs,
   send,
   spawnRedisServer,
-  waitFor as until,
+  waitUntilUp as until,
   type RedisProcess as Proc,
 } from './redis-server.js';
 

@@ -5,6 +5,9 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll } from 'vitest';
 import { startStandin, type Standin } from '../../src/standin/index.js';
+import { waitFor } from './wait.js';
+
+export { waitFor };
 
 export const MAIN = join(import.meta.dirname, '..', '..', 'dist', 'main.js');
 
@@ -189,20 +192,6 @@ export async function startSidecarProcess(
       return exited;
     },
   };
-}
-
-/** Poll `fn` until it returns true or `timeoutMs` passes. */
-export async function waitFor(
-  fn: () => boolean | Promise<boolean>,
-  timeoutMs = 10_000,
-  what = 'condition',
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await fn()) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 /** Wait until the sidecar's /readyz answers 200 (it holds a token). */

@@ -2,6 +2,7 @@
  * Coalescing in one process: while a cacheable GET is on its way upstream (a fill), identical
  * requests wait for it instead of going upstream too (docs/response-cache.md "Coalescing").
  */
+import { systemClock, type Clock } from '../../clock.js';
 import type { ExchangeView } from '../stages.js';
 
 /** An upstream GET in progress that identical requests wait for. */
@@ -60,6 +61,7 @@ export class Flights {
   constructor(
     private readonly maxWaitMs: number,
     private readonly onSettle: (key: string, flight: Flight) => void,
+    private readonly clock: Pick<Clock, 'setTimeout' | 'clearTimeout'> = systemClock,
   ) {}
 
   get(key: string): Flight | undefined {
@@ -81,8 +83,9 @@ export class Flights {
     const flights = this.#flights;
     const onSettle = this.onSettle;
     let resolve!: () => void;
-    const deadline = setTimeout(() => flight.settle(), this.maxWaitMs);
-    deadline.unref();
+    const clock = this.clock;
+    const deadline = clock.setTimeout(() => flight.settle(), this.maxWaitMs);
+    deadline.unref?.();
     const flight: Flight = {
       waiters: 0,
       settled: false,
@@ -97,7 +100,7 @@ export class Flights {
         if (flight.settled) return;
         flight.settled = true;
         flight.abandoned = abandoned;
-        clearTimeout(deadline);
+        clock.clearTimeout(deadline);
         if (flights.get(key) === flight) flights.delete(key);
         onSettle(key, flight);
         resolve();

@@ -4,6 +4,7 @@
  * holds it, waits for that member's entry. The store's failure is a miss, never a failed request.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
+import { systemClock, type Clock } from '../../clock.js';
 import { ageSeconds } from '../../http-fields/age.js';
 import type { SharedAnswer, SharedCacheEntries } from '../../fleet/ports.js';
 import type { SidecarMetrics } from '../../telemetry/metrics.js';
@@ -56,6 +57,8 @@ export interface SharedTierOptions {
    */
   maxWaitMs: number;
   now: () => number;
+  /** The poll and lease-renewal timers' clock (the real one unless a test gives its own). */
+  clock?: Pick<Clock, 'setTimeout'>;
   metrics: Pick<SidecarMetrics, 'cacheShared'>;
 }
 
@@ -124,6 +127,7 @@ export class SharedTier {
    */
   async lookup(key: string, path: string, asking: Asking): Promise<SharedLookup | undefined> {
     const { entries, now } = this.options;
+    const clock = this.options.clock ?? systemClock;
     const metrics = this.options.metrics.cacheShared;
     const deadline = now() + this.options.maxWaitMs;
     let delay = FIRST_POLL_MS;
@@ -151,7 +155,7 @@ export class SharedTier {
         metrics.inc({ result: 'miss' });
         return { answer, lease: undefined, held: true };
       }
-      await new Promise((resolve) => setTimeout(resolve, delay).unref());
+      await new Promise<void>((resolve) => clock.setTimeout(resolve, delay).unref?.());
       delay = Math.min(LAST_POLL_MS, Math.round(delay * 1.5));
     }
   }
@@ -208,24 +212,23 @@ export class SharedTier {
    */
   keep(key: string, fill: LeasedFill): void {
     const { entries, now } = this.options;
+    const clock = this.options.clock ?? systemClock;
     const ttl = entries.leaseTtlMs;
-    const timer = setInterval(
-      () => {
-        if (fill.settled || fill.lease === undefined) {
-          clearInterval(timer);
-          return;
-        }
-        if (fill.captured && now() - fill.progressAt >= ttl) return;
+    const everyMs = Math.max(1, Math.floor(ttl / 3));
+    let stopped = false;
+    const tick = (): void => {
+      if (stopped || fill.settled || fill.lease === undefined) return;
+      if (!(fill.captured && now() - fill.progressAt >= ttl)) {
         entries.renew(key).then(
           (held) => {
-            if (!held) clearInterval(timer);
+            if (!held) stopped = true;
           },
           () => undefined, // the store failed: the next tick tries again, the TTL bounds the rest
         );
-      },
-      Math.max(1, Math.floor(ttl / 3)),
-    );
-    timer.unref();
+      }
+      clock.setTimeout(tick, everyMs).unref?.();
+    };
+    clock.setTimeout(tick, everyMs).unref?.();
   }
 
   invalidate(path: string): void {

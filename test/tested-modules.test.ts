@@ -1,0 +1,141 @@
+/**
+ * Every module of src/ that holds logic (anything beyond types) is imported directly by a test
+ * file: a module no test imports is one whose behaviour nobody checks on its own, only through
+ * whatever happens to call it. Type-only modules are exempt. A new module without a test fails
+ * here; the files still waiting for theirs are listed in UNTESTED, which may only shrink.
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import ts from 'typescript';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = join(import.meta.dirname, '..');
+
+/** Modules with logic that no test imports yet. Remove a line when its test lands; never add one. */
+const UNTESTED: readonly string[] = [
+  'src/commands/check.ts',
+  'src/commands/demo.ts',
+  'src/commands/serve.ts',
+  'src/commands/standin.ts',
+  'src/config/cache-parsers.ts',
+  'src/config/credential-checks.ts',
+  'src/config/defaults.ts',
+  'src/config/quota-parsers.ts',
+  'src/config/store-config.ts',
+  'src/config/store-parsers.ts',
+  'src/config/tracing-parsers.ts',
+  'src/config/yaml-layer.ts',
+  'src/config/yaml.ts',
+  'src/fleet/clients.ts',
+  'src/fleet/connection-parts.ts',
+  'src/fleet/index.ts',
+  'src/fleet/scripts.ts',
+  'src/fleet/token-set-wire.ts',
+  'src/fleet/typed-reads.ts',
+  'src/http/admin-server.ts',
+  'src/http/answers.ts',
+  'src/http/listen.ts',
+  'src/http/start-proxy.ts',
+  'src/main.ts',
+  'src/proxy/attempt-failures.ts',
+  'src/proxy/cache/capture.ts',
+  'src/proxy/cache/fills.ts',
+  'src/proxy/cache/fleet-lookup.ts',
+  'src/proxy/cache/flights.ts',
+  'src/proxy/cache/plans.ts',
+  'src/proxy/cache/serve.ts',
+  'src/proxy/cache/stale.ts',
+  'src/proxy/dispatched-request.ts',
+  'src/proxy/egress-agent.ts',
+  'src/proxy/egress-failure.ts',
+  'src/proxy/exchange.ts',
+  'src/proxy/quota/cooldown.ts',
+  'src/proxy/quota/fleet-link.ts',
+  'src/proxy/quota/ratelimit-fields.ts',
+  'src/proxy/quota/slot-pump.ts',
+  'src/proxy/quota/stage.ts',
+  'src/proxy/stage-runner.ts',
+  'src/proxy/upstream-metrics.ts',
+  'src/sidecar.ts',
+  'src/sidecar/proxy-stack.ts',
+  'src/sidecar/store.ts',
+  'src/sidecar/teardown.ts',
+  'src/standin/api.ts',
+  'src/standin/http.ts',
+  'src/standin/pki.ts',
+  'src/standin/server.ts',
+  'src/standin/state.ts',
+  'src/standin/token-endpoint.ts',
+  'src/standin/token-faults.ts',
+  'src/standin/token-wire.ts',
+  'src/standin/tokens.ts',
+  'src/startup-log.ts',
+  'src/telemetry/start-tracing.ts',
+  'src/token/attempt-timer.ts',
+  'src/token/error-answer.ts',
+  'src/token/failures.ts',
+  'src/token/grants.ts',
+  'src/token/held-token.ts',
+  'src/token/invalidation.ts',
+  'src/token/keeper-log.ts',
+  'src/token/keeper-types.ts',
+  'src/token/store-watch.ts',
+  'src/token/waiters.ts',
+  'src/version.ts',
+];
+
+function walk(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) return name === 'node_modules' ? [] : walk(path);
+    return name.endsWith('.ts') && !name.endsWith('.d.ts') ? [path] : [];
+  });
+}
+
+/** True when `text` declares or runs anything that is not a type. */
+export function holdsLogic(text: string): boolean {
+  const file = ts.createSourceFile('x.ts', text, ts.ScriptTarget.Latest, false);
+  return file.statements.some((statement) => {
+    if (ts.isImportDeclaration(statement)) return false;
+    if (ts.isInterfaceDeclaration(statement) || ts.isTypeAliasDeclaration(statement)) return false;
+    if (ts.isExportDeclaration(statement)) {
+      // `export type { A }` and `export type * from` are types; `export { a } from` re-exports values.
+      return !statement.isTypeOnly;
+    }
+    if (ts.isModuleDeclaration(statement)) return false; // `declare module`
+    return true;
+  });
+}
+
+/** Each file's relative imports (static, dynamic, type-only), resolved to absolute .ts paths. */
+function importsOf(file: string): string[] {
+  return ts
+    .preProcessFile(readFileSync(file, 'utf8'), true, true)
+    .importedFiles.map((ref) => ref.fileName)
+    .filter((spec) => spec.startsWith('.'))
+    .map((spec) => resolve(dirname(file), spec.replace(/\.js$/, '.ts')));
+}
+
+describe('tested modules', () => {
+  it('tells a module of types from one with logic', () => {
+    expect(holdsLogic("import type { A } from './a.js';\nexport interface B { a: A }")).toBe(false);
+    expect(holdsLogic('export type C = string;\nexport type { D } from "./d.js";')).toBe(false);
+    expect(holdsLogic('export const e = 1;')).toBe(true);
+    expect(holdsLogic('export function f() {}')).toBe(true);
+    expect(holdsLogic("export { g } from './g.js';")).toBe(true);
+  });
+
+  it('every src module holding logic is imported directly by a test file', () => {
+    const sources = walk(join(ROOT, 'src'));
+    const modules = sources.filter(
+      (f) => !f.endsWith('.test.ts') && holdsLogic(readFileSync(f, 'utf8')),
+    );
+    const tests = [...sources, ...walk(join(ROOT, 'test'))].filter((f) => f.endsWith('.test.ts'));
+    const imported = new Set(tests.flatMap(importsOf));
+    const untested = modules
+      .filter((m) => !imported.has(m) && !imported.has(m.replace(/\/index\.ts$/, '')))
+      .map((m) => relative(ROOT, m))
+      .sort();
+    expect(untested).toEqual([...UNTESTED].sort());
+  });
+});
