@@ -15,6 +15,7 @@ import {
   type RedisSentinels,
 } from './helpers/redis-topologies.js';
 import { useStandinFleet } from './helpers/standin-fleet.js';
+import { realClock } from './helpers/wait.js';
 import { metricValue, waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
 
 /** 6 s tokens renewed ~2.1 s before expiry: several renewals within one test. */
@@ -226,7 +227,9 @@ describe('one verdict per state change', () => {
           await res.body.dump();
           statuses.add(res.statusCode);
           ups.add(await metricValue(member, 'oauth_sidecar_token_store_up'));
-          await new Promise((r) => setTimeout(r, 250));
+          await realClock(
+            'looks at a store refusing scripts across several of the sidecar process’s 2 s health checks',
+          ).sleep(250);
         }
         expect([...statuses]).toEqual([200]);
         expect([...ups]).toEqual([0]);
@@ -271,7 +274,7 @@ describe('a fail-over during a renewal', () => {
             key = error instanceof Error ? error.message : String(error);
           }
           statuses.set(key, (statuses.get(key) ?? 0) + 1);
-          await new Promise((r) => setTimeout(r, 50)); // pacing, not a wait for a condition
+          await realClock('steady load on the sidecar processes at a fixed pace').sleep(50);
         }
       });
       try {
