@@ -7,8 +7,20 @@ import { callerStage, type CallerAuthResult } from './stage.js';
 import type { CallerCheck, VerifiedCaller } from './verifier.js';
 
 const RULES: CallerRule[] = [
-  { subject: 'svc:reports', match: 'exact', caller: 'reports', methods: undefined, paths: undefined },
-  { subject: 'svc:readers:', match: 'prefix', caller: 'readers', methods: ['GET'], paths: ['/v1.0/'] },
+  {
+    subject: 'svc:reports',
+    match: 'exact',
+    caller: 'reports',
+    methods: undefined,
+    paths: undefined,
+  },
+  {
+    subject: 'svc:readers:',
+    match: 'prefix',
+    caller: 'readers',
+    methods: ['GET'],
+    paths: ['/v1.0/'],
+  },
 ];
 
 type Answer = VerifiedCaller | CallerCheck | Promise<VerifiedCaller | CallerCheck>;

@@ -161,9 +161,9 @@ describe('checkCallers', () => {
   });
 
   it('says nothing more once callers.auth itself is invalid', () => {
-    expect(check({ 'callers.auth': 'none', 'callers.jwt.issuer': issuer }, ['callers.auth'])).toEqual(
-      [],
-    );
+    expect(
+      check({ 'callers.auth': 'none', 'callers.jwt.issuer': issuer }, ['callers.auth']),
+    ).toEqual([]);
   });
 
   it('does not ask for an issuer already reported invalid', () => {
@@ -191,8 +191,12 @@ describe('checkCallers', () => {
       'callers.rules': [rule(['/v1.0/ok/', '/v2/']), rule(undefined), rule(['/admin/'])],
     };
     expect(check(values)).toEqual([
-      expect.stringMatching(/rule 1 \(svc:a=a \* \/v1\.0\/ok\/\|\/v2\/\): the path "\/v2\/" lies outside/),
-      expect.stringMatching(/rule 3 .*the path "\/admin\/" lies outside every forwarded prefix \(\/v1\.0\/\)/),
+      expect.stringMatching(
+        /rule 1 \(svc:a=a \* \/v1\.0\/ok\/\|\/v2\/\): the path "\/v2\/" lies outside/,
+      ),
+      expect.stringMatching(
+        /rule 3 .*the path "\/admin\/" lies outside every forwarded prefix \(\/v1\.0\/\)/,
+      ),
     ]);
     expect(check(values, ['upstream.pathPrefixes'])).toEqual([]);
   });
@@ -210,17 +214,21 @@ describe('callersConfig', () => {
       const config = callersConfig(getter({ ...base, ...values }));
       return config.auth === 'jwt' ? config.jwt.keys : undefined;
     };
-    expect(keysOf({ 'callers.jwt.jwksFile': '/k.json' })).toEqual({ kind: 'file', file: '/k.json' });
-    expect(keysOf({ 'callers.jwt.jwksUrl': 'https://k/' })).toEqual({ kind: 'url', url: 'https://k/' });
+    expect(keysOf({ 'callers.jwt.jwksFile': '/k.json' })).toEqual({
+      kind: 'file',
+      file: '/k.json',
+    });
+    expect(keysOf({ 'callers.jwt.jwksUrl': 'https://k/' })).toEqual({
+      kind: 'url',
+      url: 'https://k/',
+    });
     expect(keysOf({})).toEqual({ kind: 'discovery' });
   });
 
   it('carries the issuer, audience, TLS files and rules', () => {
     const rules = [rule(undefined)];
     expect(
-      callersConfig(
-        getter({ ...base, 'callers.jwt.caFile': '/ca.pem', 'callers.rules': rules }),
-      ),
+      callersConfig(getter({ ...base, 'callers.jwt.caFile': '/ca.pem', 'callers.rules': rules })),
     ).toEqual({
       auth: 'jwt',
       jwt: {

@@ -1,11 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  callerRules,
-  describeRule,
-  issuer,
-  jwksUrl,
-  MAX_CALLER_RULES,
-} from './caller-parsers.js';
+import { callerRules, describeRule, issuer, jwksUrl, MAX_CALLER_RULES } from './caller-parsers.js';
 import { parseValue } from './parsers.js';
 
 describe('issuer and jwksUrl', () => {
@@ -41,7 +35,9 @@ describe('issuer and jwksUrl', () => {
 
 describe('callerRules', () => {
   it('parses env rules joined by ;, lower-casing the caller and upper-casing methods', () => {
-    expect(parseValue(callerRules(), ' a:b=Reports ; ns:*=research get|HEAD /v1.0/|/beta/ ;')).toEqual({
+    expect(
+      parseValue(callerRules(), ' a:b=Reports ; ns:*=research get|HEAD /v1.0/|/beta/ ;'),
+    ).toEqual({
       ok: true,
       value: [
         { subject: 'a:b', match: 'exact', caller: 'reports', methods: undefined, paths: undefined },
@@ -85,7 +81,9 @@ describe('callerRules', () => {
         expect.stringMatching(/^rule 1: the caller must be/),
         expect.stringMatching(/^rule 1: methods must be/),
         expect.stringMatching(/^rule 1: paths must be/),
-        expect.stringMatching(/^rule 2: has only subject, caller, methods and paths \(unknown: extra\)/),
+        expect.stringMatching(
+          /^rule 2: has only subject, caller, methods and paths \(unknown: extra\)/,
+        ),
         expect.stringMatching(/^rule 3: must be SUBJECT=CALLER/),
         expect.stringMatching(/^rule 4: must be SUBJECT=CALLER/),
       ],
@@ -113,7 +111,13 @@ describe('describeRule', () => {
     if (!parsed.ok) throw new Error(parsed.problems.join('; '));
     expect(describeRule(parsed.value[0]!)).toBe(written);
     expect(
-      describeRule({ subject: 'a', match: 'exact', caller: 'c', methods: undefined, paths: undefined }),
+      describeRule({
+        subject: 'a',
+        match: 'exact',
+        caller: 'c',
+        methods: undefined,
+        paths: undefined,
+      }),
     ).toBe('a=c *');
   });
 });
