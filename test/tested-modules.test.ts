@@ -14,7 +14,6 @@ const ROOT = join(import.meta.dirname, '..');
 /** Modules with logic that no test imports yet. Remove a line when its test lands; never add one. */
 const UNTESTED: readonly string[] = [
   'src/commands/check.ts',
-  'src/commands/demo.ts',
   'src/commands/serve.ts',
   'src/commands/standin.ts',
   'src/config/cache-parsers.ts',
@@ -26,10 +25,8 @@ const UNTESTED: readonly string[] = [
   'src/config/tracing-parsers.ts',
   'src/config/yaml-layer.ts',
   'src/config/yaml.ts',
-  'src/fleet/clients.ts',
   'src/fleet/connection-parts.ts',
   'src/fleet/index.ts',
-  'src/fleet/scripts.ts',
   'src/fleet/token-set-wire.ts',
   'src/fleet/typed-reads.ts',
   'src/http/admin-server.ts',
@@ -56,7 +53,6 @@ const UNTESTED: readonly string[] = [
   'src/proxy/quota/stage.ts',
   'src/proxy/stage-runner.ts',
   'src/proxy/upstream-metrics.ts',
-  'src/sidecar.ts',
   'src/sidecar/proxy-stack.ts',
   'src/sidecar/store.ts',
   'src/sidecar/teardown.ts',
@@ -81,7 +77,6 @@ const UNTESTED: readonly string[] = [
   'src/token/keeper-types.ts',
   'src/token/store-watch.ts',
   'src/token/waiters.ts',
-  'src/version.ts',
 ];
 
 function walk(dir: string): string[] {

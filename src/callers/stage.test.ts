@@ -1,0 +1,125 @@
+import { describe, expect, it } from 'vitest';
+import type { CallerRule } from '../config/types.js';
+import { SidecarError } from '../errors.js';
+import type { ExchangeView } from '../proxy/stages.js';
+import { CallerRules } from './rules.js';
+import { callerStage, type CallerAuthResult } from './stage.js';
+import type { CallerCheck, VerifiedCaller } from './verifier.js';
+
+const RULES: CallerRule[] = [
+  {
+    subject: 'svc:reports',
+    match: 'exact',
+    caller: 'reports',
+    methods: undefined,
+    paths: undefined,
+  },
+  {
+    subject: 'svc:readers:',
+    match: 'prefix',
+    caller: 'readers',
+    methods: ['GET'],
+    paths: ['/v1.0/'],
+  },
+];
+
+type Answer = VerifiedCaller | CallerCheck | Promise<VerifiedCaller | CallerCheck>;
+
+/** The stage over a verifier answering by token, counting each result. */
+function setup(answers: Record<string, Answer>) {
+  const counted: CallerAuthResult[] = [];
+  const seen: string[] = [];
+  const stage = callerStage({
+    verifier: {
+      check: (token: string) => {
+        seen.push(token);
+        return answers[token] ?? 'signature';
+      },
+    },
+    rules: new CallerRules(RULES),
+    counter: { inc: ({ result }) => counted.push(result) },
+  });
+  return { stage, counted, seen };
+}
+
+function exchange(authorization: string | undefined, method = 'GET', target = '/v1.0/x') {
+  return {
+    req: { headers: authorization === undefined ? {} : { authorization } },
+    method,
+    target,
+  } as unknown as ExchangeView;
+}
+
+const caller = (subject: string): VerifiedCaller => ({ subject, expiresAt: Date.now() + 60_000 });
+
+/** The stage's verdict: undefined when it lets the request go on, else the error's code. */
+async function run(stage: ReturnType<typeof callerStage>, ex: ExchangeView) {
+  try {
+    return await stage.beforeUpstream!(ex);
+  } catch (error) {
+    if (error instanceof SidecarError) return error.code;
+    throw error;
+  }
+}
+
+describe('callerStage', () => {
+  it('refuses a request without a token as missing, one with a non-bearer header as malformed', async () => {
+    const { stage, counted, seen } = setup({});
+    const none = exchange(undefined);
+    expect(await run(stage, none)).toBe('caller_unauthenticated');
+    expect(none.callerCheck).toBe('missing');
+    for (const header of ['Basic abc', 'Bearer ', 'Bearer a b', 'Bearer']) {
+      const bad = exchange(header);
+      expect(await run(stage, bad)).toBe('caller_unauthenticated');
+      expect(bad.callerCheck).toBe('malformed');
+    }
+    expect(counted).toEqual(['missing', 'malformed', 'malformed', 'malformed', 'malformed']);
+    expect(seen).toEqual([]);
+  });
+
+  it('accepts the scheme in any case and hands the verifier the token alone', async () => {
+    const { stage, seen } = setup({ tok: caller('svc:reports') });
+    expect(await run(stage, exchange('bEaReR tok'))).toBeUndefined();
+    expect(seen).toEqual(['tok']);
+  });
+
+  it('refuses a token the verifier rejects with its check', async () => {
+    const { stage, counted } = setup({ old: 'expired' });
+    const ex = exchange('Bearer old');
+    expect(await run(stage, ex)).toBe('caller_unauthenticated');
+    expect(ex.callerCheck).toBe('expired');
+    expect(counted).toEqual(['expired']);
+  });
+
+  it('names the caller from its rule; counts a fresh verification and a remembered one', async () => {
+    const { stage, counted } = setup({
+      fresh: Promise.resolve(caller('svc:reports')),
+      known: caller('svc:reports'),
+    });
+    const first = exchange('Bearer fresh', 'POST', '/beta/y');
+    expect(await run(stage, first)).toBeUndefined();
+    expect(first.caller).toBe('reports');
+    const second = exchange('Bearer known');
+    expect(await run(stage, second)).toBeUndefined();
+    expect(second.caller).toBe('reports');
+    expect(counted).toEqual(['verified', 'remembered']);
+  });
+
+  it('forbids a verified caller no rule admits, or one its rule does not allow', async () => {
+    const { stage, counted } = setup({
+      stranger: caller('svc:other'),
+      reader: caller('svc:readers:app'),
+    });
+    const stranger = exchange('Bearer stranger');
+    expect(await run(stage, stranger)).toBe('caller_forbidden');
+    expect(stranger.callerCheck).toBe('forbidden');
+    expect(stranger.caller).toBeUndefined();
+    const writing = exchange('Bearer reader', 'POST', '/v1.0/x');
+    expect(await run(stage, writing)).toBe('caller_forbidden');
+    expect(writing.caller).toBe('readers');
+    const elsewhere = exchange('Bearer reader', 'GET', '/beta/x');
+    expect(await run(stage, elsewhere)).toBe('caller_forbidden');
+    expect(await run(stage, exchange('Bearer reader', 'GET', '/v1.0/x'))).toBeUndefined();
+    expect(counted).toEqual(['forbidden', 'forbidden', 'forbidden', 'remembered']);
+  });
+});
