@@ -52,14 +52,20 @@ describe('parseArgs', () => {
     expect(parseArgs(['standin', 'token', '--sub', 'system:serviceaccount:ns:app'])).toEqual({
       command: 'standin-token',
       configFile: undefined,
+      offline: false,
       token: { sub: 'system:serviceaccount:ns:app', aud: undefined, ttlSeconds: undefined },
     });
     expect(parseArgs(['standin', 'token', '--ttl=60', '--aud', 'gw', '--sub=a'])).toEqual({
       command: 'standin-token',
       configFile: undefined,
+      offline: false,
       token: { sub: 'a', aud: 'gw', ttlSeconds: 60 },
     });
-    expect(parseArgs(['standin'])).toEqual({ command: 'standin', configFile: undefined });
+    expect(parseArgs(['standin'])).toEqual({
+      command: 'standin',
+      configFile: undefined,
+      offline: false,
+    });
   });
 
   it('refuses standin token without a subject, with a bad lifetime, and its options elsewhere', () => {

@@ -55,7 +55,7 @@ describe('oauth-sidecar standin token', () => {
       // A child process prints when it is ready: wait for it (generous: a cold start under load).
       await waitFor(() => standin.output.text.includes('curl -H'), 15_000, 'the stand-in');
       expect(standin.output.text).toContain(
-        `\nexport CALLER_AUTH=jwt CALLER_JWT_ISSUER=${issuer} CALLER_JWT_CA_FILE=standin/ca.pem CALLER_RULES='system:serviceaccount:laptop:*=laptop'\n`,
+        `\nexport CALLER_AUTH=jwt CALLER_JWT_ISSUER=${issuer} CALLER_JWT_CA_FILE=${join(dir, 'standin', 'ca.pem')} CALLER_RULES='system:serviceaccount:laptop:*=laptop'\n`,
       );
       expect(standin.output.text).toContain(
         'curl -H "Authorization: Bearer $(node dist/main.js standin token --sub system:serviceaccount:laptop:me)" http://127.0.0.1:8080/v1.0/contracts/',

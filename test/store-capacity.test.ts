@@ -1,10 +1,13 @@
 /**
  * What a request under a rate limit costs the store, counted (docs/capacity.md): one real sidecar
- * process, one real redis-server, the HTTPS stand-in. Commands are counted with INFO commandstats,
- * never timed. The model's figures: at most one store operation (the quota script) per request
+ * process, one real redis-server, the HTTPS stand-in. Script calls are counted from the server's
+ * MONITOR stream, never timed: INFO commandstats (which bench/capacity.mjs uses) cannot tell the
+ * health check's script from the quota's, and the health check is a script. The model's figures: at most one store operation (the quota script) per request
  * admitted under a rate limit, and no quota or cooldown read while the member is idle (only the
- * connection's health PING).
+ * connection's health check script).
  */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPki, startStandin, type Standin } from '../src/standin/index.js';
@@ -38,23 +41,31 @@ afterAll(async () => {
   await standin?.close();
 });
 
-/** Calls per command name so far (INFO commandstats), INFO itself left out. */
-async function commandCalls(): Promise<Map<string, number>> {
-  const text = await redis.command('INFO', 'commandstats');
-  const calls = new Map<string, number>();
-  for (const m of text.matchAll(/^cmdstat_([\w|]+):calls=(\d+)/gm)) {
-    if (m[1] !== 'info') calls.set(m[1]!, Number(m[2]));
-  }
-  return calls;
-}
+/** The health check's script (src/fleet/clients.ts): the one script an idle member sends. */
+const HEALTH_SHA1 = createHash('sha1').update("return 'PONG'").digest('hex');
 
-/** The round trips a client sent between two counts: scripts and PING (the sidecar sends no other). */
-function sent(before: Map<string, number>, after: Map<string, number>): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const name of ['evalsha', 'eval', 'ping']) {
-    out[name] = (after.get(name) ?? 0) - (before.get(name) ?? 0);
-  }
-  return out;
+/** Every script call the redis-server sees from now on (MONITOR), health checks told apart. */
+async function watchScripts(url: string): Promise<{
+  health(): number;
+  others(): string[];
+  stop(): void;
+}> {
+  const port = new URL(url).port;
+  const child = spawn('redis-cli', ['-p', port, 'monitor'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let text = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+  const scripts = (): string[] =>
+    text.split('\n').filter((line) => /\] "(evalsha|eval)" /i.test(line));
+  const isHealth = (line: string): boolean =>
+    line.includes(HEALTH_SHA1) || line.includes("return 'PONG'");
+  await waitFor(() => text.startsWith('OK'), 10_000, 'MONITOR to start');
+  return {
+    health: () => scripts().filter(isHealth).length,
+    others: () => scripts().filter((line) => !isHealth(line)),
+    stop: () => void child.kill(),
+  };
 }
 
 async function start(env: Record<string, string>, prefix: string): Promise<SidecarProcess> {
@@ -84,28 +95,30 @@ describe('store commands per request (INFO commandstats on a real redis-server)'
       // Settled: the first admission and the start-up reads are behind us.
       expect(await get(sidecar, '/v1.0/contracts?warm')).toBe(200);
       const requests = 40;
-      const before = await commandCalls();
-      for (let i = 0; i < requests; i++)
-        expect(await get(sidecar, `/v1.0/contracts?i=${i}`)).toBe(200);
-      const during = sent(before, await commandCalls());
-      const scripts = during.evalsha! + during.eval!;
-      expect(scripts).toBeGreaterThan(0);
-      expect(scripts).toBeLessThanOrEqual(requests * MODEL_OPS_PER_LIMITED_REQUEST);
+      const during = await watchScripts(redis.url);
+      try {
+        for (let i = 0; i < requests; i++)
+          expect(await get(sidecar, `/v1.0/contracts?i=${i}`)).toBe(200);
+        // The last script a request sent has been seen once a later command is: ask for one.
+        await redis.command('PING');
+        await waitFor(() => during.others().length > 0, 10_000, 'the quota scripts');
+        expect(during.others().length).toBeLessThanOrEqual(
+          requests * MODEL_OPS_PER_LIMITED_REQUEST,
+        );
+      } finally {
+        during.stop();
+      }
 
       // Idle: until the connection's health check has run twice (every 2 s; a real clock, hence
-      // waitFor with a generous bound), nothing but PING reaches the store. The old 250 ms poll
-      // would have sent at least 8 reads of the cooldown by then.
-      const idle = await commandCalls();
-      let now = sent(idle, idle);
-      await waitFor(
-        async () => {
-          now = sent(idle, await commandCalls());
-          return now.ping! >= 2;
-        },
-        30_000,
-        'two health PINGs',
-      );
-      expect(now.evalsha! + now.eval!).toBe(0);
+      // waitFor with a generous bound), no script but the health check reaches the store. The old
+      // 250 ms poll would have sent at least 8 reads of the cooldown by then.
+      const idle = await watchScripts(redis.url);
+      try {
+        await waitFor(() => idle.health() >= 2, 30_000, 'two health checks');
+        expect(idle.others()).toEqual([]);
+      } finally {
+        idle.stop();
+      }
     } finally {
       await sidecar.stop();
     }
