@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Fatal } from './wait.js';
 import {
   freePort,
   missingRedisServer,
@@ -57,6 +58,24 @@ export interface RedisCluster {
 export async function startRedisCluster(
   options: { masters?: number; replicas?: number } = {},
 ): Promise<RedisCluster> {
+  // A port freePort handed out can be taken by another test's process before redis-server binds
+  // it (12 ports for a 3+3 cluster, test files in parallel): such a node exits at once, and the
+  // cluster is started again on fresh ports. Any other failure is thrown as it is.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startRedisClusterOnce(options);
+    } catch (error) {
+      if (!(error instanceof NodeExited) || attempt === 3) throw error;
+    }
+  }
+}
+
+/** A cluster node's redis-server exited before it answered (its output says why); ends the wait. */
+class NodeExited extends Fatal {}
+
+async function startRedisClusterOnce(
+  options: { masters?: number; replicas?: number } = {},
+): Promise<RedisCluster> {
   const missing = missingRedisServer();
   if (missing !== undefined) throw new Error(missing);
   const count = (options.masters ?? 3) * (1 + (options.replicas ?? 0));
@@ -84,9 +103,13 @@ export async function startRedisCluster(
   };
   try {
     for (const port of ports) {
-      await until(`cluster node ${port}`, async () =>
-        (await send(port, ['PING'])).includes('PONG'),
-      );
+      await until(`cluster node ${port}`, async () => {
+        const node = procs.get(port)!;
+        if (node.child.exitCode !== null) {
+          throw new NodeExited(`cluster node ${port} exited: ${node.output}`);
+        }
+        return (await send(port, ['PING'])).includes('PONG');
+      });
     }
     const create = spawnSync(
       REDIS_CLI_BIN,
