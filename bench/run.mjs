@@ -6,7 +6,7 @@
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."] [--peer-flags "..."]
 //     [--alt-dist ../other-worktree/dist] [--alt-flags "..."] [--alt-node-options "..."] [--alt-traced]
 //     [--traced-env K=V,...] [--fresh [--warm-up SECONDS]]
-//     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,sidecar-callers,sidecar-traced,sidecar-egress,floor,floor-shipped,http-proxy,hono]
+//     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,sidecar-callers,sidecar-bearer,sidecar-traced,sidecar-egress,floor,floor-shipped,http-proxy,hono]
 //     [--footprint-tracing]
 //     [--no-pin]
 //     [--footprint-node /path/to/node24] [--no-footprint] [--keep] [--only-2kb] [--no-shipped-runtime]
@@ -16,6 +16,7 @@
 // a `sidecar-warn` row beside it, and `sidecar-limit`: UPSTREAM_RATE_LIMIT set far above the load,
 // so every request takes the quota guard's slot path without ever waiting; `sidecar-callers`:
 // CALLER_AUTH=jwt, every request carrying one caller token (verified once, then remembered);
+// `sidecar-bearer`: CALLER_AUTH=none sent the same token (the request bytes of `sidecar-callers`);
 // `sidecar-traced`:
 // tracing on, `parentbased_traceidratio` 0.1 unless --traced-env says otherwise (e.g.
 // OTEL_TRACES_SAMPLER=parentbased_always_on), spans exported over OTLP/HTTP to a sink in this
@@ -584,10 +585,25 @@ async function main() {
       ...shippedRuntime,
     });
   }
+  // One caller token for both rows that send it: `sidecar-callers` verifies it, `sidecar-bearer`
+  // (CALLER_AUTH=none) receives the same request bytes and drops the header, so the ratio of the
+  // two is what verifying costs beyond parsing the bytes a caller sends.
+  const caller =
+    wanted.has('sidecar-callers') || wanted.has('sidecar-bearer')
+      ? await callerToken(work)
+      : undefined;
+  if (wanted.has('sidecar-bearer')) {
+    await addSidecar(
+      'sidecar-bearer',
+      'oauth-sidecar (CALLER_AUTH=none, the same caller token sent)',
+      { LOG_LEVEL: undefined, ...shippedRuntime },
+      undefined,
+      { authorization: `Bearer ${caller.token}` },
+    );
+  }
   if (wanted.has('sidecar-callers')) {
     // Caller identity (CALLER_AUTH=jwt) with every connection reusing one caller token, as a
     // projected service-account token is reused for an hour: a hash and a lookup per request.
-    const caller = await callerToken(work);
     await addSidecar(
       'sidecar-callers',
       'oauth-sidecar (CALLER_AUTH=jwt, callers reusing their token)',
@@ -832,6 +848,7 @@ function ratiosOf(summary, rounds) {
     cpuSidecarOverAlt: ratio('sidecar', 'sidecar-alt', 'cpuUsPerRequest'),
     sidecarOverAlt: ratio('sidecar', 'sidecar-alt', 'rps'),
     cpuCallersOverSidecar: ratio('sidecar-callers', 'sidecar', 'cpuUsPerRequest'),
+    cpuCallersOverBearer: ratio('sidecar-callers', 'sidecar-bearer', 'cpuUsPerRequest'),
     limitOverSidecar: ratio('sidecar-limit', 'sidecar', 'rps'),
     cpuLimitOverSidecar: ratio('sidecar-limit', 'sidecar', 'cpuUsPerRequest'),
     tracedOverSidecar: ratio('sidecar-traced', 'sidecar', 'rps'),
@@ -1022,6 +1039,7 @@ function markdown({ meta, summary, ratios, tokenCalls, checks, footprint }, targ
     `| sidecar with a rate limit / without (2 KB req/s) | ${fmt.x(ratios.limitOverSidecar)} |`,
     `| sidecar with a rate limit / without (CPU per request) | ${fmt.x(ratios.cpuLimitOverSidecar)} |`,
     `| sidecar with CALLER_AUTH=jwt / none, tokens reused (CPU per request) | ${fmt.x(ratios.cpuCallersOverSidecar)} |`,
+    `| sidecar with CALLER_AUTH=jwt / none, both sent the token (CPU per request) | ${fmt.x(ratios.cpuCallersOverBearer)} |`,
     `| sidecar with tracing on / off (2 KB req/s) | ${fmt.x(ratios.tracedOverSidecar)} |`,
     `| sidecar with tracing on / off (CPU per request) | ${fmt.x(ratios.cpuTracedOverSidecar)} |`,
     `| sidecar through an egress proxy / direct (2 KB req/s) | ${fmt.x(ratios.egressOverSidecar)} |`,

@@ -90,7 +90,7 @@ describe('startCallerAuth', () => {
         logger,
         counter: (keys) => {
           handedKeys.push(keys);
-          return { inc: ({ result }) => counted.push(result) };
+          return { labels: ({ result }) => ({ inc: () => counted.push(result) }) };
         },
       },
     );
@@ -146,7 +146,7 @@ describe('startCallerAuth', () => {
         readFile: () => Promise.reject(new Error('no file expected')),
         clock: systemClock,
         logger,
-        counter: () => ({ inc: () => undefined }),
+        counter: () => ({ labels: () => ({ inc: () => undefined }) }),
       },
     );
     try {

@@ -37,7 +37,7 @@ function setup(answers: Record<string, Answer>) {
       },
     },
     rules: new CallerRules(RULES),
-    counter: { inc: ({ result }) => counted.push(result) },
+    counter: { labels: ({ result }) => ({ inc: () => counted.push(result) }) },
   });
   return { stage, counted, seen };
 }

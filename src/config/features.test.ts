@@ -71,4 +71,19 @@ describe('the features line as the docs quote it', () => {
     const quoted = `\`features in effect: ${template}\``;
     expect(doc('docs/reference.md').includes(quoted), quoted).toBe(true);
   });
+
+  it('docs/reference.md quotes the callers item of CALLER_AUTH=jwt as the code prints it', async () => {
+    const config = await loadConfig({
+      env: {
+        ...GOOD,
+        CALLER_AUTH: 'jwt',
+        CALLER_JWT_ISSUER: 'https://kubernetes.default.svc.cluster.local',
+        CALLER_JWT_JWKS_URL: 'https://kubernetes.default.svc/openid/v1/jwks',
+        CALLER_RULES:
+          'system:serviceaccount:billing:app=billing;system:serviceaccount:research:*=research GET;x=y',
+      },
+    });
+    const item = `\`${featuresInEffect(config).callers}\``;
+    expect(doc('docs/reference.md').includes(item), item).toBe(true);
+  });
 });
