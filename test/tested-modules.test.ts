@@ -66,15 +66,6 @@ const UNTESTED: readonly string[] = [
   'src/standin/tokens.ts',
   'src/startup-log.ts',
   'src/telemetry/start-tracing.ts',
-  'src/token/attempt-timer.ts',
-  'src/token/error-answer.ts',
-  'src/token/failures.ts',
-  'src/token/grants.ts',
-  'src/token/held-token.ts',
-  'src/token/invalidation.ts',
-  'src/token/keeper-log.ts',
-  'src/token/store-watch.ts',
-  'src/token/waiters.ts',
 ];
 
 function walk(dir: string): string[] {
