@@ -26,7 +26,6 @@ const UNTESTED: readonly string[] = [
   'src/config/yaml-layer.ts',
   'src/config/yaml.ts',
   'src/fleet/index.ts',
-  'src/fleet/token-set-wire.ts',
   'src/fleet/typed-reads.ts',
   'src/http/admin-server.ts',
   'src/http/answers.ts',
