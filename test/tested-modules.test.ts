@@ -25,8 +25,6 @@ const UNTESTED: readonly string[] = [
   'src/config/tracing-parsers.ts',
   'src/config/yaml-layer.ts',
   'src/config/yaml.ts',
-  'src/fleet/index.ts',
-  'src/fleet/typed-reads.ts',
   'src/http/admin-server.ts',
   'src/http/answers.ts',
   'src/http/listen.ts',
