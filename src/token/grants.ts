@@ -7,7 +7,7 @@ import { CredentialsReadError, TokenUnavailableError, isRejectedGrant } from '..
 import type { SidecarMetrics } from '../telemetry/metrics.js';
 import type { HeldTokens } from './held-token.js';
 import type { RequestCeiling } from './schedule.js';
-import type { HeldRef, RefreshSource, TokenCoordinator } from './coordination.js';
+import type { GrantOutcome, HeldRef, RefreshSource, TokenCoordinator } from './coordination.js';
 import type { SharedTokenSet } from '../fleet/token-sets.js';
 import type {
   ClientCredentials,
@@ -15,13 +15,10 @@ import type {
   GrantRequest,
   GrantType,
   TokenEndpoint,
-  TokenSet,
 } from './types.js';
 
 /** One grant's result: the token set with the time its request was sent, or the error. */
-export type Outcome =
-  | { ok: true; grant: GrantType; tokenSet: TokenSet; sentAt: number }
-  | { ok: false; grant: GrantType; error: unknown };
+export type Outcome = GrantOutcome;
 
 /** With tracing on: a span per token endpoint call (`oauth.token`). */
 export type GrantTracer = (grant: GrantType) => {
