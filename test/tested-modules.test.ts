@@ -25,10 +25,6 @@ const UNTESTED: readonly string[] = [
   'src/config/tracing-parsers.ts',
   'src/config/yaml-layer.ts',
   'src/config/yaml.ts',
-  'src/fleet/connection-parts.ts',
-  'src/fleet/index.ts',
-  'src/fleet/token-set-wire.ts',
-  'src/fleet/typed-reads.ts',
   'src/http/admin-server.ts',
   'src/http/answers.ts',
   'src/http/listen.ts',
@@ -67,16 +63,6 @@ const UNTESTED: readonly string[] = [
   'src/standin/tokens.ts',
   'src/startup-log.ts',
   'src/telemetry/start-tracing.ts',
-  'src/token/attempt-timer.ts',
-  'src/token/error-answer.ts',
-  'src/token/failures.ts',
-  'src/token/grants.ts',
-  'src/token/held-token.ts',
-  'src/token/invalidation.ts',
-  'src/token/keeper-log.ts',
-  'src/token/keeper-types.ts',
-  'src/token/store-watch.ts',
-  'src/token/waiters.ts',
 ];
 
 function walk(dir: string): string[] {

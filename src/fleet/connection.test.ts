@@ -10,9 +10,12 @@ import { systemClock } from '../clock.js';
 import { createLogger } from '../telemetry/logger.js';
 import type { StoreClient, StoreMode } from './clients.js';
 import {
+  RECONNECT_BASE_MS,
+  RECONNECT_CAP_MS,
   STORE_HEALTH_INTERVAL_MS,
   createStoreConnection,
   defineScript,
+  reconnectDelayMs,
   startWaitMs,
   type StoreConnection,
 } from './connection.js';
@@ -264,5 +267,22 @@ describe('one verdict per state change', () => {
     call.catch(() => undefined);
     await vi.advanceTimersByTimeAsync(600);
     await expect(call).rejects.toThrow(/TRYAGAIN/);
+  });
+});
+
+describe('reconnect backoff', () => {
+  it('full jitter over 100 ms doubling to 2 s, never below 50 ms', () => {
+    expect([0, 1, 2, 3, 4, 5, 40].map((retries) => reconnectDelayMs(retries, 1))).toEqual([
+      100,
+      200,
+      400,
+      800,
+      1_600,
+      RECONNECT_CAP_MS,
+      RECONNECT_CAP_MS,
+    ]);
+    expect(reconnectDelayMs(3, 0.5)).toBe(400);
+    expect(reconnectDelayMs(0, 0)).toBe(RECONNECT_BASE_MS / 2);
+    expect(reconnectDelayMs(10, 0)).toBe(RECONNECT_BASE_MS / 2);
   });
 });

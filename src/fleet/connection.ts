@@ -3,24 +3,24 @@
  * imports the Redis client. Everything above it sees `StoreConnection`: run an atomic script,
  * read the health. Shared state is an optimisation, never a dependency (docs/design.md "Practices"): every call
  * settles within `commandTimeoutMs`, a store that is down fails calls at once, and the client
- * reconnects on its own with capped backoff. The health is one verdict (fleet/verdict.ts), changed and logged only when it changes.
+ * reconnects on its own with capped backoff (its delays, the bounded call, a TRYAGAIN asked again
+ * and the undo of a late reply are here). The health is one verdict (fleet/verdict.ts), changed and
+ * logged only when it changes.
  */
 import type { Clock, TimerHandle } from '../clock.js';
 import { StoreError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 import { redactStoreUrl } from '../store-url.js';
-import {
-  callLate,
-  describe,
-  isRefusal,
-  reconnectDelayMs,
-  sendRetryingTryAgain,
-  setIntervalOn,
-} from './connection-parts.js';
 import { makeStoreClient, type StoreAddressOptions, type StoreClient } from './clients.js';
 import type { StoreScript } from './lua.js';
 import type { StoreConnection, StoreHealth } from './ports.js';
-import { STORE_CONNECT_TIMEOUT_MS, StoreVerdict, startWaitMs } from './verdict.js';
+import {
+  STORE_CONNECT_TIMEOUT_MS,
+  StoreVerdict,
+  describe,
+  isRefusal,
+  startWaitMs,
+} from './verdict.js';
 
 /** Every store call settles within this (docs/token-store.md: no answer in 500 ms counts as down). */
 export const STORE_COMMAND_TIMEOUT_MS = 500;
@@ -29,12 +29,18 @@ export const STORE_MAX_PENDING = 64;
 /** A PING this often keeps `up` truthful while nothing else runs (docs/token-store.md: shown within 5 s). */
 export const STORE_HEALTH_INTERVAL_MS = 2_000;
 export { STORE_CONNECT_TIMEOUT_MS, startWaitMs } from './verdict.js';
-export {
-  RECONNECT_BASE_MS,
-  RECONNECT_CAP_MS,
-  STORE_TRYAGAIN_DELAY_MS,
-  reconnectDelayMs,
-} from './connection-parts.js';
+/** A script answered TRYAGAIN (a slot migration) is sent again after this, within its budget. */
+export const STORE_TRYAGAIN_DELAY_MS = 25;
+
+/** Reconnect backoff: 100 ms doubling to 2 s, full jitter (a restarted store is found within ~2 s). */
+export const RECONNECT_BASE_MS = 100;
+export const RECONNECT_CAP_MS = 2_000;
+
+/** Reconnect delay after `retries` failed attempts: full jitter over 100 ms doubling to 2 s. */
+export function reconnectDelayMs(retries: number, random: number): number {
+  const ceiling = Math.min(RECONNECT_CAP_MS, RECONNECT_BASE_MS * 2 ** Math.min(retries, 16));
+  return Math.max(RECONNECT_BASE_MS / 2, Math.round(random * ceiling));
+}
 
 export { STORE_NOW_MS_LUA, defineScript, hashTagged, type StoreScript } from './lua.js';
 
@@ -341,5 +347,63 @@ class Connection implements StoreConnection {
         ? `${what}: not connected (${this.#connectError})`
         : `${what}: no answer within ${budget} ms`,
     );
+  }
+}
+
+/** The call was given up but the server ran it after all: the caller may undo what it can. */
+function callLate<T>(onLateReply: ((reply: T) => void) | undefined, reply: T): void {
+  if (onLateReply === undefined) return;
+  try {
+    onLateReply(reply);
+  } catch {
+    // An undo that throws leaves what it would have undone to its TTL; never unhandled.
+  }
+}
+
+/** A repeating timer on the injected clock, unref'd. */
+function setIntervalOn(clock: Clock, everyMs: number, fn: () => void): { stop(): void } {
+  let handle: TimerHandle | undefined;
+  let stopped = false;
+  const arm = (): void => {
+    handle = clock.setTimeout(() => {
+      if (stopped) return;
+      fn();
+      arm();
+    }, everyMs);
+    handle.unref?.();
+  };
+  arm();
+  return {
+    stop() {
+      stopped = true;
+      if (handle !== undefined) clock.clearTimeout(handle);
+    },
+  };
+}
+
+/**
+ * TRYAGAIN: a multi-key command during a slot migration whose keys are split between the two
+ * nodes for a moment. Asked again shortly it succeeds; it is not an outage. (ASK and MOVED are
+ * followed by node-redis itself.)
+ */
+function isTryAgain(error: unknown): boolean {
+  return describe(error).startsWith('TRYAGAIN');
+}
+
+/** `send`, asked again after each TRYAGAIN while the next try is before `deadline`: no outage. */
+async function sendRetryingTryAgain<T>(
+  clock: Pick<Clock, 'now' | 'setTimeout'>,
+  deadline: number,
+  send: () => Promise<T>,
+): Promise<T> {
+  for (;;) {
+    try {
+      return await send();
+    } catch (error) {
+      if (!isTryAgain(error) || clock.now() + STORE_TRYAGAIN_DELAY_MS >= deadline) throw error;
+    }
+    await new Promise<void>((resolve) => {
+      clock.setTimeout(resolve, STORE_TRYAGAIN_DELAY_MS).unref?.();
+    });
   }
 }

@@ -35,12 +35,15 @@ export function toWire(set: SharedTokenSet): WireSet {
 /** Every field checked: a value that decrypts but is not ours is as unreadable as one that does not. */
 export function parseSet(plaintext: string | undefined): SharedTokenSet | undefined {
   if (plaintext === undefined) return undefined;
-  let wire: Partial<WireSet>;
+  let parsed: unknown;
   try {
-    wire = JSON.parse(plaintext) as Partial<WireSet>;
+    parsed = JSON.parse(plaintext);
   } catch {
     return undefined;
   }
+  // `null` is JSON too: reading its fields would throw where an unreadable value is a miss.
+  if (typeof parsed !== 'object' || parsed === null) return undefined;
+  const wire = parsed as Partial<WireSet>;
   if (
     typeof wire.a !== 'string' ||
     wire.a === '' ||

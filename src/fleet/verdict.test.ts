@@ -2,7 +2,14 @@ import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { systemClock } from '../clock.js';
 import type { Logger } from '../telemetry/logger.js';
-import { STORE_CONNECT_TIMEOUT_MS, StoreVerdict, startWaitMs } from './verdict.js';
+import {
+  STORE_CONNECT_TIMEOUT_MS,
+  StoreVerdict,
+  describe as describeError,
+  explainCause,
+  isRefusal,
+  startWaitMs,
+} from './verdict.js';
 
 /** A logger that records each line's fields and level. */
 function recordingLogger() {
@@ -141,5 +148,54 @@ describe('StoreVerdict', () => {
     expect(after).not.toHaveBeenCalled();
     expect(cancelled).not.toHaveBeenCalled();
     expect(vi.getTimerCount()).toBe(0);
+  });
+});
+
+describe('what a store error says', () => {
+  it('its one-line cause: the message, else the name; the first of an AggregateError', () => {
+    expect(describeError(new Error('ECONNREFUSED 127.0.0.1:6379'))).toBe(
+      'ECONNREFUSED 127.0.0.1:6379',
+    );
+    const unnamed = new Error('');
+    unnamed.name = 'ConnectionTimeoutError';
+    expect(describeError(unnamed)).toBe('ConnectionTimeoutError');
+    const both = new AggregateError([
+      new Error('ECONNREFUSED ::1'),
+      new Error('ECONNREFUSED 127.0.0.1'),
+    ]);
+    expect(describeError(both)).toBe('ECONNREFUSED ::1');
+    expect(describeError('plain')).toBe('plain');
+  });
+
+  it('a refusal is an error reply the next attempt gets too; a lost connection or TRYAGAIN is not', () => {
+    for (const reply of [
+      'WRONGPASS invalid username-password pair',
+      'NOAUTH Authentication required.',
+      "NOPERM User x has no permissions to run the 'evalsha' command",
+      'CLUSTERDOWN The cluster is down',
+      "ERR unknown command 'SENTINEL'",
+    ]) {
+      expect(isRefusal(new Error(reply))).toBe(true);
+    }
+    expect(isRefusal(new Error('ECONNREFUSED 127.0.0.1:6379'))).toBe(false);
+    expect(isRefusal(new Error('TRYAGAIN Multiple keys request during rehashing of slot'))).toBe(
+      false,
+    );
+    expect(isRefusal(new Error('ERRATIC'))).toBe(false);
+  });
+
+  it('a data node named where sentinels are expected says so; other causes are as they are', () => {
+    const unknown =
+      "ERR unknown command 'sentinel', with args beginning with: 'get-master-addr-by-name'";
+    expect(explainCause('sentinel', unknown)).toBe(
+      `${unknown} (STORE_URL names a data node, not a sentinel)`,
+    );
+    expect(explainCause('standalone', unknown)).toBe(unknown);
+    expect(explainCause('sentinel', 'ECONNREFUSED')).toBe('ECONNREFUSED');
+  });
+
+  it('the verdict shows the explained cause', () => {
+    const { v } = verdict('sentinel');
+    expect(v.cause(new Error("ERR unknown command 'SENTINEL'"))).toMatch(/names a data node/);
   });
 });

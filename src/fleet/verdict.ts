@@ -2,11 +2,11 @@
  * The store's one verdict (docs/token-store.md "What happens when it fails"): `connecting` until
  * the store answers or the start wait is over, then `up` or `down`, changed and logged only when
  * it changes. A store that cannot be used at start is down like one lost later, whatever the
- * client goes on trying underneath; its line says so (`since: start`).
+ * client goes on trying underneath; its line says so (`since: start`). Also what an error says for
+ * the verdict: its one-line cause, and whether it is a refusal that settles it at once.
  */
 import type { Clock, TimerHandle } from '../clock.js';
 import type { Logger } from '../telemetry/logger.js';
-import { describe, explainCause } from './connection-parts.js';
 import type { StoreHealth } from './ports.js';
 
 export type Verdict = 'connecting' | 'up' | 'down';
@@ -118,4 +118,28 @@ export class StoreVerdict {
     if (this.#startTimer !== undefined) this.o.clock.clearTimeout(this.#startTimer);
     this.#startTimer = undefined;
   }
+}
+
+/** An error's one-line cause (the first of an AggregateError's). */
+export function describe(error: unknown): string {
+  if (error instanceof AggregateError && error.errors.length > 0) return describe(error.errors[0]);
+  if (error instanceof Error) return error.message || error.name;
+  return String(error);
+}
+
+/**
+ * A server's refusal: an error reply that the next attempt will get too (a wrong password, an ACL
+ * user without a command, a cluster that does not serve its slots, a data node asked as a
+ * sentinel). At start it settles the verdict at once: waiting longer would not change it.
+ */
+export function isRefusal(error: unknown): boolean {
+  return /^(WRONGPASS|NOAUTH|NOPERM|CLUSTERDOWN|ERR)\b/.test(describe(error));
+}
+
+/** The cause as an operator reads it: a data node named where sentinels are expected says so. */
+export function explainCause(mode: string, message: string): string {
+  if (mode === 'sentinel' && /unknown command .?sentinel/i.test(message)) {
+    return `${message} (STORE_URL names a data node, not a sentinel)`;
+  }
+  return message;
 }

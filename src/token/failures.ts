@@ -1,7 +1,15 @@
 /** The keeper's failure state: the backoff step, the time before which no request starts. */
 import { errorText, TokenEndpointError } from '../errors.js';
-import { errorKind, iso, type FailureRecord, type KeeperStatus } from './keeper-types.js';
+import { errorKind, iso, type KeeperStatus } from './keeper-status.js';
 import { retryTime } from './schedule.js';
+
+/** The last failure's inputs to the retry time (schedule.ts `retryTime`). */
+export interface FailureRecord {
+  /** The backoff step: consecutive failures since the last success or credentials change. */
+  failures: number;
+  random: number;
+  retryAfterMs: number | undefined;
+}
 
 export class Failures {
   /** What set `notBefore`, so it can be pulled in when the token is dropped; none after a success. */

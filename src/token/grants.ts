@@ -4,18 +4,35 @@
  */
 import type { Clock } from '../clock.js';
 import { CredentialsReadError, TokenUnavailableError, isRejectedGrant } from '../errors.js';
+import type { SidecarMetrics } from '../telemetry/metrics.js';
 import type { HeldTokens } from './held-token.js';
-import type { Outcome, TokenKeeperOptions } from './keeper-types.js';
 import type { RequestCeiling } from './schedule.js';
-import type { HeldRef, RefreshSource, TokenCoordinator } from './coordination.js';
+import type { GrantOutcome, HeldRef, RefreshSource, TokenCoordinator } from './coordination.js';
 import type { SharedTokenSet } from '../fleet/token-sets.js';
-import type { ClientCredentials, GrantRequest, GrantType } from './types.js';
+import type {
+  ClientCredentials,
+  CredentialsReader,
+  GrantRequest,
+  GrantType,
+  TokenEndpoint,
+} from './types.js';
+
+/** One grant's result: the token set with the time its request was sent, or the error. */
+export type Outcome = GrantOutcome;
+
+/** With tracing on: a span per token endpoint call (`oauth.token`). */
+export type GrantTracer = (grant: GrantType) => {
+  end(outcome: 'success' | 'rejected' | 'error'): void;
+};
+
+/** The counters each token endpoint call feeds. */
+export type GrantMetrics = Pick<SidecarMetrics, 'tokenRequests' | 'tokenRequestDuration'>;
 
 export interface GrantsDeps {
-  endpoint: TokenKeeperOptions['endpoint'];
-  readCredentials: TokenKeeperOptions['readCredentials'];
-  metrics: TokenKeeperOptions['metrics'];
-  traceGrant: TokenKeeperOptions['traceGrant'];
+  endpoint: TokenEndpoint;
+  readCredentials: CredentialsReader;
+  metrics: GrantMetrics;
+  traceGrant: GrantTracer | undefined;
   clock: Clock;
   ceiling: RequestCeiling;
   isStopped(): boolean;

@@ -2,9 +2,16 @@
  * What the keeper holds: the current access token with its times, the process's own refresh
  * token, and the grant that obtained the latest one. Never logged; `/status` reads only times.
  */
-import type { HeldToken } from './keeper-types.js';
 import type { HeldRef } from './coordination.js';
 import type { GrantType, TokenSet } from './types.js';
+
+/** The current access token and its times (never logged; `/status` reads only the times). */
+export interface HeldToken {
+  accessToken: string;
+  sentAt: number;
+  expiresAt: number;
+  lifetimeSeconds: number;
+}
 
 export class HeldTokens {
   current: HeldToken | undefined;

@@ -4,7 +4,7 @@
  * compare-and-delete in a shared store.
  */
 import type { Logger } from '../telemetry/logger.js';
-import { iso } from './keeper-types.js';
+import { iso } from './keeper-status.js';
 import { FORCED_RENEWAL_INTERVAL_MS } from './schedule.js';
 
 export class Invalidation {

@@ -2,7 +2,7 @@
 import { TokenEndpointError, errorText, isRejectedGrant } from '../errors.js';
 import type { SharedTokenSet } from '../fleet/token-sets.js';
 import type { Logger } from '../telemetry/logger.js';
-import { errorKind, iso } from './keeper-types.js';
+import { errorKind, iso } from './keeper-status.js';
 import type { GrantType, TokenSet } from './types.js';
 
 /** A grant succeeded; `renewAt`: when the token is renewed. */

@@ -4,40 +4,60 @@
  * held), retries failures with backoff, and hands the current token to the proxy. This file is the
  * state machine; its parts: the timing rules (schedule.ts), the pending attempt (attempt-timer.ts),
  * upstream 401s (invalidation.ts), the held tokens (held-token.ts), failures (failures.ts), one
- * grant (grants.ts) and the shared store's watch (store-watch.ts).
+ * grant (grants.ts), the shared store's watch (store-watch.ts), waiting callers (waiters.ts), the
+ * status it reports (keeper-status.ts) and its log lines (keeper-log.ts).
  */
 import type { Clock } from '../clock.js';
+import type { Config } from '../config/types.js';
 import { TokenUnavailableError } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
+import type { SidecarMetrics } from '../telemetry/metrics.js';
 import { RequestCeiling, nextRenewalAt, secondsUntil } from './schedule.js';
 import type { SharedTokenSet } from '../fleet/token-sets.js';
 import { StoreWatch } from './store-watch.js';
 import { TokenWaiters } from './waiters.js';
-import { Grants } from './grants.js';
+import { Grants, type GrantMetrics, type GrantTracer, type Outcome } from './grants.js';
 import { Failures } from './failures.js';
 import { AttemptTimer } from './attempt-timer.js';
 import { HeldTokens } from './held-token.js';
 import { Invalidation } from './invalidation.js';
 import { logAdopted, logFailure, logObtained } from './keeper-log.js';
-import {
-  iso,
-  statusOf,
-  unavailableError,
-  type AttemptReason,
-  type InvalidateVerdict,
-  type KeeperStatus,
-  type Outcome,
-  type TokenKeeperOptions,
-} from './keeper-types.js';
+import { iso, statusOf, unavailableError, type KeeperStatus } from './keeper-status.js';
 import type { TokenCoordinator } from './coordination.js';
-import type { GrantType } from './types.js';
+import type { CredentialsReader, GrantType, TokenEndpoint } from './types.js';
 
-export type {
-  InvalidateVerdict,
-  KeeperErrorKind,
-  KeeperStatus,
-  TokenKeeperOptions,
-} from './keeper-types.js';
+export type { KeeperErrorKind, KeeperStatus } from './keeper-status.js';
+
+export interface TokenKeeperOptions {
+  endpoint: TokenEndpoint;
+  readCredentials: CredentialsReader;
+  settings: Pick<Config['token'], 'waitMs' | 'refreshMarginSeconds' | 'refreshFraction'>;
+  clock: Clock;
+  /** [0, 1); Math.random when absent. Drives renewal jitter and backoff jitter. */
+  random?: () => number;
+  logger: Logger;
+  metrics: GrantMetrics & Partial<Pick<SidecarMetrics, 'tokenAdopted'>>;
+  /**
+   * The shared token store's side (docs/token-store.md): wraps the one grant point.
+   * Absent: this process keeps its own token.
+   */
+  coordinator?: TokenCoordinator;
+  /** With tracing on: a span per token endpoint call (`oauth.token`). */
+  traceGrant?: GrantTracer;
+}
+
+/**
+ * What `invalidate` decided about a token the upstream answered 401:
+ * - `replay`: it is no longer the current token; a replay gets the current one (or waits for one).
+ * - `renewing`: it was the current token; it is dropped and a renewal runs or is scheduled, so a
+ *   replay waits for the new token (or gets `token_unavailable`).
+ * - `keep`: the token is kept (a forced renewal ran less than 5 s ago and none is in flight, or the
+ *   keeper is stopped); a replay would carry the same token, so the 401 goes to the client.
+ */
+export type InvalidateVerdict = 'replay' | 'renewing' | 'keep';
+
+/** Why a token attempt starts (logged at debug). */
+type AttemptReason = 'startup' | 'renewal' | 'retry' | 'demand' | 'forced' | 'credentials';
 
 /**
  * Keeps one access token fresh. Satisfies proxy/types.ts `AccessTokenSource` and telemetry's

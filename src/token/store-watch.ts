@@ -10,7 +10,7 @@ import { setLongTimeout, type Clock, type LongTimer } from '../clock.js';
 import { errorText } from '../errors.js';
 import type { SharedTokenSet } from '../fleet/token-sets.js';
 import type { Logger } from '../telemetry/logger.js';
-import type { FailureRecord } from './keeper-types.js';
+import type { FailureRecord } from './failures.js';
 import type { HeldRef, TokenCoordinator } from './coordination.js';
 import { LEASE_POLL_MS } from './shared.js';
 

@@ -1,6 +1,11 @@
 /** Callers waiting for a token (up to `token.waitMs` each) and for the first one (`whenReady`). */
-import { setLongTimeout, type Clock } from '../clock.js';
-import type { Waiter } from './keeper-types.js';
+import { setLongTimeout, type Clock, type LongTimer } from '../clock.js';
+
+interface Waiter {
+  resolve(token: string): void;
+  reject(error: Error): void;
+  timer: LongTimer | undefined;
+}
 
 export class TokenWaiters {
   readonly #waiters = new Set<Waiter>();

@@ -1,30 +1,12 @@
-/** The token keeper's options, status and the shapes its parts share (keeper.ts). */
-import type { Clock, LongTimer } from '../clock.js';
-import type { Config } from '../config/types.js';
+/**
+ * What the keeper reports (docs/design.md "Token keeper"): the `/status` snapshot and how it is
+ * computed at a given time, the kind of the last error, and the 503 a caller gets after waiting
+ * for a token. Never a token or a secret.
+ */
 import { CredentialsReadError, TokenEndpointError, TokenUnavailableError } from '../errors.js';
-import type { Logger } from '../telemetry/logger.js';
-import type { SidecarMetrics } from '../telemetry/metrics.js';
-import { LeaseWaitError, type TokenCoordinator } from './coordination.js';
-import type { CredentialsReader, GrantType, TokenEndpoint, TokenSet } from './types.js';
-
-export interface TokenKeeperOptions {
-  endpoint: TokenEndpoint;
-  readCredentials: CredentialsReader;
-  settings: Pick<Config['token'], 'waitMs' | 'refreshMarginSeconds' | 'refreshFraction'>;
-  clock: Clock;
-  /** [0, 1); Math.random when absent. Drives renewal jitter and backoff jitter. */
-  random?: () => number;
-  logger: Logger;
-  metrics: Pick<SidecarMetrics, 'tokenRequests' | 'tokenRequestDuration'> &
-    Partial<Pick<SidecarMetrics, 'tokenAdopted'>>;
-  /**
-   * The shared token store's side (docs/token-store.md): wraps the one grant point.
-   * Absent: this process keeps its own token.
-   */
-  coordinator?: TokenCoordinator;
-  /** With tracing on: a span per token endpoint call (`oauth.token`). */
-  traceGrant?: (grant: GrantType) => { end(outcome: 'success' | 'rejected' | 'error'): void };
-}
+import { LeaseWaitError } from './coordination.js';
+import type { HeldToken } from './held-token.js';
+import type { GrantType } from './types.js';
 
 /** What went wrong last: a token endpoint error kind, or the credentials could not be read. */
 export type KeeperErrorKind =
@@ -56,43 +38,6 @@ export interface KeeperStatus {
   requestInFlight: boolean;
 }
 
-/**
- * What `invalidate` decided about a token the upstream answered 401:
- * - `replay`: it is no longer the current token; a replay gets the current one (or waits for one).
- * - `renewing`: it was the current token; it is dropped and a renewal runs or is scheduled, so a
- *   replay waits for the new token (or gets `token_unavailable`).
- * - `keep`: the token is kept (a forced renewal ran less than 5 s ago and none is in flight, or the
- *   keeper is stopped); a replay would carry the same token, so the 401 goes to the client.
- */
-export type InvalidateVerdict = 'replay' | 'renewing' | 'keep';
-
-export interface HeldToken {
-  accessToken: string;
-  sentAt: number;
-  expiresAt: number;
-  lifetimeSeconds: number;
-}
-
-export interface Waiter {
-  resolve(token: string): void;
-  reject(error: Error): void;
-  timer: LongTimer | undefined;
-}
-
-export type Outcome =
-  | { ok: true; grant: GrantType; tokenSet: TokenSet; sentAt: number }
-  | { ok: false; grant: GrantType; error: unknown };
-
-export type AttemptReason = 'startup' | 'renewal' | 'retry' | 'demand' | 'forced' | 'credentials';
-
-/** The last failure's inputs to the retry time (schedule.ts `retryTime`). */
-export interface FailureRecord {
-  /** The backoff step: consecutive failures since the last success or credentials change. */
-  failures: number;
-  random: number;
-  retryAfterMs: number | undefined;
-}
-
 export function errorKind(error: unknown): KeeperErrorKind {
   if (error instanceof TokenEndpointError) return error.kind;
   if (error instanceof CredentialsReadError) return 'credentials';
@@ -100,6 +45,7 @@ export function errorKind(error: unknown): KeeperErrorKind {
   return 'internal';
 }
 
+/** A time (ms since the epoch) as `/status` and the log lines show it: ISO 8601. */
 export function iso(ms: number): string {
   return new Date(ms).toISOString();
 }
