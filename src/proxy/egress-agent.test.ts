@@ -4,12 +4,13 @@
  * test/egress-proxy.test.ts.
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import { connect, type Socket } from 'node:net';
 import * as undici from 'undici';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { EgressProxyError } from '../errors.js';
-import { startStandin, type Standin } from '../standin/index.js';
+import { createTestPki, startStandin, type Standin } from '../standin/index.js';
 import { createDispatcher, trustContext } from './dispatcher.js';
 import { createEgressDispatcher, headerObject, keepRepeatedHeaders } from './egress-agent.js';
 import { statusesOfGets } from '../../test/helpers/upstream.js';
@@ -182,5 +183,31 @@ describe('the egress dispatcher', () => {
     expect((error as Error).message).toContain(
       'egress proxy http://127.0.0.1:1 unreachable (ECONNREFUSED)',
     );
+  });
+
+  it("keeps undici's error type for an https proxy whose certificate names another host", async () => {
+    // The test certificate names localhost, 127.0.0.1 and ::1; the proxy is reached as 127.0.0.2.
+    const pki = await createTestPki();
+    const tlsProxy = createHttpsServer({ cert: pki.serverCert, key: pki.serverKey });
+    await new Promise<void>((resolve) => tlsProxy.listen(0, '127.0.0.2', resolve));
+    try {
+      const { port } = tlsProxy.address() as { port: number };
+      const dispatcher = createEgressDispatcher({
+        proxy: `https://127.0.0.2:${port}`,
+        secureContext: trustContext(pki.caCert),
+        http2: false,
+        connections: null,
+        keepAliveTimeout: 1_000,
+      });
+      dispatchers.push(dispatcher);
+      const error = await request(`${standin.url}/v1.0/contracts/`, { dispatcher }).catch(
+        (err: unknown) => err,
+      );
+      expect(error).toBeInstanceOf(undici.errors.SecureProxyConnectionError);
+      expect((error as Error).cause).toMatchObject({ code: 'ERR_TLS_CERT_ALTNAME_INVALID' });
+    } finally {
+      tlsProxy.closeAllConnections();
+      await new Promise((resolve) => tlsProxy.close(resolve));
+    }
   });
 });
