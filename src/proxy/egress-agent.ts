@@ -94,7 +94,7 @@ export const keepRepeatedHeaders: Dispatcher.DispatcherComposeInterceptor =
   (dispatch) => (options, handler) =>
     dispatch(
       Array.isArray(options.headers)
-        ? { ...options, headers: headerObject(options.headers as string[]) }
+        ? { ...options, headers: headerObject(options.headers) }
         : options,
       handler,
     );
