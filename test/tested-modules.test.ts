@@ -29,8 +29,6 @@ const UNTESTED: readonly string[] = [
   'src/fleet/index.ts',
   'src/fleet/token-set-wire.ts',
   'src/fleet/typed-reads.ts',
-  'src/http/answers.ts',
-  'src/http/start-proxy.ts',
   'src/proxy/attempt-failures.ts',
   'src/proxy/cache/capture.ts',
   'src/proxy/cache/fills.ts',
