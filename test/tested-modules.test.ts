@@ -47,7 +47,6 @@ const UNTESTED: readonly string[] = [
   'src/proxy/quota/stage.ts',
   'src/proxy/stage-runner.ts',
   'src/proxy/upstream-metrics.ts',
-  'src/sidecar/proxy-stack.ts',
   'src/standin/api.ts',
   'src/standin/http.ts',
   'src/standin/pki.ts',
