@@ -14,8 +14,36 @@ const redisOnlyInStore = {
     'Only src/fleet/ imports the Redis client (docs/design.md "Module boundaries"); use the StoreConnection / TokenSetStore interfaces.',
 };
 
-/** Module boundaries from docs/design.md, each with its reason. */
+/**
+ * undici through its public exports only. Its modules by path are an exception with a measured
+ * gain (docs/design.md "Exceptions"), allowed only in the files that table names:
+ * UNDICI_BY_PATH. test/undici-imports.test.ts runs this rule on fixtures.
+ */
+const undiciInternals = {
+  group: ['undici/lib', 'undici/lib/**'],
+  message:
+    "Import undici's public exports ('undici'): its modules by path only where docs/design.md \"Exceptions\" lists them.",
+};
+
+/** The files docs/design.md "Exceptions" lets import undici by module path (and their guard). */
+export const UNDICI_BY_PATH = ['src/proxy/dispatcher.ts', 'src/proxy/dispatcher.test.ts'];
+
+const proxySeesNoKeeper = {
+  group: ['../token/*', '../token', '../http/*', '../http'],
+  message:
+    'proxy/ sees the keeper only as { getAccessToken(), invalidate(token) } (proxy/types.ts); no Hono, no keeper internals.',
+};
+
+/**
+ * Module boundaries from docs/design.md, each with its reason. A later block's
+ * no-restricted-imports replaces an earlier one's for the same file, so each repeats
+ * undiciInternals.
+ */
 const boundaries = [
+  {
+    files: ['**/*.ts', '**/*.mts', '**/*.mjs', '**/*.js'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [undiciInternals] }] },
+  },
   {
     files: ['src/errors.ts'],
     rules: {
@@ -23,6 +51,7 @@ const boundaries = [
         'error',
         {
           patterns: [
+            undiciInternals,
             {
               group: ['./*', '../*'],
               message:
@@ -40,6 +69,7 @@ const boundaries = [
         'error',
         {
           patterns: [
+            undiciInternals,
             honoOnlyInHttp,
             redisOnlyInStore,
             {
@@ -58,16 +88,17 @@ const boundaries = [
       'no-restricted-imports': [
         'error',
         {
-          patterns: [
-            honoOnlyInHttp,
-            redisOnlyInStore,
-            {
-              group: ['../token/*', '../token', '../http/*', '../http'],
-              message:
-                'proxy/ sees the keeper only as { getAccessToken(), invalidate(token) } (proxy/types.ts); no Hono, no keeper internals.',
-            },
-          ],
+          patterns: [undiciInternals, honoOnlyInHttp, redisOnlyInStore, proxySeesNoKeeper],
         },
+      ],
+    },
+  },
+  {
+    files: UNDICI_BY_PATH,
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [honoOnlyInHttp, redisOnlyInStore, proxySeesNoKeeper] },
       ],
     },
   },
@@ -81,12 +112,17 @@ const boundaries = [
       'src/clock.ts',
     ],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [honoOnlyInHttp, redisOnlyInStore] }],
+      'no-restricted-imports': [
+        'error',
+        { patterns: [undiciInternals, honoOnlyInHttp, redisOnlyInStore] },
+      ],
     },
   },
   {
     files: ['src/http/**/*.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [redisOnlyInStore] }] },
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [undiciInternals, redisOnlyInStore] }],
+    },
   },
   {
     // A backstop against accidents, not a target: files are cut by role, never for length alone
@@ -106,6 +142,7 @@ const boundaries = [
         'error',
         {
           patterns: [
+            undiciInternals,
             {
               group: ['../*'],
               message: 'http-fields/ parses HTTP fields for token/ and proxy/: it imports neither.',

@@ -7,7 +7,7 @@
 //     [--alt-dist ../other-worktree/dist] [--alt-flags "..."] [--alt-node-options "..."] [--alt-traced]
 //     [--traced-env K=V,...] [--fresh [--warm-up SECONDS]]
 //     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,sidecar-callers,sidecar-bearer,sidecar-traced,sidecar-egress,floor,floor-shipped,http-proxy,hono]
-//     [--footprint-tracing]
+//     [--footprint-tracing] [--footprint-egress]
 //     [--no-pin]
 //     [--footprint-node /path/to/node24] [--no-footprint] [--keep] [--only-2kb] [--no-shipped-runtime]
 //     [--footprint-node-options "..."] [--footprint-glibc-tunables "..."]
@@ -125,6 +125,8 @@ const { values: args } = parseArgs({
     keep: { type: 'boolean', default: false },
     /** The footprint's sidecar with tracing on (every request sampled, spans to the OTLP sink). */
     'footprint-tracing': { type: 'boolean', default: false },
+    /** The footprint's sidecar behind an egress proxy (HTTPS_PROXY: a tinyproxy on loopback). */
+    'footprint-egress': { type: 'boolean', default: false },
     /** More environment of `sidecar-traced` (K=V,K=V), e.g. OTEL_BSP_MAX_EXPORT_BATCH_SIZE=64. */
     'traced-env': { type: 'string', default: '' },
     /** Iterating or profiling: the 2 KB closed-loop row only (no 1 MB, no fixed rate). */
@@ -319,7 +321,7 @@ async function startOtlpSink() {
  * NODE_OPTIONS and the default log level. Idle: after start, 20 requests and 3 s of rest. Then
  * peak RSS (VmHWM) under 2 KB load, and under 50 connections pulling 1 MiB answers.
  */
-async function measureFootprint(startSidecar, agent) {
+async function measureFootprint(startSidecar, agent, egressProxy) {
   const node = args['footprint-node'];
   if (!existsSync(node)) {
     say(
@@ -342,6 +344,7 @@ async function measureFootprint(startSidecar, agent) {
       NODE_OPTIONS: nodeOptions,
       GLIBC_TUNABLES: glibcTunables || undefined,
       ...(args['footprint-tracing'] && { OTEL_EXPORTER_OTLP_ENDPOINT: otlpSink.url }),
+      ...(egressProxy && { HTTPS_PROXY: egressProxy }),
     },
     { node, flags: nodeFlags },
   );
@@ -367,6 +370,7 @@ async function measureFootprint(startSidecar, agent) {
     nodeOptions,
     nodeFlags: nodeFlags.join(' '),
     glibcTunables,
+    egressProxy: egressProxy !== undefined,
     idleRss: idle.rss,
     idleRssAnon: idle.anon,
     idleRssFile: idle.file,
@@ -622,12 +626,15 @@ async function main() {
       ...tracedEnv(),
     });
   }
+  const egress =
+    wanted.has('sidecar-egress') || args['footprint-egress']
+      ? await startTinyproxy({
+          connectPorts: [upstreamPort, Number(new URL(standin.url).port)],
+          dir: join(work, 'tinyproxy'),
+        })
+      : undefined;
+  if (egress) cleanups.push(() => egress.close());
   if (wanted.has('sidecar-egress')) {
-    const egress = await startTinyproxy({
-      connectPorts: [upstreamPort, Number(new URL(standin.url).port)],
-      dir: join(work, 'tinyproxy'),
-    });
-    cleanups.push(() => egress.close());
     await addSidecar('sidecar-egress', 'oauth-sidecar (HTTPS_PROXY: tinyproxy)', {
       LOG_LEVEL: undefined,
       HTTPS_PROXY: egress.url(),
@@ -649,7 +656,13 @@ async function main() {
 
   // After the token count: the footprint's own sidecar gets its own token.
   const footprint =
-    args['no-footprint'] || !standin ? undefined : await measureFootprint(startSidecar, agent);
+    args['no-footprint'] || !standin
+      ? undefined
+      : await measureFootprint(
+          startSidecar,
+          agent,
+          args['footprint-egress'] ? egress.url() : undefined,
+        );
 
   const summary = summarize(targets, rounds);
 
@@ -1053,7 +1066,7 @@ function markdown({ meta, summary, ratios, tokenCalls, checks, footprint }, targ
     '',
     ...(footprint
       ? [
-          `Footprint (the shipped runtime): ${footprint.node}, node flags \`${footprint.nodeFlags}\`, NODE_OPTIONS=\`${footprint.nodeOptions}\`, GLIBC_TUNABLES=\`${footprint.glibcTunables}\`, default log level.`,
+          `Footprint (the shipped runtime): ${footprint.node}, node flags \`${footprint.nodeFlags}\`, NODE_OPTIONS=\`${footprint.nodeOptions}\`, GLIBC_TUNABLES=\`${footprint.glibcTunables}\`, default log level${footprint.egressProxy ? ', HTTPS_PROXY set (a tinyproxy)' : ''}.`,
           '',
           '| idle RSS | peak RSS, 2 KB load (wrk -c50) | peak RSS, 50 × 1 MiB | non-2xx | 2 KB req/s | 1 MiB MB/s |',
           '|---:|---:|---:|---:|---:|---:|',

@@ -133,9 +133,11 @@ describe('what dist/main.js loads at start', () => {
       'src/standin/index.ts': 'selfsigned',
       'src/config/yaml.ts': 'yaml',
     };
-    // The egress proxy's agent (with HTTPS_PROXY): undici's ProxyAgent, in a chunk of its own.
+    // The egress proxy's agent (with HTTPS_PROXY): undici's ProxyAgent from the package's index,
+    // in a chunk of its own.
     const egress = chunkOf('src/proxy/egress-agent.ts');
     expect(start.dynamic).toContain(egress);
+    expect(loadedWith(egress).inputs).toContain('node_modules/undici/index.js');
     expect(loadedWith(egress).inputs).toContain(
       'node_modules/undici/lib/dispatcher/proxy-agent.js',
     );

@@ -4,14 +4,15 @@
  * test/egress-proxy.test.ts.
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import { connect, type Socket } from 'node:net';
 import * as undici from 'undici';
 import { request } from 'undici';
-import DeepProxyAgent from 'undici/lib/dispatcher/proxy-agent.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { EgressProxyError } from '../errors.js';
-import { startStandin, type Standin } from '../standin/index.js';
+import { createTestPki, startStandin, type Standin } from '../standin/index.js';
 import { createDispatcher, trustContext } from './dispatcher.js';
+import { createEgressDispatcher, headerObject, keepRepeatedHeaders } from './egress-agent.js';
 import { statusesOfGets } from '../../test/helpers/upstream.js';
 
 interface TestProxy {
@@ -85,10 +86,50 @@ async function through(
   return dispatcher;
 }
 
+describe('repeated header names through ProxyAgent', () => {
+  it('become arrays in the order they came, so none is lost', () => {
+    expect(headerObject(['a', '1', 'b', '2', 'a', '3', 'a', '4'])).toEqual({
+      a: ['1', '3', '4'],
+      b: '2',
+    });
+    expect(headerObject([])).toEqual({});
+  });
+
+  it('are folded by the interceptor only when the headers come as a list', () => {
+    const seen: undici.Dispatcher.DispatchOptions[] = [];
+    const dispatch = keepRepeatedHeaders((options) => {
+      seen.push(options);
+      return true;
+    });
+    const handler = { onRequestStart: () => undefined } as undici.Dispatcher.DispatchHandler;
+    const base = { origin: 'https://a.example', path: '/', method: 'GET' as const };
+    dispatch({ ...base, headers: ['x', '1', 'x', '2'] }, handler);
+    const object = { y: '3' };
+    dispatch({ ...base, headers: object }, handler);
+    expect(seen[0]?.headers).toEqual({ x: ['1', '2'] });
+    expect(seen[1]?.headers).toBe(object);
+  });
+});
+
 describe('the egress dispatcher', () => {
-  it("is undici's ProxyAgent (by path: an upgrade that moves it fails here)", async () => {
-    expect(DeepProxyAgent).toBe(undici.ProxyAgent);
+  it("is undici's ProxyAgent, the package's public export", async () => {
     expect(await through(proxy.url)).toBeInstanceOf(undici.ProxyAgent);
+  });
+
+  it('is made by createEgressDispatcher alone, with no trust beyond the system roots', async () => {
+    const dispatcher = createEgressDispatcher({
+      proxy: proxy.url,
+      secureContext: undefined,
+      http2: false,
+      connections: null,
+      keepAliveTimeout: 1_000,
+    });
+    dispatchers.push(dispatcher);
+    // The tunnel opens (the proxy saw CONNECT), then TLS refuses the stand-in's throwaway CA.
+    await expect(request(`${standin.url}/v1.0/contracts/`, { dispatcher })).rejects.toThrow(
+      /certificate/i,
+    );
+    expect(proxy.seen.map((seen) => seen.target)).toContain(`127.0.0.1:${standin.port}`);
   });
 
   it('tunnels with Basic credentials from the URL, TLS verified end to end, h2 offered', async () => {
@@ -142,5 +183,31 @@ describe('the egress dispatcher', () => {
     expect((error as Error).message).toContain(
       'egress proxy http://127.0.0.1:1 unreachable (ECONNREFUSED)',
     );
+  });
+
+  it("keeps undici's error type for an https proxy whose certificate names another host", async () => {
+    // The test certificate names localhost, 127.0.0.1 and ::1; the proxy is reached as 127.0.0.2.
+    const pki = await createTestPki();
+    const tlsProxy = createHttpsServer({ cert: pki.serverCert, key: pki.serverKey });
+    await new Promise<void>((resolve) => tlsProxy.listen(0, '127.0.0.2', resolve));
+    try {
+      const { port } = tlsProxy.address() as { port: number };
+      const dispatcher = createEgressDispatcher({
+        proxy: `https://127.0.0.2:${port}`,
+        secureContext: trustContext(pki.caCert),
+        http2: false,
+        connections: null,
+        keepAliveTimeout: 1_000,
+      });
+      dispatchers.push(dispatcher);
+      const error = await request(`${standin.url}/v1.0/contracts/`, { dispatcher }).catch(
+        (err: unknown) => err,
+      );
+      expect(error).toBeInstanceOf(undici.errors.SecureProxyConnectionError);
+      expect((error as Error).cause).toMatchObject({ code: 'ERR_TLS_CERT_ALTNAME_INVALID' });
+    } finally {
+      tlsProxy.closeAllConnections();
+      await new Promise((resolve) => tlsProxy.close(resolve));
+    }
   });
 });

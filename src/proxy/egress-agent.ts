@@ -2,15 +2,13 @@
  * The dispatcher through the egress proxy (docs/configuration.md "Egress proxy"): undici's
  * ProxyAgent, which opens an HTTP `CONNECT` tunnel per connection and runs TLS to the origin inside
  * it, with a Pool per origin made from the same options as the direct path (connections, keep-alive,
- * h2 offer). Loaded by dispatcher.ts only when a proxy is configured: without one nothing of it,
- * nor undici's proxy modules, is in the process (test/startup-imports.test.ts).
+ * h2 offer). undici's public API only: its package index (fetch, WebSocket, ...: docs/benchmarks.md
+ * "Footprint") comes with this module, which dispatcher.ts loads only when a proxy is configured;
+ * without one neither is in the process (test/startup-imports.test.ts).
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { SecureContext } from 'node:tls';
-import type { Dispatcher } from 'undici';
-import connectApi from 'undici/lib/api/api-connect.js';
-import Client from 'undici/lib/dispatcher/client.js';
-import ProxyAgent from 'undici/lib/dispatcher/proxy-agent.js';
+import { Client, ProxyAgent, type Dispatcher } from 'undici';
 import { shownProxy } from '../config/egress.js';
 import { EgressProxyError } from '../errors.js';
 
@@ -27,15 +25,15 @@ export interface EgressDispatcherOptions {
 type ConnectCallback = (err: Error | null, data: Dispatcher.ConnectData) => void;
 
 /**
- * The client to the proxy, on which ProxyAgent calls `connect()` (undici's index would attach that
- * API to every dispatcher; loaded by path it is this class's own). A `CONNECT` that fails, or is answered with anything but 200, becomes
- * an {@link EgressProxyError} naming the proxy (never its user-info), its answer and what to fix.
- * ProxyAgent passes the error on as the connection's failure.
+ * The client to the proxy (ProxyAgent's `clientFactory`), on which ProxyAgent calls `connect()`.
+ * A `CONNECT` that fails, or is answered with anything but 200, becomes an
+ * {@link EgressProxyError} naming the proxy (never its user-info), its answer and what to fix;
+ * ProxyAgent passes it on as the connection's failure.
  */
-class TunnelClient extends Client {
+export class TunnelClient extends Client {
   readonly #shown: string;
 
-  constructor(url: URL, options: Client.Options, shown: string) {
+  constructor(url: string | URL, options: Client.Options, shown: string) {
     super(url, options);
     this.#shown = shown;
   }
@@ -57,7 +55,7 @@ class TunnelClient extends Client {
   async #tunnel(options: Dispatcher.ConnectOptions): Promise<Dispatcher.ConnectData> {
     let data: Dispatcher.ConnectData;
     try {
-      data = await connectApi.call(this, options);
+      data = await super.connect(options);
     } catch (cause) {
       // An abort is the request's own; a wrong proxy certificate name keeps undici's error type.
       const code = (cause as { code?: unknown } | null)?.code;
@@ -78,9 +76,9 @@ class TunnelClient extends Client {
 
 /**
  * Requests come with node's flat name/value header list; ProxyAgent would fold it into an object
- * keeping only the last of repeated names, so repeated names become arrays here (sent as they came).
+ * keeping only the last of repeated names, so repeated names become arrays (sent as they came).
  */
-function headerObject(flat: readonly string[]): IncomingHttpHeaders {
+export function headerObject(flat: readonly string[]): IncomingHttpHeaders {
   const out: Record<string, string | string[]> = {};
   for (let i = 0; i + 1 < flat.length; i += 2) {
     const name = flat[i]!;
@@ -91,24 +89,21 @@ function headerObject(flat: readonly string[]): IncomingHttpHeaders {
   return out;
 }
 
-class EgressAgent extends ProxyAgent {
-  override dispatch(
-    options: Dispatcher.DispatchOptions,
-    handler: Dispatcher.DispatchHandler,
-  ): boolean {
-    const { headers } = options;
-    return super.dispatch(
-      Array.isArray(headers) ? { ...options, headers: headerObject(headers) } : options,
+/** The interceptor in front of ProxyAgent that hands it header lists as {@link headerObject}s. */
+export const keepRepeatedHeaders: Dispatcher.DispatcherComposeInterceptor =
+  (dispatch) => (options, handler) =>
+    dispatch(
+      Array.isArray(options.headers)
+        ? { ...options, headers: headerObject(options.headers) }
+        : options,
       handler,
     );
-  }
-}
 
 /** A dispatcher whose connections are tunnels through `options.proxy`. */
 export function createEgressDispatcher(options: EgressDispatcherOptions): Dispatcher {
   const shown = shownProxy(options.proxy);
   const tls = options.secureContext === undefined ? {} : { secureContext: options.secureContext };
-  return new EgressAgent({
+  return new ProxyAgent({
     uri: options.proxy,
     clientFactory: (url, opts) => new TunnelClient(url, opts, shown),
     // TLS to the origin inside the tunnel: the same trust and h2 offer as a direct connection.
@@ -117,5 +112,5 @@ export function createEgressDispatcher(options: EgressDispatcherOptions): Dispat
     allowH2: options.http2,
     connections: options.connections,
     keepAliveTimeout: options.keepAliveTimeout,
-  });
+  }).compose(keepRepeatedHeaders);
 }

@@ -14,27 +14,3 @@ declare module 'undici/lib/dispatcher/agent.js' {
   import { Agent } from 'undici';
   export default Agent;
 }
-
-declare module 'undici/lib/dispatcher/proxy-agent.js' {
-  import { ProxyAgent } from 'undici';
-  export default ProxyAgent;
-}
-
-declare module 'undici/lib/dispatcher/client.js' {
-  import { Client } from 'undici';
-  export default Client;
-}
-
-/**
- * undici's `connect()` API function. The package index attaches it (with request, stream...) to
- * every Dispatcher's prototype; loading by path does not, so the egress proxy's client calls it
- * on itself (src/proxy/egress-agent.ts).
- */
-declare module 'undici/lib/api/api-connect.js' {
-  import type { Dispatcher } from 'undici';
-  function connect(
-    this: Dispatcher,
-    options: Dispatcher.ConnectOptions,
-  ): Promise<Dispatcher.ConnectData>;
-  export default connect;
-}
