@@ -49,7 +49,6 @@ const UNTESTED: readonly string[] = [
   'src/proxy/quota/cooldown.ts',
   'src/proxy/quota/fleet-link.ts',
   'src/proxy/quota/ratelimit-fields.ts',
-  'src/proxy/quota/slot-pump.ts',
   'src/proxy/quota/stage.ts',
   'src/proxy/stage-runner.ts',
   'src/proxy/upstream-metrics.ts',
