@@ -524,7 +524,11 @@ describe('fleet-wide (shared store)', () => {
 describe('leased batches (docs/capacity.md "Leased batches")', () => {
   /** A store with a plentiful bucket that grants every want and every batch asked. */
   function leasingStore() {
-    const state = { calls: 0, leases: [] as number[], cooldown: undefined as SharedCooldown | undefined };
+    const state = {
+      calls: 0,
+      leases: [] as number[],
+      cooldown: undefined as SharedCooldown | undefined,
+    };
     const shared = connected({
       take: (demands) => {
         state.calls += 1;
@@ -560,7 +564,12 @@ describe('leased batches (docs/capacity.md "Leased batches")', () => {
     const how: string[] = [];
     for (let i = 0; i < 40; i++) how.push(await admitOne(guard));
     // Each batch is the admissions so far in the lease window: 0, 1, 3, 7, 15, ...
-    expect(how.slice(0, 4)).toEqual(['from the store', 'from the store', 'at once', 'from the store']);
+    expect(how.slice(0, 4)).toEqual([
+      'from the store',
+      'from the store',
+      'at once',
+      'from the store',
+    ]);
     expect(state.leases.slice(0, 5)).toEqual([0, 1, 3, 7, 15]);
     expect(state.calls).toBeLessThanOrEqual(6);
   });
