@@ -100,9 +100,7 @@ export class QuotaGuard {
             (c) => this.fleetCooldown(c),
           );
     this.leases =
-      this.limit === undefined || this.fleet === undefined
-        ? undefined
-        : new SlotLeases(this.limit);
+      this.limit === undefined || this.fleet === undefined ? undefined : new SlotLeases(this.limit);
     this.queue = new FairQueue({
       clock: this.clock,
       queueMs: this.queueMs,
