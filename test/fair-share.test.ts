@@ -232,7 +232,8 @@ describe('fair share across a fleet (real redis-server)', () => {
     const answers = await polite(uiSide, 'f-ui');
     await batch.stop();
     expectPoliteServed(answers, batch.state.answers);
-    // The fleet as a whole stayed within 10/s (plus the bucket of 10).
+    // The fleet as a whole stayed within 10/s (plus the bucket of 10, plus what slots leased to a
+    // member may add: 10/s over a 0.5 s lease, docs/capacity.md "Leased batches").
     const first = Math.min(
       ...fixture.standin.apiRequests.filter((r) => r.url.includes('f-')).map((r) => r.at),
     );
@@ -240,7 +241,7 @@ describe('fair share across a fleet (real redis-server)', () => {
       ...fixture.standin.apiRequests.filter((r) => r.url.includes('f-')).map((r) => r.at),
     );
     expect(apiSeen('f-batch') + apiSeen('f-ui')).toBeLessThanOrEqual(
-      10 + Math.ceil((last - first) / 100) + 1,
+      10 + Math.ceil((last - first) / 100) + 1 + 5,
     );
   });
 

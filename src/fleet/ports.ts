@@ -57,13 +57,18 @@ export interface CallerDemand {
   weight: number;
   priority: 'interactive' | 'batch';
   want: number;
+  /**
+   * Extra slots for this member's leased batch (docs/capacity.md "Leased batches"): granted only
+   * from a plentiful bucket and while nobody else's caller comes first; 0 or absent: none.
+   */
+  lease?: number;
 }
 
 /** One fleet-wide rate-limit decision (one atomic script in the store). */
 export interface SharedDecision {
   /** Slots granted in all, 0..sum of wants. None while a cooldown is in force. */
   granted: number;
-  /** Slots granted to each demand, in the order asked. */
+  /** Slots granted to each demand, in the order asked: its `want` first, then its `lease`. */
   grants: number[];
   /** Milliseconds until the fleet bucket has its next slot (0 when slots are left). */
   waitMs: number;

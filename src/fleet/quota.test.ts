@@ -295,4 +295,84 @@ describe('store quota (real redis-server)', () => {
       expect(ahead).not.toContain('1e+300');
     });
   });
+
+  describe('leased batches (docs/capacity.md "Leased batches")', () => {
+    // 100 slots, one every 10 s: a stall of the test process refills nothing the counts see.
+    const plenty = { count: 100, periodMs: 1_000_000 };
+    function member(prefix: string) {
+      return createStoreQuota({
+        connection: connect(),
+        maxCooldownMs: 300_000,
+        keyPrefix: prefix,
+        upstream: 'https://api.example',
+        rateLimit: plenty,
+      });
+    }
+    function ask(n: number, lease: number, caller = 'default') {
+      return [{ caller, weight: 1, priority: 'interactive' as const, want: n, lease }];
+    }
+    /** The want the store keeps for `caller` (its 5th field), for the rest of the fleet. */
+    async function storedWant(quota: ReturnType<typeof member>, caller: string): Promise<number> {
+      const raw = await redis.command('HGET', quota.keys.callers, caller);
+      return Number(raw.split(',')[4]);
+    }
+
+    it('a plentiful bucket grants the waiters and the batch; the fleet sees only the waiters', async () => {
+      const quota = member('lease-a:');
+      const taken = await quota.take(ask(2, 10, 'alpha'));
+      expect(taken.granted).toBe(12);
+      expect(taken.grants).toEqual([12]);
+      expect(taken.tokens).toBeLessThan(88.1);
+      // Nothing is left wanted: other members are never held back for a batch.
+      expect(await storedWant(quota, 'alpha')).toBe(0);
+    });
+
+    it('a batch never takes the bucket below half: a scarce bucket decides slot by slot', async () => {
+      const quota = member('lease-b:');
+      // 1 + 49 (down to the reserve of 50), though 60 were asked.
+      expect((await quota.take(ask(1, 60))).granted).toBe(50);
+      // At the reserve: the waiters only, as without leases.
+      expect((await quota.take(ask(3, 60))).granted).toBe(3);
+      expect((await quota.take(ask(47, 60))).granted).toBe(47);
+      const empty = await quota.take(ask(1, 60));
+      expect(empty.granted).toBe(0);
+      expect(empty.waitMs).toBeGreaterThan(0);
+    });
+
+    it("no batch while another member's caller is waiting: its slot stays in the bucket", async () => {
+      const quota = member('lease-c:');
+      // Another member's caller, bravo, waits for 5 slots (as its member's take left it; a full
+      // bucket and a waiter at once come from a refill, which the store's clock would need seconds for).
+      await redis.command('HSET', quota.keys.callers, 'bravo', `0,1,0,${Date.now() - 10},5`);
+      const held = await quota.take(ask(1, 30, 'alpha'));
+      // alpha's own waiter is served (first by name at an equal virtual time); bravo is next: no batch.
+      expect(held.granted).toBe(1);
+      expect(held.waitMs).toBeGreaterThan(0);
+      expect(held.tokens).toBeGreaterThan(98);
+    });
+
+    it('two members taking batches in turn stay within one batch of each other', async () => {
+      const [one, two] = [member('lease-d:'), member('lease-d:')];
+      const batch = 8;
+      let a = 0;
+      let b = 0;
+      // Both keep asking one slot and a batch each turn, well past the reserve and the bucket.
+      for (let turn = 0; turn < 40; turn++) {
+        a += (await one.take(ask(1, batch, 'alpha'))).granted;
+        b += (await two.take(ask(1, batch, 'bravo'))).granted;
+        expect(Math.abs(a - b)).toBeLessThanOrEqual(batch + 1);
+      }
+      // The whole bucket was taken, never more: 50 in batches and waiters, then one at a time.
+      expect(a + b).toBeGreaterThanOrEqual(99);
+      expect(a + b).toBeLessThanOrEqual(101);
+    });
+
+    it('during a cooldown a batch is not granted either', async () => {
+      const quota = member('lease-e:');
+      await quota.startCooldown(429, 60_000);
+      const taken = await quota.take(ask(1, 10));
+      expect(taken.granted).toBe(0);
+      expect(taken.cooldown?.status).toBe(429);
+    });
+  });
 });

@@ -57,20 +57,25 @@ end
 /**
  * One rate-limit decision, shared fairly between callers (docs/quota-guard.md "Fair share
  * between callers"). KEYS: bucket, cooldown, callers. ARGV: count, periodMs, cap (ms), demand TTL
- * (ms), most callers, then per caller asking: name, weight, rank (0 interactive, 1 batch), want.
+ * (ms), most callers, lease reserve (slots), then per caller asking: name, weight, rank (0
+ * interactive, 1 batch), want, lease (extra slots for this member's leased batch).
  * The callers hash holds each caller seen within a period (`vt,weight,rank,seen,want`) and the
  * fleet's virtual time (`~v`): a slot goes to the caller with the smallest key among those whose
  * want is fresh, as fair-queue.ts does in one process; a slot due to another member's caller stays
  * in the bucket for it. Returns {granted, waitMs, milli-slots left, cooldownStatus (0: none),
  * cooldownMsLeft, grant per caller asking...}: Lua numbers reach the client as integers, so the
  * fractional slot count travels in thousandths. During a cooldown nothing is granted and the
- * bucket is untouched.
+ * bucket is untouched. Leased batches (docs/capacity.md "Leased batches"): once every caller
+ * wanting a slot is served and nobody else's is next, this member's callers take up to `lease`
+ * more each, in the same fair order (charged to their virtual time), but only while the bucket
+ * keeps more than `reserve` slots: a scarce bucket grants no batch, and the wants stored for the
+ * rest of the fleet are the waiters only.
  */
 const TAKE = defineScript(
   STORE_NOW_MS_LUA +
     COOLDOWN_LEFT_LUA +
     `
-local asking = (#ARGV - 5) / 4
+local asking = (#ARGV - 6) / 5
 local grants = {}
 for j = 1, asking do grants[j] = 0 end
 local function reply(granted, wait, tokens, status, left)
@@ -84,6 +89,7 @@ local count = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
 local ttl = tonumber(ARGV[4])
 local max_callers = tonumber(ARGV[5])
+local reserve = tonumber(ARGV[6])
 local interval = period / count
 hash_or_none(KEYS[1])
 hash_or_none(KEYS[3])
@@ -136,7 +142,7 @@ for _, c in pairs(callers) do
   if c.vt > v + count then c.vt = v + count end
 end
 for j = 1, asking do
-  local name = ARGV[2 + 4 * j]
+  local name = ARGV[2 + 5 * j]
   local c = callers[name]
   if c == nil then
     -- A full table: the newcomer is served only when nobody recorded wants a slot.
@@ -147,10 +153,11 @@ for j = 1, asking do
   end
   -- A caller that starts asking again starts at the fleet's virtual time: idle time banks nothing.
   if c.want == 0 or c.seen <= now_ms - ttl then c.vt = math.max(c.vt, v) end
-  c.w = math.max(1, math.min(1000, tonumber(ARGV[3 + 4 * j]) or 1))
-  c.r = (ARGV[4 + 4 * j] == '1') and 1 or 0
+  c.w = math.max(1, math.min(1000, tonumber(ARGV[3 + 5 * j]) or 1))
+  c.r = (ARGV[4 + 5 * j] == '1') and 1 or 0
   c.seen = now_ms
-  c.want = math.max(0, math.min(100000, tonumber(ARGV[5 + 4 * j]) or 0))
+  c.want = math.max(0, math.min(100000, tonumber(ARGV[5 + 5 * j]) or 0))
+  c.lease = math.max(0, math.min(100000, tonumber(ARGV[6 + 5 * j]) or 0))
   c.mine = j
 end
 local granted = 0
@@ -179,13 +186,36 @@ while tokens >= 1 - 1e-9 do
   grants[best.mine] = grants[best.mine] + 1
   granted = granted + 1
 end
+-- The leased batch: only from a plentiful bucket, only while this member's callers come next.
+if not held then
+  while tokens - 1 >= reserve - 1e-9 do
+    local best, best_name, best_key = nil, nil, math.huge
+    for name, c in pairs(callers) do
+      local wants = (c.mine ~= nil and c.lease > 0) or (c.mine == nil and c.want > 0)
+      if wants and c.seen > now_ms - ttl then
+        local key = c.vt
+        if c.r == 1 then key = key + 1 / c.w end
+        if key < best_key or (key == best_key and name < best_name) then
+          best, best_name, best_key = c, name, key
+        end
+      end
+    end
+    if best == nil or best.mine == nil then break end
+    tokens = tokens - 1
+    v = best.vt
+    best.vt = v + 1 / best.w
+    best.lease = best.lease - 1
+    grants[best.mine] = grants[best.mine] + 1
+    granted = granted + 1
+  end
+end
 if tokens < 0 then tokens = 0 end
 redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%d', ts))
 -- A full bucket is the same as no key: let idle buckets expire.
 redis.call('PEXPIRE', KEYS[1], math.ceil(period) + 1000)
 -- Only the callers asking changed; the others' clamps are applied again on every read.
 for j = 1, asking do
-  local name = ARGV[2 + 4 * j]
+  local name = ARGV[2 + 5 * j]
   local c = callers[name]
   if not c.unrecorded then
     redis.call('HSET', KEYS[3], name, string.format('%.17g,%d,%d,%d,%d', c.vt, c.w, c.r, c.seen, c.want))
@@ -198,7 +228,7 @@ redis.call('PEXPIRE', KEYS[3], math.ceil(period) + 1000)
 -- place first), so a waiting member asks once per turn, not at every slot (docs/capacity.md).
 local mine_key = math.huge
 for j = 1, asking do
-  local c = callers[ARGV[2 + 4 * j]]
+  local c = callers[ARGV[2 + 5 * j]]
   if c.want > 0 then
     local key = c.vt
     if c.r == 1 then key = key + 1 / c.w end
@@ -284,6 +314,14 @@ export function demandTtlMs(rateLimit: { count: number; periodMs: number }): num
   return Math.ceil(Math.min(rateLimit.periodMs, Math.max(1_000, 2 * interval)));
 }
 
+/**
+ * Slots a leased batch never takes (docs/capacity.md "Leased batches"): half the bucket. Below it
+ * the bucket is scarce and every slot is decided one request at a time, in the fleet's fair order.
+ */
+export function leaseReserve(rateLimit: { count: number }): number {
+  return rateLimit.count / 2;
+}
+
 /** The keys of one upstream's quota (in a cluster they share one hash tag). */
 function quotaKeys(options: StoreQuotaOptions): StoreQuota['keys'] {
   const id = hashTagged(
@@ -316,9 +354,11 @@ export function createStoreQuota(options: StoreQuotaOptions): StoreQuota {
         String(capMs),
         String(demandTtlMs(rateLimit)),
         String(MAX_STORED_CALLERS),
+        String(leaseReserve(rateLimit)),
       ];
       for (const d of demands) {
-        args.push(d.caller, String(d.weight), d.priority === 'batch' ? '1' : '0', String(d.want));
+        const rank = d.priority === 'batch' ? '1' : '0';
+        args.push(d.caller, String(d.weight), rank, String(d.want), String(d.lease ?? 0));
       }
       const reply = await connection.runScript(TAKE, all, args);
       const [, waitMs = 0, milliTokens = 0, status = 0, msLeft = 0, ...each] = numbers(
@@ -327,7 +367,7 @@ export function createStoreQuota(options: StoreQuotaOptions): StoreQuota {
         'quota take',
       );
       // Never more than asked, never a wait longer than one refill of the whole bucket.
-      const grants = demands.map((d, i) => Math.min(each[i] ?? 0, d.want));
+      const grants = demands.map((d, i) => Math.min(each[i] ?? 0, d.want + (d.lease ?? 0)));
       return {
         granted: grants.reduce((a, b) => a + b, 0),
         grants,

@@ -9,6 +9,8 @@ import {
   type SharedDecision,
   type SharedQuota,
 } from './guard.js';
+import { Callers } from './callers.js';
+import { LEASE_MS } from './lease.js';
 
 const logger = createLogger({ level: 'silent' });
 
@@ -516,5 +518,113 @@ describe('fleet-wide (shared store)', () => {
     await vi.advanceTimersByTimeAsync(1);
     expect(a.value).toBe('granted');
     expect(guard.status().fleet).toBe('local');
+  });
+});
+
+describe('leased batches (docs/capacity.md "Leased batches")', () => {
+  /** A store with a plentiful bucket that grants every want and every batch asked. */
+  function leasingStore() {
+    const state = {
+      calls: 0,
+      leases: [] as number[],
+      cooldown: undefined as SharedCooldown | undefined,
+    };
+    const shared = connected({
+      take: (demands) => {
+        state.calls += 1;
+        state.leases.push(...demands.map((d) => d.lease ?? 0));
+        const grants = demands.map((d) => (state.cooldown ? 0 : d.want + (d.lease ?? 0)));
+        return Promise.resolve({
+          granted: grants.reduce((a, b) => a + b, 0),
+          grants,
+          waitMs: 0,
+          tokens: 1_000,
+          cooldown: state.cooldown,
+        } satisfies SharedDecision);
+      },
+      startCooldown: () => Promise.resolve(),
+      readCooldown: () => Promise.resolve(state.cooldown),
+    });
+    return { state, shared };
+  }
+  const rateLimit = { count: 1_000, periodMs: 1_000 };
+
+  /** Admit one request and let its store decision (if any) settle. */
+  async function admitOne(guard: QuotaGuard, caller?: ReturnType<QuotaGuard['callerOf']>) {
+    const wait = guard.admit(undefined, caller);
+    if (wait === undefined) return 'at once';
+    const settled = wait.then(() => 'from the store');
+    await vi.advanceTimersByTimeAsync(0);
+    return settled;
+  }
+
+  it('a busy caller takes batches sized from its recent admissions: most requests cost no store call', async () => {
+    const { state, shared } = leasingStore();
+    const { guard } = makeGuard({ rateLimit, shared });
+    const how: string[] = [];
+    for (let i = 0; i < 40; i++) how.push(await admitOne(guard));
+    // Each batch is the admissions so far in the lease window: 0, 1, 3, 7, 15, ...
+    expect(how.slice(0, 4)).toEqual([
+      'from the store',
+      'from the store',
+      'at once',
+      'from the store',
+    ]);
+    expect(state.leases.slice(0, 5)).toEqual([0, 1, 3, 7, 15]);
+    expect(state.calls).toBeLessThanOrEqual(6);
+  });
+
+  it('leased slots end with their lease; the next request asks the store', async () => {
+    const { state, shared } = leasingStore();
+    const { guard } = makeGuard({ rateLimit, shared });
+    for (let i = 0; i < 2; i++) await admitOne(guard); // the second is granted with a batch of 1
+    const calls = state.calls;
+    expect(await admitOne(guard)).toBe('at once');
+    await vi.advanceTimersByTimeAsync(LEASE_MS);
+    expect(await admitOne(guard)).toBe('from the store');
+    expect(state.calls).toBe(calls + 1);
+  });
+
+  it("a batch is its caller's: another caller's request does not spend it", async () => {
+    const { state, shared } = leasingStore();
+    const callers = new Callers({ own: 'default', header: 'x-caller', policies: [] });
+    const { guard } = makeGuard({ rateLimit, shared, callers });
+    const alpha = guard.callerOf({ 'x-caller': 'alpha' });
+    const bravo = guard.callerOf({ 'x-caller': 'bravo' });
+    for (let i = 0; i < 2; i++) await admitOne(guard, alpha); // a batch of 1 held
+    const calls = state.calls;
+    expect(await admitOne(guard, bravo)).toBe('from the store');
+    expect(await admitOne(guard, alpha)).toBe('at once');
+    expect(state.calls).toBe(calls + 1);
+  });
+
+  it('a cooldown drops the leased slots: nothing leased is sent into it or after it', async () => {
+    const { state, shared } = leasingStore();
+    const { guard } = makeGuard({ rateLimit, shared });
+    for (let i = 0; i < 4; i++) await admitOne(guard); // a batch of 3 held
+    guard.observe(429, { 'retry-after': '1' });
+    expect(refusal(() => guard.admit()).code).toBe('upstream_rate_limited');
+    await vi.advanceTimersByTimeAsync(1_000); // the cooldown is over, the lease is not
+    const calls = state.calls;
+    expect(await admitOne(guard)).toBe('from the store');
+    expect(state.calls).toBe(calls + 1);
+  });
+
+  it("a fleet cooldown the store reports drops this member's batch too", async () => {
+    const { state, shared } = leasingStore();
+    const callers = new Callers({ own: 'default', header: 'x-caller', policies: [] });
+    const two = makeGuard({ rateLimit, shared, callers }).guard;
+    const alpha = two.callerOf({ 'x-caller': 'alpha' });
+    const bravo = two.callerOf({ 'x-caller': 'bravo' });
+    for (let i = 0; i < 4; i++) await admitOne(two, alpha); // alpha holds a batch
+    state.cooldown = { status: 429, msLeft: 1_000 };
+    // bravo's decision reads the fleet's cooldown: alpha's batch is dropped with it.
+    const refused = track(two.admit(undefined, bravo)!);
+    await vi.advanceTimersByTimeAsync(0);
+    expect((refused.reason as SidecarError).code).toBe('upstream_rate_limited');
+    expect(refusal(() => two.admit(undefined, alpha)).code).toBe('upstream_rate_limited');
+    state.cooldown = undefined;
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(await admitOne(two, alpha)).toBe('from the store');
   });
 });

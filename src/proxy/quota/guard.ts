@@ -2,13 +2,20 @@
  * The quota guard (docs/quota-guard.md): spends the API's per-organisation quota on behalf of
  * every caller, with a cooldown taken from a 429/503 `Retry-After` (cooldown.ts) and an optional
  * rate limit, a token bucket whose slots are shared fairly between callers, each waiting a bounded
- * time (fair-queue.ts, callers.ts), slots handed out as they come due (slot-pump.ts). With a
- * store both are fleet-wide (fleet-link.ts); while it is
- * down each process applies them alone. With no limit and no cooldown, `admit` is two comparisons:
- * no allocation, no promise.
+ * time (fair-queue.ts, callers.ts), slots handed to the waiters as they come due. With a store
+ * both are fleet-wide (fleet-link.ts): the store decides every slot, and while the bucket is
+ * plentiful a decision may lease a caller a batch for its next requests (lease.ts); while the
+ * store is down each process applies them alone. With no limit and no cooldown, `admit` is two
+ * comparisons: no allocation, no promise.
  */
+import type { TimerHandle } from '../../clock.js';
 import { SidecarError } from '../../errors.js';
-import type { CooldownStatus, SharedCooldown } from '../../fleet/ports.js';
+import type {
+  CallerDemand,
+  CooldownStatus,
+  SharedCooldown,
+  SharedQuota,
+} from '../../fleet/ports.js';
 import { wholeSecondsLeft, type HeaderValue } from '../../http-fields/retry-after.js';
 import type { Logger } from '../../telemetry/logger.js';
 import { TokenBucket, type RateLimit } from './bucket.js';
@@ -18,8 +25,8 @@ import { FleetLink, SHARED_POLL_MS } from './fleet-link.js';
 import { Callers } from './callers.js';
 import { FairQueue, type CallerState, type Waiter } from './fair-queue.js';
 import type { QuotaGuardMetrics, QuotaGuardOptions, QuotaStatus } from './guard-contract.js';
+import { SlotLeases } from './lease.js';
 import { rateLimitFields, rateLimitPolicy, type RateLimitFields } from './ratelimit-fields.js';
-import { SlotPump } from './slot-pump.js';
 
 export type { RateLimit } from './bucket.js';
 export type { QuotaGuardMetrics, QuotaGuardOptions, QuotaStatus } from './guard-contract.js';
@@ -51,7 +58,19 @@ export class QuotaGuard {
   private readonly queue: FairQueue;
   readonly callers: Callers;
   private readonly metrics: QuotaGuardMetrics;
-  private readonly pump: SlotPump;
+  /** Leased batches of fleet slots (with a store and a limit). */
+  private readonly leases: SlotLeases | undefined;
+  /** The wake-up for the next slot, when it fires (clock ms). */
+  #timer: TimerHandle | undefined;
+  #due = 0;
+  /** A store decision is pending. */
+  #pumping = false;
+  /**
+   * The callers of the last store decision while its wait is armed: the store knows they want
+   * slots and said when this member's turn comes (fleet/quota.ts TAKE), so another waiter of
+   * theirs asks nothing before then.
+   */
+  readonly #asked = new Set<CallerState>();
 
   constructor(options: QuotaGuardOptions) {
     this.clock = options.clock;
@@ -80,23 +99,14 @@ export class QuotaGuard {
             options.sharedPollMs ?? SHARED_POLL_MS,
             (c) => this.fleetCooldown(c),
           );
+    this.leases =
+      this.limit === undefined || this.fleet === undefined ? undefined : new SlotLeases(this.limit);
     this.queue = new FairQueue({
       clock: this.clock,
       queueMs: this.queueMs,
-      onDeadline: (waiter) => this.pump.expire(waiter),
-      onEmpty: () => this.pump.disarm(),
+      onDeadline: (waiter) => this.#expire(waiter),
+      onEmpty: () => this.#disarm(),
       waited: (seconds, caller) => this.admitted(seconds, caller),
-    });
-    this.pump = new SlotPump({
-      clock: this.clock,
-      queue: this.queue,
-      bucket: this.bucket,
-      mirror: this.mirror,
-      fleet: this.fleet,
-      cooldown: this.cooldown,
-      refuseAll: (refusal) => this.refuseAll(refusal),
-      applyCooldown: (status, ms, now) => this.applyCooldown(status, ms, now),
-      refuseExpired: (waiter) => this.refuseExpired(waiter),
     });
   }
 
@@ -130,7 +140,11 @@ export class QuotaGuard {
     const now = this.clock.now();
     who.lastAsked = now;
     const fleet = this.fleetActive();
-    if (!fleet && this.queue.size === 0 && bucket.take(1, now) === 1) {
+    if (
+      fleet
+        ? who.waiters.size === 0 && this.leases?.take(who, now) === true
+        : this.queue.size === 0 && bucket.take(1, now) === 1
+    ) {
       this.queue.charge(who);
       this.admitted(0, who);
       return undefined;
@@ -141,7 +155,7 @@ export class QuotaGuard {
       throw this.refuse(who, expected, 'the wait queue is full');
     if (this.callers.waiting(who) >= this.maxQueuedPerCaller)
       throw this.refuse(who, expected, `${who.name}'s waiters fill its share of the queue`);
-    return this.queue.add(who, now, signal, () => this.pump.arrived());
+    return this.queue.add(who, now, signal, () => this.#arrived());
   }
 
   /** The caller a request belongs to (callers.ts), active callers judged over the rate's period. */
@@ -233,11 +247,14 @@ export class QuotaGuard {
     }
   }
 
-  /** Extend (never shorten) the cooldown; queued requests would be sent into it: refuse them. */
+  /**
+   * Extend (never shorten) the cooldown; queued requests and leased slots would be sent into it:
+   * refuse the one, drop the other.
+   */
   private applyCooldown(status: CooldownStatus, ms: number, now: number): void {
-    if (this.cooldown.extend(status, ms, now) && this.queue.size > 0) {
-      this.refuseAll(this.cooldown.refusal(ms));
-    }
+    if (!this.cooldown.extend(status, ms, now)) return;
+    this.leases?.dropAll();
+    if (this.queue.size > 0) this.refuseAll(this.cooldown.refusal(ms));
   }
 
   /** Every waiter gets `refusal` (a cooldown started), each counted. */
@@ -249,6 +266,7 @@ export class QuotaGuard {
   }
 
   private admitted(seconds: number, caller: CallerState): void {
+    this.leases?.admitted(caller, this.clock.now());
     this.metrics.rateLimitWait.observe({ priority: caller.priority }, seconds);
     this.counted(caller, 'admitted');
   }
@@ -277,8 +295,8 @@ export class QuotaGuard {
     for (const other of this.queue.backlogged) if (other !== caller) competing += other.weight;
     const ahead = (caller.waiters.size * competing) / caller.weight;
     const estimate = this.estimate(fleet).msUntil(1 + ahead, now);
-    // Fleet-wide, the turn the store named for this caller is a floor (slot-pump.ts).
-    return fleet ? Math.max(estimate, this.pump.turnMs(caller, now)) : estimate;
+    // Fleet-wide, the turn the store named for this caller is a floor.
+    return fleet ? Math.max(estimate, this.#turnMs(caller, now)) : estimate;
   }
 
   /**
@@ -294,5 +312,133 @@ export class QuotaGuard {
     const now = this.clock.now();
     const expected = this.estimate(this.fleetActive()).msUntil(1, now);
     this.queue.settle(waiter, this.refuse(waiter.caller, expected, 'no slot'));
+  }
+
+  /** `waiter`'s deadline passed. */
+  #expire(waiter: Waiter): void {
+    if (!this.queue.has(waiter)) return;
+    if (this.#pumping) {
+      // A store decision is pending: if the store fails, the local bucket must still get its say,
+      // or a store outage would refuse requests (docs/quota-guard.md: none fails because of the store).
+      waiter.expired = true;
+      return;
+    }
+    // A slot due at the very deadline goes to the waiter, whichever timer fired first; before
+    // its turn the store has none for it (no store call per refused waiter).
+    if (this.#timer !== undefined && (!this.fleetActive() || this.#due <= this.clock.now()))
+      this.#pump();
+    this.refuseExpired(waiter);
+  }
+
+  /**
+   * A waiter joined the queue. Fleet-wide, while the store's wait is armed and every caller
+   * waiting was in that decision, it waits for the turn the store named: one store call per turn
+   * of this member, not one per request (docs/capacity.md).
+   */
+  #arrived(): void {
+    if (this.#timer !== undefined && !this.#pumping && this.fleetActive()) {
+      let known = true;
+      for (const caller of this.queue.backlogged) known &&= this.#asked.has(caller);
+      if (known) return;
+    }
+    this.#pump();
+  }
+
+  /**
+   * How long until the turn the store named for `caller` (0 when none is armed): an arrival that
+   * asks nothing of the store is refused at once when its turn is beyond its deadline.
+   */
+  #turnMs(caller: CallerState, now: number): number {
+    if (this.#timer === undefined || !this.#asked.has(caller)) return 0;
+    return Math.max(0, this.#due - now);
+  }
+
+  /** Waiters whose deadline passed during a store decision, once it is made. */
+  #refuseAllExpired(): void {
+    for (const waiter of this.queue) if (waiter.expired) this.refuseExpired(waiter);
+  }
+
+  #disarm(): void {
+    this.#asked.clear();
+    if (this.#timer === undefined) return;
+    this.clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #arm(ms: number): void {
+    this.#disarm();
+    this.#due = this.clock.now() + Math.max(1, ms);
+    this.#timer = this.clock.setTimeout(
+      () => {
+        this.#timer = undefined;
+        this.#asked.clear();
+        this.#pump();
+      },
+      Math.max(1, ms),
+    );
+  }
+
+  /** Hand free slots to the waiters, in fair order; wake up again when the next one is due. */
+  #pump(): void {
+    const queue = this.queue;
+    if (this.#pumping || queue.size === 0) return;
+    const { cooldown, fleet } = this;
+    const now = this.clock.now();
+    if (cooldown.until > now) {
+      this.refuseAll(cooldown.refusal(cooldown.until - now));
+      return;
+    }
+    if (fleet !== undefined && fleet.active()) {
+      this.#pumpShared(fleet.shared, queue);
+      return;
+    }
+    const bucket = this.bucket!;
+    queue.grant(bucket.take(queue.size, now), now);
+    if (queue.size > 0) this.#arm(bucket.msUntil(1, now));
+  }
+
+  #pumpShared(shared: SharedQuota, queue: FairQueue): void {
+    this.#pumping = true;
+    const asking = [...queue.backlogged];
+    const asked = this.clock.now();
+    const demands: CallerDemand[] = asking.map((c) => ({
+      caller: c.name,
+      weight: c.weight,
+      priority: c.priority,
+      want: c.waiters.size,
+      lease: this.leases?.size(c, asked) ?? 0,
+    }));
+    shared.take(demands).then(
+      (decision) => {
+        this.#pumping = false;
+        const now = this.clock.now();
+        this.mirror!.set(decision.tokens, now);
+        if (decision.cooldown !== undefined) {
+          this.applyCooldown(decision.cooldown.status, decision.cooldown.msLeft, now);
+        }
+        // Slots beyond the caller's waiters now (its batch, or waiters that left meanwhile) are
+        // leased to its next requests; without a lease they are spent: the fleet stays under the limit.
+        asking.forEach((caller, i) => {
+          const granted = decision.grants[i] ?? 0;
+          const given = Math.min(granted, caller.waiters.size);
+          queue.grantTo(caller, given, now);
+          if (decision.cooldown === undefined) this.leases?.add(caller, granted - given, now);
+        });
+        this.#refuseAllExpired();
+        if (queue.size === 0) return;
+        // Slots left and granted: more waiters came during the call, ask again now.
+        if (decision.granted > 0 && decision.tokens >= 1) this.#pump();
+        else {
+          this.#arm(decision.waitMs);
+          for (const caller of asking) this.#asked.add(caller);
+        }
+      },
+      () => {
+        // The connection marked the store down: the local bucket decides from here.
+        this.#pumping = false;
+        this.#pump();
+        this.#refuseAllExpired();
+      },
+    );
   }
 }
