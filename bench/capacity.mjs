@@ -17,7 +17,7 @@
 //   options: --dist dist-before (another build, for before/after) --configs token,quota+cache,quota-binding --members 1,2 --topologies cluster,standalone --requests 600 --concurrency 8 --keep
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
@@ -226,7 +226,7 @@ async function startFleet(size, config, { standin, pki, store }) {
   const members = [];
   for (let i = 0; i < size; i++) {
     const [proxyPort, adminPort] = await freePorts(2);
-    const child = startChild(process.execPath, [join(ROOT, args.dist, 'main.js')], {
+    const child = startChild(process.execPath, [resolve(ROOT, args.dist, 'main.js')], {
       env: sidecarEnv({
         upstream: standin.url,
         tokenUrl: `${standin.url}/oauth/token/`,
