@@ -63,6 +63,33 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * `count` distinct free ports: each listener is held open until all are chosen, so the kernel
+ * cannot hand the same port out twice (sequential `freePort()` calls may get one port back).
+ */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers = Array.from({ length: count }, () => createServer());
+  try {
+    return await Promise.all(
+      servers.map(
+        (server) =>
+          new Promise<number>((resolve, reject) => {
+            server.once('error', reject);
+            server.listen(0, '127.0.0.1', () => {
+              const address = server.address();
+              if (address === null || typeof address === 'string') reject(new Error('no port'));
+              else resolve(address.port);
+            });
+          }),
+      ),
+    );
+  } finally {
+    await Promise.all(
+      servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))),
+    );
+  }
+}
+
 /** A started `redis-server` and the last of what it printed. */
 export interface RedisProcess {
   port: number;

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Fatal } from './wait.js';
 import {
-  freePort,
+  freePorts,
   missingRedisServer,
   redisServerArgs,
   send,
@@ -58,7 +58,7 @@ export interface RedisCluster {
 export async function startRedisCluster(
   options: { masters?: number; replicas?: number } = {},
 ): Promise<RedisCluster> {
-  // A port freePort handed out can be taken by another test's process before redis-server binds
+  // A port freePorts handed out can be taken by another test's process before redis-server binds
   // it (12 ports for a 3+3 cluster, test files in parallel): such a node exits at once, and the
   // cluster is started again on fresh ports. Any other failure is thrown as it is.
   for (let attempt = 1; ; attempt++) {
@@ -82,8 +82,9 @@ async function startRedisClusterOnce(
   const dir = mkdtempSync(join(tmpdir(), 'oauth-sidecar-cluster-'));
   const procs = new Map<number, Proc>();
   const argsByPort = new Map<number, string[]>();
+  const free = await freePorts(count * 2);
   for (let i = 0; i < count; i++) {
-    const [port, bus] = [await freePort(), await freePort()];
+    const [port, bus] = [free[2 * i]!, free[2 * i + 1]!];
     const nodeDir = join(dir, String(port));
     mkdirSync(nodeDir);
     // Debian's redis-server reads the bus port from --cluster-port (Redis 7).
@@ -216,7 +217,7 @@ export async function startRedisSentinels(
     await killAll(procs);
     rmSync(dir, { recursive: true, force: true });
   };
-  const [primaryPort, replicaPort] = [await freePort(), await freePort()];
+  const [primaryPort = 0, replicaPort = 0, ...sentinelFree] = await freePorts(5);
   procs.push(data(primaryPort));
   procs.push(data(replicaPort, ['--replicaof', '127.0.0.1', String(primaryPort)]));
   const sentinelPorts: number[] = [];
@@ -227,7 +228,7 @@ export async function startRedisSentinels(
         infoField(await send(replicaPort, ['INFO', 'replication']), 'master_link_status') === 'up',
     );
     for (let i = 0; i < 3; i++) {
-      const port = await freePort();
+      const port = sentinelFree[i]!;
       const file = join(dir, `sentinel-${port}.conf`);
       writeFileSync(
         file,
