@@ -42,7 +42,6 @@ const UNTESTED: readonly string[] = [
   'src/proxy/cache/plans.ts',
   'src/proxy/cache/serve.ts',
   'src/proxy/cache/stale.ts',
-  'src/proxy/dispatched-request.ts',
   'src/proxy/egress-agent.ts',
   'src/proxy/egress-failure.ts',
   'src/proxy/exchange.ts',
