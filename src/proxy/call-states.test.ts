@@ -10,7 +10,14 @@ import type { Dispatcher } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { SidecarError } from '../errors.js';
 import type { Attempt } from './attempt-outcome.js';
-import { checkTransition, IllegalTransitionError, NEXT, type CallState } from './call-states.js';
+import {
+  checkTransition,
+  IllegalTransitionError,
+  NEXT,
+  STATE,
+  STATE_NAMES,
+  type CallState,
+} from './call-states.js';
 import type { ClientResponse } from './outcome.js';
 import { ClientGoneError } from './request-body.js';
 import type { BodyTap } from './stages.js';
@@ -335,9 +342,19 @@ describe('the request path: each transition', () => {
     expect(Object.keys(transitions).sort()).toEqual(listed.sort());
   });
 
+  it('allows exactly the transitions the table lists, by code', () => {
+    for (const from of STATE_NAMES) {
+      for (const to of STATE_NAMES) {
+        const check = () => checkTransition(STATE[from], STATE[to]);
+        if (NEXT[from].includes(to)) expect(check).not.toThrow();
+        else expect(check, `${from} → ${to}`).toThrow(IllegalTransitionError);
+      }
+    }
+  });
+
   it('refuses a transition the table does not list', () => {
-    expect(() => checkTransition('done', 'sent')).toThrow(IllegalTransitionError);
-    expect(() => checkTransition('queued', 'streaming')).toThrow(
+    expect(() => checkTransition(STATE.done, STATE.sent)).toThrow(IllegalTransitionError);
+    expect(() => checkTransition(STATE.queued, STATE.streaming)).toThrow(
       'an upstream call cannot go from queued to streaming',
     );
     // A call that settled ignores what comes after: a head, more data, another abort.

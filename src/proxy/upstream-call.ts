@@ -18,7 +18,15 @@ import type { Dispatcher } from 'undici';
 import type { TimerHandle } from '../clock.js';
 import type { AttemptSpan } from '../telemetry/tracing.js';
 import type { AbortCause, Attempt } from './attempt-outcome.js';
-import { checkTransition, isReleased, isSettled, type CallState } from './call-states.js';
+import {
+  checkTransition,
+  isReleased,
+  isSettled,
+  STATE,
+  STATE_NAMES,
+  type CallState,
+  type StateCode,
+} from './call-states.js';
 import { closesWithClient, type ClientResponse } from './outcome.js';
 import { ClientGoneError } from './request-body.js';
 import { ClientTooSlowError, SLOW_READER_DRAIN_BYTES } from './slow-readers.js';
@@ -32,7 +40,7 @@ export const DRAIN_LIMIT_BYTES = 64 * 1024;
 type Flow = 'flowing' | 'paused';
 
 /** A state the call settles into: which one says what undici still does with the request. */
-type SettledState = 'done' | 'dropping' | 'draining' | 'orphaned';
+type SettledState = (typeof STATE)['done' | 'dropping' | 'draining' | 'orphaned'];
 
 export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, CallView<I> {
   abortedBy: AbortCause | undefined;
@@ -53,7 +61,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
   /** What the caller's hooks need to know about the request. */
   readonly info: I;
 
-  #state: CallState = 'queued';
+  #state: StateCode = STATE.queued;
   #flow: Flow = 'flowing';
   /** undici's controller for this request (undefined while it waits for a connection). */
   #controller: Dispatcher.DispatchController | undefined;
@@ -96,7 +104,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
   }
 
   get state(): CallState {
-    return this.#state;
+    return STATE_NAMES[this.#state] ?? 'done';
   }
 
   /** The client response this call writes into. */
@@ -140,7 +148,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
    * instead. Nothing happens once undici is done with the request.
    */
   stopDraining(): void {
-    if (this.#state === 'draining') this.#controller?.abort(new ClientGoneError());
+    if (this.#state === STATE.draining) this.#controller?.abort(new ClientGoneError());
   }
 
   /** The client reads too slowly: close its connection; the rest of the answer is dropped. */
@@ -150,7 +158,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
 
   /** `dispatch()` threw instead of calling the handler: the exchange fails with `err`. */
   dispatchFailed(err: Error): void {
-    this.#conclude(err, 'done');
+    this.#conclude(err, STATE.done);
   }
 
   /** Abort from this side (timeout, client gone, client body stalled, client too slow). */
@@ -158,22 +166,22 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
     const state = this.#state;
     if (isSettled(state)) return;
     this.abortedBy ??= cause;
-    if (state === 'finishing') {
+    if (state === STATE.finishing) {
       // The upstream is done; only the client's side is still being written: it was cut.
-      this.#conclude(reason, 'done');
+      this.#conclude(reason, STATE.done);
       return;
     }
-    if (state === 'queued') {
+    if (state === STATE.queued) {
       // Still queued for a connection: answer now; undici drops it when it would start.
       this.#dropReason = reason;
-      this.#conclude(reason, 'dropping');
+      this.#conclude(reason, STATE.dropping);
       return;
     }
     // undici holds the controller from here on (sent, streaming, bodiless, replaying, served).
     if (cause === 'client' && this.#owned()) {
       // A cache fill belongs to the cache, not to this client: the answer is read on for it
       // (bounded by the tap's own limit) and the waiters get it; the client's part ends now.
-      this.#conclude(reason, 'orphaned');
+      this.#conclude(reason, STATE.orphaned);
       this.#resume();
       return;
     }
@@ -184,7 +192,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
       if (cause === 'client_slow') this.#drainLimit = SLOW_READER_DRAIN_BYTES;
       // Concluded first: resuming can run the parser over buffered bytes at once, and the
       // answer's end must then find the exchange already settled as the client's leaving.
-      this.#conclude(reason, 'draining');
+      this.#conclude(reason, STATE.draining);
       this.#hooks.onDraining?.(this);
       this.#resume();
       return;
@@ -196,14 +204,14 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.#controller = controller;
-    if (this.#state === 'dropping') {
+    if (this.#state === STATE.dropping) {
       // Thrown, not `controller.abort()`: on HTTP/1.1 undici's abort destroys the connection the
       // request was given (client-h1.js), and the pool opens another, a TLS handshake per dropped
       // request (test/bounded-work.test.ts: 2 connections instead of 1); a throw is caught there
       // and drops the request unsent on a connection kept (docs/design.md "Exceptions").
       throw this.#dropReason ?? new ClientGoneError();
     }
-    this.#to('sent');
+    this.#to(STATE.sent);
   }
 
   onResponseStart(
@@ -211,7 +219,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
     statusCode: number,
     headers: IncomingHttpHeaders,
   ): void {
-    if (statusCode < 200 || this.#state !== 'sent') return;
+    if (statusCode < 200 || this.#state !== STATE.sent) return;
     if (this.#client.destroyed) {
       // Gone before its answer came (its close may have been missed): nothing to write to.
       this.abort('client', new ClientGoneError());
@@ -221,11 +229,11 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
     const decision = this.#hooks.onHead(this, statusCode, headers);
     if (decision.served !== undefined) {
       this.#servedStatus = decision.served;
-      this.#to('served');
+      this.#to(STATE.served);
       return;
     }
     if (decision.replay) {
-      this.#to('replaying');
+      this.#to(STATE.replaying);
       return;
     }
     const res = this.#res;
@@ -235,26 +243,26 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
     this.#taps = decision.taps;
     if (decision.bodiless) {
       // A body the upstream sent anyway is swallowed; the client's framing stays intact.
-      this.#to('bodiless');
+      this.#to(STATE.bodiless);
       res.end();
       this.#endTaps(true);
       return;
     }
-    this.#to('streaming');
+    this.#to(STATE.streaming);
   }
 
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
     const state = this.#state;
-    if (state === 'streaming') {
+    if (state === STATE.streaming) {
       this.#stream(chunk);
       return;
     }
-    if (state === 'orphaned') {
+    if (state === STATE.orphaned) {
       for (const tap of this.#taps) tap.chunk(chunk);
       if (!this.#owned()) this.#controller?.abort(new ClientGoneError());
       return;
     }
-    if (state === 'draining') {
+    if (state === STATE.draining) {
       this.#drained += chunk.length;
       if (this.#drained > this.#drainLimit) this.#controller?.abort(new ClientGoneError());
     }
@@ -265,9 +273,9 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
     const state = this.#state;
     this.#hooks.readers?.upstreamEnded(this);
     // The answer is complete when it arrived, not when a slow client has taken it all.
-    this.#endTaps(state === 'streaming' || state === 'orphaned');
-    if (state === 'streaming') {
-      this.#to('finishing');
+    this.#endTaps(state === STATE.streaming || state === STATE.orphaned);
+    if (state === STATE.streaming) {
+      this.#to(STATE.finishing);
       // Settled when node has handed the last bytes over: 'finish' of the response, or on h2 of
       // the stream (the compat response emits 'finish' on any close of its stream, a reset too).
       this.#client.on('finish', () => this.clientFinished());
@@ -275,32 +283,35 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
       return;
     }
     if (isSettled(state)) {
-      if (state !== 'done') this.#to('done');
+      if (state !== STATE.done) this.#to(STATE.done);
       return;
     }
     // bodiless, replaying, served: the answer is complete as the client has it.
     const upstreamStatus = this.upstreamStatus;
-    const replay = state === 'replaying';
+    const replay = state === STATE.replaying;
     const status = this.#servedStatus;
-    this.#succeed({ kind: 'answered', upstreamStatus, replay, status }, 'done');
+    this.#succeed({ kind: 'answered', upstreamStatus, replay, status }, STATE.done);
   }
 
   /** The client response finished after the upstream's answer ended. */
   clientFinished(): void {
-    if (this.#state !== 'finishing') return;
+    if (this.#state !== STATE.finishing) return;
     const upstreamStatus = this.upstreamStatus;
-    this.#succeed({ kind: 'answered', upstreamStatus, replay: false, status: undefined }, 'done');
+    this.#succeed(
+      { kind: 'answered', upstreamStatus, replay: false, status: undefined },
+      STATE.done,
+    );
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
     const state = this.#state;
     this.#endTaps(false);
-    if (!isSettled(state)) this.#conclude(err, 'done');
-    else if (state !== 'done') this.#to('done');
+    if (!isSettled(state)) this.#conclude(err, STATE.done);
+    else if (state !== STATE.done) this.#to(STATE.done);
   }
 
   /** The one place the state changes: a transition call-states.ts does not list throws. */
-  #to(next: CallState): void {
+  #to(next: StateCode): void {
     checkTransition(this.#state, next);
     this.#state = next;
     if (this.#release !== undefined && isReleased(next)) this.#release();
@@ -348,7 +359,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
   #conclude(err: Error, next: SettledState): void {
     const state = this.#state;
     if (isSettled(state)) return;
-    if (state === 'served') {
+    if (state === STATE.served) {
       // The client has its whole answer already; only the dropped upstream body failed.
       const { upstreamStatus } = this;
       const answered: Attempt = {
@@ -366,7 +377,7 @@ export class UpstreamCall<I = undefined> implements Dispatcher.DispatchHandler, 
       return;
     }
     if (verdict.kind === 'cut' && !this.#client.destroyed) this.#res.destroy();
-    if (next !== 'orphaned') this.#endTaps(verdict.kind === 'answered');
+    if (next !== STATE.orphaned) this.#endTaps(verdict.kind === 'answered');
     this.#succeed(verdict, next);
   }
 
