@@ -10,7 +10,8 @@ import { GONE_ATTEMPT, cutResult, type Attempt } from './attempt-outcome.js';
 import { EgressFailures } from './egress-failure.js';
 import type { Exchange } from './exchange.js';
 import { ClientGoneError, requestTimeoutError } from './request-body.js';
-import type { UpstreamCallState } from './upstream-hooks.js';
+import { headSeen, headWritten } from './call-states.js';
+import type { AttemptData, UpstreamCallState } from './upstream-hooks.js';
 import type { UpstreamMetrics } from './upstream-metrics.js';
 
 /** RFC 9110 §6.4.1: 204 and 304 answers never carry content (nor does any answer to HEAD). */
@@ -22,6 +23,12 @@ function errorCode(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? code : undefined;
 }
+
+/** What the classification reads of the failed try. */
+export type FailedAttempt = UpstreamCallState & Pick<AttemptData, 'label' | 'span'>;
+
+/** What it reads of the client request. */
+export type FailedRequest = Pick<Exchange, 'method' | 'requestId'>;
 
 export interface AttemptFailuresOptions {
   metrics: UpstreamMetrics;
@@ -48,16 +55,19 @@ export class AttemptFailures {
     this.#clientBodyTimeoutMs = options.clientBodyTimeoutMs;
   }
 
-  /** How a failed or aborted exchange ends: an outcome once the client saw a head, else an error. */
-  classify(err: Error, state: UpstreamCallState, exchange: Exchange): Attempt | Error {
-    const { abortedBy, upstreamStatus, replay } = state;
-    if (!state.headersSeen) this.#metrics.count(exchange.label, 'error');
-    exchange.attemptSpan?.end(undefined, abortedBy ?? errorCode(err) ?? err.name);
-    if (replay && !state.wrote) {
+  /**
+   * How a failed or aborted exchange ends: an outcome once the client saw a head, else an error.
+   * Asked before the call settles, so its state is the one the failure found it in.
+   */
+  classify(err: Error, call: FailedAttempt, request: FailedRequest): Attempt | Error {
+    const { abortedBy, upstreamStatus, state } = call;
+    if (!headSeen(state)) this.#metrics.count(call.label, 'error');
+    call.span?.end(undefined, abortedBy ?? errorCode(err) ?? err.name);
+    if (state === 'replaying') {
       // The discarded 401 body failed to arrive in full; the replay does not need it.
-      return { kind: 'answered', upstreamStatus, replay };
+      return { kind: 'answered', upstreamStatus, replay: true };
     }
-    if (state.wrote) return this.#cut(err, state, exchange);
+    if (headWritten(state)) return this.#cut(err, call, request);
     if (abortedBy === 'client' || err instanceof ClientGoneError) return GONE_ATTEMPT;
     if (abortedBy === 'client_body')
       return err instanceof SidecarError ? err : requestTimeoutError(this.#clientBodyTimeoutMs);
@@ -72,16 +82,16 @@ export class AttemptFailures {
   }
 
   /** A failure after the head was written: the answer was complete, or the client's was cut. */
-  #cut(err: Error, state: UpstreamCallState, exchange: Exchange): Attempt {
-    const { upstreamStatus, replay } = state;
-    if (bodiless(upstreamStatus, exchange.method) && state.clientEnded) {
+  #cut(err: Error, call: FailedAttempt, request: FailedRequest): Attempt {
+    const { upstreamStatus } = call;
+    if (bodiless(upstreamStatus, request.method) && call.clientEnded) {
       // The answer was complete at its head; only the upstream's extra bytes failed.
-      return { kind: 'answered', upstreamStatus, replay };
+      return { kind: 'answered', upstreamStatus, replay: false };
     }
-    const result = cutResult(state.abortedBy);
+    const result = cutResult(call.abortedBy);
     if (result === 'upstream_failed') {
       this.#logger.warn(
-        { err, requestId: exchange.requestId },
+        { err, requestId: request.requestId },
         'upstream failed after response headers; client response aborted',
       );
     }

@@ -1,10 +1,10 @@
 /**
  * One proxied request, the one object the proxy keeps for it from admission to the request
- * line: the stages see it, the forwarder's attempts carry it, undici's handler reports to it.
- * A class with fixed fields: no closure and no other object per request.
+ * line: the stages see it, and each upstream try (upstream-call.ts, which holds what belongs to
+ * that try) carries it. A class with fixed fields: no closure and no other object per request.
  */
 import { clientGone, type ClientResponse } from './outcome.js';
-import type { AttemptSpan, RequestSpan } from '../telemetry/tracing.js';
+import type { RequestSpan } from '../telemetry/tracing.js';
 import type { ClientRequest } from './request-body.js';
 
 export class Exchange {
@@ -14,14 +14,8 @@ export class Exchange {
   readonly target: string;
   /** What undici still holds of this request after the forward ended (a 504 still queued). */
   held: Promise<void> | undefined;
-  /** The current upstream attempt's: bounded method label, bearer, start, and whether a 401 may replay. */
-  label = '';
-  token = '';
-  started = 0;
-  mayReplay = false;
-  /** With tracing on: the request's server span, and the current attempt's client span. */
+  /** With tracing on: the request's server span (each try's own span is its call's). */
   trace: RequestSpan | undefined = undefined;
-  attemptSpan: AttemptSpan | undefined = undefined;
   /** Upstream attempts so far (a second one is a replay after a 401). */
   attempts = 0;
   /** With `callers.auth: jwt`: the verified caller's rule's name (the quota caller). */

@@ -218,14 +218,14 @@ export class Forwarder {
   ): Promise<Attempt> {
     if (exchange.clientGone()) return Promise.resolve(GONE_ATTEMPT);
     const { req, res, method } = exchange;
-    exchange.label = methodLabel(method);
-    exchange.started = this.#clock.now();
-    exchange.token = token;
-    exchange.mayReplay = mayReplay;
-    const span = exchange.trace?.attempt(method, exchange.attempts > 0);
-    exchange.attemptSpan = span;
-    exchange.attempts += 1;
     const call = new UpstreamCall<Exchange>(res, this.#hooks, body.kind !== 'stream', exchange);
+    call.label = methodLabel(method);
+    call.started = this.#clock.now();
+    call.token = token;
+    call.mayReplay = mayReplay;
+    const span = exchange.trace?.attempt(method, exchange.attempts > 0);
+    call.span = span;
+    exchange.attempts += 1;
     call.headDeadline = this.#clock.setTimeout(() => {
       call.headDeadline = undefined;
       call.abort(
@@ -272,17 +272,17 @@ export class Forwarder {
   #onHead(call: CallView<Exchange>, status: number, upstream: IncomingHttpHeaders): HeadDecision {
     this.#clearHeadDeadline(call);
     const exchange = call.info;
-    exchange.attemptSpan?.end(status);
+    call.span?.end(status);
     this.#metrics.observeDuration(
-      exchange.label,
-      (this.#clock.now() - exchange.started) / 1000,
+      call.label,
+      (this.#clock.now() - call.started) / 1000,
       exchange.trace?.sampledTraceId,
     );
-    this.#metrics.count(exchange.label, status);
+    this.#metrics.count(call.label, status);
     if (status === 401) {
       // Always report the token: the keeper decides whether it is still current.
-      const verdict = this.#tokens.invalidate(exchange.token);
-      const replay = exchange.mayReplay && verdict !== 'keep';
+      const verdict = this.#tokens.invalidate(call.token);
+      const replay = call.mayReplay && verdict !== 'keep';
       this.#metrics.metrics.upstreamUnauthorized.inc({ replayed: String(replay) });
       if (replay) return { replay: true, bodiless: true, taps: NO_TAPS };
     }

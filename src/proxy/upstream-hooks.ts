@@ -1,10 +1,13 @@
 /**
  * The contract between an upstream call (upstream-call.ts) and its caller, the forwarder: the
- * hooks the caller gives every call, what a call shows them, and what the answer head decides.
+ * hooks the caller gives every call, what a call shows them (its state, call-states.ts, and the
+ * try's own data), and what the answer head decides.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { TimerHandle } from '../clock.js';
+import type { AttemptSpan } from '../telemetry/tracing.js';
 import type { AbortCause, Attempt } from './attempt-outcome.js';
+import type { CallState } from './call-states.js';
 import type { SlowReaders } from './slow-readers.js';
 import type { BodyTap } from './stages.js';
 
@@ -50,20 +53,32 @@ export interface UpstreamCallHooks<I> {
   readonly readers?: SlowReaders; // requests whose client is not reading, bounded
 }
 
-/** What the error classification needs to know. */
+/** What the error classification needs to know: the state, and why this side aborted. */
 export interface UpstreamCallState {
-  abortedBy: AbortCause | undefined;
-  headersSeen: boolean;
-  upstreamStatus: number;
-  /** Something (head) was written to the client. */
-  wrote: boolean;
-  replay: boolean;
+  /** Was a head seen, written, or is this a 401 to replay (call-states.ts). */
+  readonly state: CallState;
+  readonly abortedBy: AbortCause | undefined;
+  readonly upstreamStatus: number;
   /** The client response was ended (a bodiless answer is complete at its head). */
   readonly clientEnded: boolean;
 }
 
+/** What belongs to one try, set by the caller as it dispatches (the exchange keeps the rest). */
+export interface AttemptData {
+  /** The bounded method label of the metrics. */
+  label: string;
+  /** The bearer sent: a 401 reports it to the keeper. */
+  token: string;
+  /** The clock's time at dispatch. */
+  started: number;
+  /** A 401 may be replayed once with a fresh token (the first try, its body replayable). */
+  mayReplay: boolean;
+  /** With tracing on: this try's client span. */
+  span: AttemptSpan | undefined;
+}
+
 /** What the hooks see of a call. */
-export interface CallView<I> extends UpstreamCallState {
+export interface CallView<I> extends UpstreamCallState, AttemptData {
   /** What the caller's hooks need to know about the request. */
   readonly info: I;
   /** The caller's timer for the answer head; the caller arms and clears it. */
