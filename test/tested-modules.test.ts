@@ -13,8 +13,6 @@ const ROOT = join(import.meta.dirname, '..');
 
 /** Modules with logic that no test imports yet. Remove a line when its test lands; never add one. */
 const UNTESTED: readonly string[] = [
-  'src/commands/check.ts',
-  'src/commands/serve.ts',
   'src/commands/standin.ts',
   'src/fleet/connection-parts.ts',
   'src/fleet/index.ts',
