@@ -87,7 +87,7 @@ describe('runCheck', () => {
     const { out, err, io: lines } = io();
     const refused = endpoint(() =>
       Promise.reject(
-        new TokenEndpointError('client', 'token endpoint answered 401 invalid_client'),
+        new TokenEndpointError('rejected', 'token endpoint answered 401 invalid_client'),
       ),
     );
     expect(
