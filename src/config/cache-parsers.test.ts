@@ -27,17 +27,17 @@ describe('cache.rules', () => {
     expect(parse([])).toEqual({ ok: true, value: [] });
   });
 
-  it('reports every bad rule, each naming what it got', () => {
+  it('reports every bad rule, each naming its position and what it got', () => {
     const result = parse('garbage,/ok/=10,nope/=5,/a/../=5,/b/=0,/c/=86401,/d/=soon');
     expect(result).toEqual({
       ok: false,
       problems: [
-        'each rule is PREFIX=SECONDS, e.g. /v1.0/contracts/=300 (got "garbage": no "=")',
-        'each rule\'s prefix must start with "/" and hold no whitespace, "?", "#", "\\" or "%" (got "nope/")',
-        'a rule\'s prefix must not contain "." or ".." segments (got "/a/../")',
-        'each rule\'s TTL must be a whole number of seconds from 1 to 86400 (got "0"), e.g. /v1.0/contracts/=300',
-        'each rule\'s TTL must be a whole number of seconds from 1 to 86400 (got "86401"), e.g. /v1.0/contracts/=300',
-        'each rule\'s TTL must be a whole number of seconds from 1 to 86400 (got "soon"), e.g. /v1.0/contracts/=300',
+        'rule 1: must be PREFIX=SECONDS, e.g. /v1.0/contracts/=300 (got "garbage": no "=")',
+        'rule 3: the prefix must start with "/" and hold no whitespace, "?", "#", "\\" or "%" (got "nope/")',
+        'rule 4: the prefix must not contain "." or ".." segments (got "/a/../")',
+        'rule 5: the TTL must be a whole number of seconds from 1 to 86400 (got "0"), e.g. /v1.0/contracts/=300',
+        'rule 6: the TTL must be a whole number of seconds from 1 to 86400 (got "86401"), e.g. /v1.0/contracts/=300',
+        'rule 7: the TTL must be a whole number of seconds from 1 to 86400 (got "soon"), e.g. /v1.0/contracts/=300',
       ],
     });
   });
@@ -51,14 +51,14 @@ describe('cache.rules', () => {
   it('refuses YAML rules with other keys, no TTL, or of another type', () => {
     expect(parse([{ prefix: '/a/', ttlSeconds: 5, ttl: 9 }])).toEqual({
       ok: false,
-      problems: ['a rule has only prefix and ttlSeconds (unknown: ttl)'],
+      problems: ['rule 1: has only prefix and ttlSeconds (unknown: ttl)'],
     });
     expect(parse([{ prefix: '/a/' }])).toMatchObject({
       problems: [expect.stringContaining('(got no ttlSeconds)')],
     });
-    expect(parse([42])).toEqual({
+    expect(parse(['/a/=1', 42])).toEqual({
       ok: false,
-      problems: ['each rule must be PREFIX=SECONDS or a mapping {prefix, ttlSeconds}'],
+      problems: ['rule 2: must be PREFIX=SECONDS or a mapping {prefix, ttlSeconds}'],
     });
     expect(parse({ prefix: '/a/' })).toEqual({
       ok: false,
@@ -77,7 +77,7 @@ describe('cache.rules', () => {
     }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as ConfigError).problems).toContainEqual(
-      expect.stringMatching(/^CACHE_RULES \(cache\.rules\): each rule's TTL must be/),
+      expect.stringMatching(/^CACHE_RULES \(cache\.rules\): rule 1: the TTL must be/),
     );
   });
 });

@@ -72,27 +72,27 @@ describe('quota.callers', () => {
     });
   });
 
-  it('reports every fault of every caller at once', () => {
+  it('reports every fault of every caller at once, each naming its position', () => {
     expect(parseValue(callerPolicies(), 'c,UI=0:urgent,ok=1,ok=2')).toEqual({
       ok: false,
       problems: [
-        'each caller must be name=weight[:interactive|batch] (got "c")',
-        'each caller\'s name must be 1 to 64 of a-z, 0-9, ".", "_", "-" (got "UI")',
-        'each caller\'s weight must be a whole number from 1 to 1000 (got "0")',
-        'each caller\'s priority must be interactive or batch (got "urgent")',
-        'names the caller ok twice',
+        'caller 1: must be name=weight[:interactive|batch] (got "c")',
+        'caller 2: the name must be 1 to 64 of a-z, 0-9, ".", "_", "-" (got "UI")',
+        'caller 2: the weight must be a whole number from 1 to 1000 (got "0")',
+        'caller 2: the priority must be interactive or batch (got "urgent")',
+        'caller 4: names the caller ok twice',
       ],
     });
     expect(parseValue(callerPolicies(), [{ name: 'a', weight: 1001, rank: 1 }, 5])).toEqual({
       ok: false,
       problems: [
-        'a caller has only name, weight and priority (unknown: rank)',
-        'each caller must be name=weight[:priority] or a mapping {name, weight, priority}',
+        'caller 1: has only name, weight and priority (unknown: rank)',
+        'caller 2: must be name=weight[:priority] or a mapping {name, weight, priority}',
       ],
     });
     expect(parseValue(callerPolicies(), [{ name: 'a', weight: 2.5 }])).toMatchObject({
       ok: false,
-      problems: ['each caller\'s weight must be a whole number from 1 to 1000 (got "2.5")'],
+      problems: ['caller 1: the weight must be a whole number from 1 to 1000 (got "2.5")'],
     });
   });
 
