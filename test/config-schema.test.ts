@@ -62,3 +62,64 @@ describe(SCHEMA_FILE, () => {
     expect(problems({ cache: { rules: [{ prefix: '/v1.0/', ttl: 300 }] } })).not.toEqual([]);
   });
 });
+
+describe(`${SCHEMA_FILE}: callers`, () => {
+  const CALLERS_YAML = [
+    'callers:',
+    '  auth: jwt',
+    '  jwt:',
+    '    issuer: https://kubernetes.default.svc.cluster.local',
+    '    audience: oauth-sidecar',
+    '    caFile: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt',
+    '    bearerFile: /var/run/secrets/kubernetes.io/serviceaccount/token',
+    '  rules:',
+    '    - subject: "system:serviceaccount:research:*"',
+    '      caller: research',
+    '    - subject: system:serviceaccount:ops:reports',
+    '      caller: reports-ui',
+    '      methods: [GET, HEAD]',
+    '      paths: [/v1.0/contracts/]',
+    '    - subject: system:serviceaccount:ops:batch',
+    '      caller: nightly',
+    "      methods: '*'",
+    '    - system:serviceaccount:ops:cli=cli GET|HEAD /v1.0/',
+  ].join('\n');
+
+  it('a callers block with auth, jwt and rules validates, and the sidecar takes it', async () => {
+    const value = parse(CALLERS_YAML) as { callers: { rules: unknown[] } };
+    expect(problems(value)).toEqual([]);
+    expect(problems({ callers: { rules: 'a=b;c*=d GET' } })).toEqual([]);
+    const file = '/etc/oauth-sidecar/callers.yaml';
+    // Offline, as a configuration CI checks it: the mounted CA and token files are not there.
+    const absent = Object.assign(new Error('absent'), { code: 'ENOENT' });
+    const read = (path: string): Promise<string> =>
+      path === file
+        ? Promise.resolve(`upstream:\n  baseUrl: https://api.example.com\n${CALLERS_YAML}\n`)
+        : Promise.reject(absent);
+    const notChecked: string[] = [];
+    const config = await loadConfig({
+      env: { CLIENT_ID: 'id', CLIENT_SECRET: 'secret' },
+      configFile: file,
+      readFile: read,
+      strictness: { kind: 'offline-check', note: (line) => void notChecked.push(line) },
+    });
+    expect(notChecked).toHaveLength(1);
+    expect(config.callers).toMatchObject({ auth: 'jwt', rules: expect.any(Array) });
+    expect(config.callers.auth === 'jwt' && config.callers.rules).toHaveLength(4);
+  });
+
+  it('refuses a rule of the wrong type or shape, as the sidecar does', () => {
+    const rules = (value: unknown): string[] => problems({ callers: { rules: value } });
+    expect(rules(5)).not.toEqual([]);
+    expect(rules({ subject: 'a', caller: 'b' })).not.toEqual([]);
+    expect(rules([5])).not.toEqual([]);
+    expect(rules([{ subject: 'a' }])).not.toEqual([]);
+    expect(rules([{ subject: 'a', caller: 'b', paths: '/v1.0/' }])).not.toEqual([]);
+    expect(rules([{ subject: 'a', caller: 'b', paths: ['v1.0/'] }])).not.toEqual([]);
+    expect(rules([{ subject: 'a', caller: 'b', methods: 7 }])).not.toEqual([]);
+    expect(rules([{ subject: 'a', caller: 'b', method: 'GET' }])).not.toEqual([]);
+    expect(rules([{ subject: 'a b', caller: 'b' }])).not.toEqual([]);
+    expect(problems({ callers: { auth: 'maybe' } })).not.toEqual([]);
+    expect(problems({ callers: { jwt: { issuer: 5 } } })).not.toEqual([]);
+  });
+});

@@ -13,18 +13,6 @@ const ROOT = join(import.meta.dirname, '..');
 
 /** Modules with logic that no test imports yet. Remove a line when its test lands; never add one. */
 const UNTESTED: readonly string[] = [
-  'src/commands/check.ts',
-  'src/commands/serve.ts',
-  'src/commands/standin.ts',
-  'src/config/cache-parsers.ts',
-  'src/config/credential-checks.ts',
-  'src/config/defaults.ts',
-  'src/config/quota-parsers.ts',
-  'src/config/store-config.ts',
-  'src/config/store-parsers.ts',
-  'src/config/tracing-parsers.ts',
-  'src/config/yaml-layer.ts',
-  'src/config/yaml.ts',
   'src/proxy/cache/capture.ts',
   'src/proxy/cache/fills.ts',
   'src/proxy/cache/fleet-lookup.ts',
@@ -32,15 +20,6 @@ const UNTESTED: readonly string[] = [
   'src/proxy/cache/plans.ts',
   'src/proxy/cache/serve.ts',
   'src/proxy/cache/stale.ts',
-  'src/standin/api.ts',
-  'src/standin/http.ts',
-  'src/standin/pki.ts',
-  'src/standin/server.ts',
-  'src/standin/state.ts',
-  'src/standin/token-endpoint.ts',
-  'src/standin/token-faults.ts',
-  'src/standin/token-wire.ts',
-  'src/standin/tokens.ts',
 ];
 
 function walk(dir: string): string[] {

@@ -3,6 +3,9 @@ import type { Config } from '../config/types.js';
 import { ListenError } from '../errors.js';
 import { startSidecar, type RunningSidecar } from '../sidecar.js';
 import { createLogDestination, createLogger, type Logger } from '../telemetry/logger.js';
+
+/** Where the JSON log lines go: stdout unless a test captures them. */
+export type LogSink = { write(line: string): unknown; flushSync?(): void };
 import type { Io } from './check.js';
 
 /** What main.ts needs of a command that keeps running: its logger and how to stop it. */
@@ -14,8 +17,11 @@ export interface Serving {
 }
 
 /** Start serving; an exit code when the sidecar cannot start. */
-export async function runServe(config: Config, io: Io): Promise<Serving | number> {
-  const destination = createLogDestination();
+export async function runServe(
+  config: Config,
+  io: Io,
+  destination: LogSink = createLogDestination(),
+): Promise<Serving | number> {
   const logger = createLogger({ level: config.log.level, destination });
   try {
     return { logger, sidecar: await startSidecar(config, { logger, logSink: destination }) };

@@ -1,6 +1,7 @@
 /**
  * Parser of `cache.rules` (docs/response-cache.md): env `PREFIX=SECONDS,...`, YAML a list of
- * `{prefix, ttlSeconds}` or such strings. Every bad rule is reported, none echoes more than itself.
+ * `{prefix, ttlSeconds}` or such strings. Every bad rule is reported with its position (1-based),
+ * none echoes more than itself.
  */
 import { shown } from '../safe-text.js';
 import { INVALID, listItems, type Parser, type Report } from './parsers.js';
@@ -10,13 +11,15 @@ import type { CacheRule } from './types.js';
 const MAX_CACHE_TTL_SECONDS = 86_400;
 
 /** One `PREFIX=SECONDS` (env) or `{prefix, ttlSeconds}` (YAML) cache rule. */
-function cacheRule(item: unknown, report: Report): CacheRule | undefined {
+function cacheRule(item: unknown, where: string, report: Report): CacheRule | undefined {
   let prefix: unknown;
   let ttl: unknown;
   if (typeof item === 'string') {
     const at = item.lastIndexOf('=');
     if (at < 0) {
-      report(`each rule is PREFIX=SECONDS, e.g. /v1.0/contracts/=300 (got ${shown(item)}: no "=")`);
+      report(
+        `${where}: must be PREFIX=SECONDS, e.g. /v1.0/contracts/=300 (got ${shown(item)}: no "=")`,
+      );
       return undefined;
     }
     prefix = item.slice(0, at).trim();
@@ -25,24 +28,24 @@ function cacheRule(item: unknown, report: Report): CacheRule | undefined {
     const { prefix: p, ttlSeconds, ...rest } = item as Record<string, unknown>;
     const extra = Object.keys(rest);
     if (extra.length > 0) {
-      report(`a rule has only prefix and ttlSeconds (unknown: ${extra.join(', ')})`);
+      report(`${where}: has only prefix and ttlSeconds (unknown: ${extra.join(', ')})`);
       return undefined;
     }
     prefix = p;
     ttl = ttlSeconds;
   } else {
-    report('each rule must be PREFIX=SECONDS or a mapping {prefix, ttlSeconds}');
+    report(`${where}: must be PREFIX=SECONDS or a mapping {prefix, ttlSeconds}`);
     return undefined;
   }
   const seconds = typeof ttl === 'string' && /^\d{1,9}$/.test(ttl) ? Number(ttl) : ttl;
   let ok = true;
   if (typeof prefix !== 'string' || !prefix.startsWith('/') || /[\s?#\\%]/.test(prefix)) {
     report(
-      `each rule's prefix must start with "/" and hold no whitespace, "?", "#", "\\" or "%" (got ${shown(prefix)})`,
+      `${where}: the prefix must start with "/" and hold no whitespace, "?", "#", "\\" or "%" (got ${shown(prefix)})`,
     );
     ok = false;
   } else if (prefix.split('/').some((segment) => segment === '..' || segment === '.')) {
-    report(`a rule's prefix must not contain "." or ".." segments (got ${shown(prefix)})`);
+    report(`${where}: the prefix must not contain "." or ".." segments (got ${shown(prefix)})`);
     ok = false;
   }
   if (
@@ -52,7 +55,7 @@ function cacheRule(item: unknown, report: Report): CacheRule | undefined {
     seconds > MAX_CACHE_TTL_SECONDS
   ) {
     report(
-      `each rule's TTL must be a whole number of seconds from 1 to ${MAX_CACHE_TTL_SECONDS} (got ${ttl === undefined ? 'no ttlSeconds' : shown(ttl)}), e.g. /v1.0/contracts/=300`,
+      `${where}: the TTL must be a whole number of seconds from 1 to ${MAX_CACHE_TTL_SECONDS} (got ${ttl === undefined ? 'no ttlSeconds' : shown(ttl)}), e.g. /v1.0/contracts/=300`,
     );
     ok = false;
   }
@@ -68,10 +71,10 @@ export function cacheRules(): Parser<CacheRule[]> {
       return INVALID;
     }
     const rules: CacheRule[] = [];
-    for (const item of items) {
-      const rule = cacheRule(item, report);
+    items.forEach((item, i) => {
+      const rule = cacheRule(item, `rule ${i + 1}`, report);
       if (rule !== undefined) rules.push(rule);
-    }
+    });
     return rules.length === items.length ? rules : INVALID;
   };
 }

@@ -774,13 +774,13 @@ describe('loadConfig: one line per bad configuration', () => {
       'CACHE_RULES',
       'cache.rules',
       'garbage',
-      'each rule is PREFIX=SECONDS, e.g. /v1.0/contracts/=300 (got "garbage": no "=")',
+      'rule 1: must be PREFIX=SECONDS, e.g. /v1.0/contracts/=300 (got "garbage": no "=")',
     ],
     [
       'CACHE_RULES',
       'cache.rules',
       '/v1.0/contracts/=soon',
-      'each rule\'s TTL must be a whole number of seconds from 1 to 86400 (got "soon"), e.g. /v1.0/contracts/=300',
+      'rule 1: the TTL must be a whole number of seconds from 1 to 86400 (got "soon"), e.g. /v1.0/contracts/=300',
     ],
     // Beyond the safe-integer range: one line (zod, used before, printed this one twice).
     [
@@ -995,10 +995,10 @@ describe('loadConfig: quota callers', () => {
     ).toEqual([
       'QUOTA_CALLER (quota.caller): must be 1 to 64 of a-z, 0-9, ".", "_", "-" (got "no spaces"), e.g. reports-ui',
       "QUOTA_CALLER_HEADER (quota.callerHeader): must not be authorization: it carries credentials or framing, not a caller's name",
-      'QUOTA_CALLERS (quota.callers): each caller\'s weight must be a whole number from 1 to 1000 (got "0")',
-      'QUOTA_CALLERS (quota.callers): each caller\'s priority must be interactive or batch (got "urgent")',
-      'QUOTA_CALLERS (quota.callers): names the caller a twice',
-      'QUOTA_CALLERS (quota.callers): each caller must be name=weight[:interactive|batch] (got "c")',
+      'QUOTA_CALLERS (quota.callers): caller 1: the weight must be a whole number from 1 to 1000 (got "0")',
+      'QUOTA_CALLERS (quota.callers): caller 2: the priority must be interactive or batch (got "urgent")',
+      'QUOTA_CALLERS (quota.callers): caller 4: names the caller a twice',
+      'QUOTA_CALLERS (quota.callers): caller 5: must be name=weight[:interactive|batch] (got "c")',
     ]);
   });
 });

@@ -64,14 +64,18 @@ export function callerHeader(): Parser<string> {
 }
 
 /** `name=weight[:interactive|batch]` (env) or `{name, weight, priority}` (YAML). */
-function callerPolicy(item: unknown, report: Report): [string, CallerPolicy] | undefined {
+function callerPolicy(
+  item: unknown,
+  where: string,
+  report: Report,
+): [string, CallerPolicy] | undefined {
   let name: unknown;
   let weight: unknown;
   let priority: unknown = 'interactive';
   if (typeof item === 'string') {
     const match = /^([^=]*)=([^:]*)(?::(.*))?$/.exec(item.trim());
     if (match === null) {
-      report(`each caller must be name=weight[:interactive|batch] (got ${shown(item)})`);
+      report(`${where}: must be name=weight[:interactive|batch] (got ${shown(item)})`);
       return undefined;
     }
     name = match[1]!.trim();
@@ -86,17 +90,17 @@ function callerPolicy(item: unknown, report: Report): [string, CallerPolicy] | u
     } = item as Record<string, unknown>;
     const extra = Object.keys(rest);
     if (extra.length > 0) {
-      report(`a caller has only name, weight and priority (unknown: ${extra.join(', ')})`);
+      report(`${where}: has only name, weight and priority (unknown: ${extra.join(', ')})`);
       return undefined;
     }
     [name, weight, priority] = [n, w, p];
   } else {
-    report('each caller must be name=weight[:priority] or a mapping {name, weight, priority}');
+    report(`${where}: must be name=weight[:priority] or a mapping {name, weight, priority}`);
     return undefined;
   }
   let ok = true;
   if (typeof name !== 'string' || !CALLER_NAME.test(name)) {
-    report(`each caller's name must be 1 to 64 of a-z, 0-9, ".", "_", "-" (got ${shown(name)})`);
+    report(`${where}: the name must be 1 to 64 of a-z, 0-9, ".", "_", "-" (got ${shown(name)})`);
     ok = false;
   }
   if (
@@ -106,12 +110,12 @@ function callerPolicy(item: unknown, report: Report): [string, CallerPolicy] | u
     weight > MAX_WEIGHT
   ) {
     report(
-      `each caller's weight must be a whole number from 1 to ${MAX_WEIGHT} (got ${shown(weight)})`,
+      `${where}: the weight must be a whole number from 1 to ${MAX_WEIGHT} (got ${shown(weight)})`,
     );
     ok = false;
   }
   if (priority !== 'interactive' && priority !== 'batch') {
-    report(`each caller's priority must be interactive or batch (got ${shown(priority)})`);
+    report(`${where}: the priority must be interactive or batch (got ${shown(priority)})`);
     ok = false;
   }
   return ok
@@ -119,7 +123,10 @@ function callerPolicy(item: unknown, report: Report): [string, CallerPolicy] | u
     : undefined;
 }
 
-/** `quota.callers`: env `name=weight[:priority],...`; YAML a list of `{name, weight, priority}`. */
+/**
+ * `quota.callers`: env `name=weight[:priority],...`; YAML a list of `{name, weight, priority}`.
+ * Every caller's every problem is reported, each naming its position (1-based).
+ */
 export function callerPolicies(): Parser<NamedCallerPolicy[]> {
   return (raw, report) => {
     const items = listItems(raw);
@@ -137,14 +144,15 @@ export function callerPolicies(): Parser<NamedCallerPolicy[]> {
     }
     const policies = new Map<string, CallerPolicy>();
     let ok = true;
-    for (const item of items) {
-      const entry = callerPolicy(item, report);
+    items.forEach((item, i) => {
+      const where = `caller ${i + 1}`;
+      const entry = callerPolicy(item, where, report);
       if (entry === undefined) ok = false;
       else if (policies.has(entry[0])) {
-        report(`names the caller ${entry[0]} twice`);
+        report(`${where}: names the caller ${entry[0]} twice`);
         ok = false;
       } else policies.set(entry[0], entry[1]);
-    }
+    });
     return ok ? [...policies].map(([name, policy]) => ({ name, ...policy })) : INVALID;
   };
 }

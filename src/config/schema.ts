@@ -28,7 +28,7 @@ import {
 import { cacheRules } from './cache-parsers.js';
 import { noProxy, proxyUrl } from './egress.js';
 import { STORE_MODES, keyPrefix, sentinelPrimary, storeUrl } from './store-parsers.js';
-import { CALLER_AUTHS, callerRules, issuer, jwksUrl } from './caller-parsers.js';
+import { CALLER_AUTHS, MAX_CALLER_RULES, callerRules, issuer, jwksUrl } from './caller-parsers.js';
 import { callerHeader, callerName, callerPolicies, rateLimit } from './quota-parsers.js';
 import {
   OTLP_PROTOCOLS,
@@ -77,11 +77,36 @@ const CALLERS_SHAPE: Shape = listOf(
   ['name', 'weight'],
 );
 
+/** `callers.rules`: `;`-joined rules in one string, or a list of such strings or of mappings. */
+const CALLER_RULES_SHAPE: Shape = listOf(
+  {
+    subject: { type: 'string', pattern: '^[\\x21-\\x7e]{1,253}$' },
+    caller: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,64}$' },
+    methods: {
+      anyOf: [
+        { type: 'string', pattern: '^(\\*|[A-Za-z]+)$' },
+        { type: 'array', minItems: 1, items: { type: 'string', pattern: '^(\\*|[A-Za-z]+)$' } },
+      ],
+    },
+    paths: { type: 'array', minItems: 1, items: { type: 'string', pattern: '^/' } },
+  },
+  ['subject', 'caller'],
+  MAX_CALLER_RULES,
+);
+
 /** A comma list in one string, or a YAML list of such strings or of mappings with `properties`. */
-function listOf(properties: Record<string, Shape>, required = Object.keys(properties)): Shape {
+function listOf(
+  properties: Record<string, Shape>,
+  required = Object.keys(properties),
+  maxItems?: number,
+): Shape {
   const mapping = { type: 'object', properties, required, additionalProperties: false };
+  const items = { anyOf: [{ type: 'string' }, mapping] };
   return {
-    anyOf: [{ type: 'string' }, { type: 'array', items: { anyOf: [{ type: 'string' }, mapping] } }],
+    anyOf: [
+      { type: 'string' },
+      { type: 'array', ...(maxItems === undefined ? {} : { maxItems }), items },
+    ],
   };
 }
 
@@ -229,7 +254,7 @@ export const FIELDS = {
   'callers.jwt.jwksFile': field('CALLER_JWT_JWKS_FILE', text('a path to a JWKS file')),
   'callers.jwt.caFile': field('CALLER_JWT_CA_FILE', text('a path to a PEM CA bundle')),
   'callers.jwt.bearerFile': field('CALLER_JWT_BEARER_FILE', text('a path to a token file')),
-  'callers.rules': field('CALLER_RULES', callerRules(), []),
+  'callers.rules': field('CALLER_RULES', yaml(CALLER_RULES_SHAPE, callerRules()), []),
   // The variables curl, npm and undici read (docs/configuration.md "Egress proxy"); the lower-case
   // names are folded in by load.ts, the upper-case ones winning.
   'egress.proxy': secretField('HTTPS_PROXY', yaml(STRING_SHAPE, proxyUrl())),

@@ -2,14 +2,12 @@ import { createServer as createHttpsServer, type Server } from 'node:https';
 import { createSecureServer, type Http2SecureServer, type Http2Session } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { systemClock } from '../clock.js';
 import { handleApiRequest } from './api.js';
-import { envelope, sendJson, Timers, type Req, type Res } from './http.js';
-import { createCallerIssuer, handleIssuerRequest } from './issuer.js';
+import { envelope, sendJson, type Req, type Res } from './http.js';
+import { handleIssuerRequest } from './issuer.js';
 import { createTestPki } from './pki.js';
-import type { StandinState } from './state.js';
+import { createState, type StandinState } from './state.js';
 import { handleTokenRequest } from './token-endpoint.js';
-import { TokenStore } from './tokens.js';
 import type { CallerTokenClaims, Standin, StandinOptions, TokenFault } from './types.js';
 
 const TOKEN_PATHS = new Set(['/oauth/token/', '/oauth/token']);
@@ -85,29 +83,6 @@ export async function startStandin(options: StandinOptions = {}): Promise<Standi
     },
   };
   return { url, port, caCert: pki.caCert, caller, ...controls(state), close };
-}
-
-async function createState(options: StandinOptions): Promise<StandinState> {
-  const clock = options.clock ?? systemClock;
-  return {
-    clientId: options.clientId ?? 'demo-client',
-    clientSecret: options.clientSecret ?? 'demo-secret',
-    tokenStatus: options.tokenStatus ?? 201,
-    tokens: new TokenStore(() => clock.now(), options.tokenLifetimeSeconds ?? 1799),
-    tokenRequests: [],
-    apiRequests: [],
-    nullRefreshTokenNext: 0,
-    omitRefreshTokenNext: 0,
-    faultQueue: [],
-    randomFault: undefined,
-    apiFaults: new Map(),
-    clock,
-    timers: new Timers(clock),
-    logger: options.logger,
-    issuer: await createCallerIssuer(options.callerKeyPem),
-    issuerRequests: [],
-    issuerReaderToken: options.issuerReaderToken,
-  };
 }
 
 /** Every socket and session, so close() ends hung and streaming requests at once. */

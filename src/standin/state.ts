@@ -1,12 +1,18 @@
+/**
+ * The stand-in's state: built once from its options (the defaults a test relies on), shared by the
+ * token endpoint, the API routes and the test knobs; and which injected fault the next token
+ * request suffers.
+ */
 import type { Logger } from 'pino';
-import type { Clock } from '../clock.js';
-import type { Timers } from './http.js';
-import type { CallerIssuer } from './issuer.js';
-import type { TokenStore } from './tokens.js';
+import { systemClock, type Clock } from '../clock.js';
+import { Timers } from './http.js';
+import { createCallerIssuer, type CallerIssuer } from './issuer.js';
+import { TokenStore } from './tokens.js';
 import type {
   RecordedApiRequest,
   RecordedIssuerRequest,
   RecordedTokenRequest,
+  StandinOptions,
   TokenFault,
 } from './types.js';
 
@@ -45,4 +51,28 @@ export function takeFault(state: StandinState): TokenFault | undefined {
     return state.randomFault.fault;
   }
   return undefined;
+}
+
+/** A fresh state: client `demo-client`/`demo-secret`, answers 201, tokens of 1799 s, no fault. */
+export async function createState(options: StandinOptions): Promise<StandinState> {
+  const clock = options.clock ?? systemClock;
+  return {
+    clientId: options.clientId ?? 'demo-client',
+    clientSecret: options.clientSecret ?? 'demo-secret',
+    tokenStatus: options.tokenStatus ?? 201,
+    tokens: new TokenStore(() => clock.now(), options.tokenLifetimeSeconds ?? 1799),
+    tokenRequests: [],
+    apiRequests: [],
+    nullRefreshTokenNext: 0,
+    omitRefreshTokenNext: 0,
+    faultQueue: [],
+    randomFault: undefined,
+    apiFaults: new Map(),
+    clock,
+    timers: new Timers(clock),
+    logger: options.logger,
+    issuer: await createCallerIssuer(options.callerKeyPem),
+    issuerRequests: [],
+    issuerReaderToken: options.issuerReaderToken,
+  };
 }
