@@ -1,5 +1,5 @@
 /**
- * The watch on the shared store while a retry waits (docs/token-store.md "A process in backoff"),
+ * The watch on the shared store while a retry waits (docs/token-store.md "How it works", a process in backoff),
  * on vitest's fake timers with a hand-made coordinator: when it looks, what it adopts, and when it
  * stops looking.
  */
