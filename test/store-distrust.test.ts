@@ -251,10 +251,13 @@ describe.concurrent('what the store says is never trusted', () => {
       const env = { TOKEN_REFRESH_MARGIN_SECONDS: '1', TOKEN_REFRESH_FRACTION: '0.35' };
       const fleet = await Promise.all([sidecar(s, env), sidecar(s, env), sidecar(s, env)]);
       const load = drive(fleet, 150);
+      // Four refresh grants: four rounds in which the waiting members run out while the holder waits
+      // on the endpoint (a member that kept a copy presents it in the first such round); more
+      // rounds repeat the same race.
       await waitFor(
-        () => s.standin.tokenRequests.filter((r) => r.grant === 'refresh_token').length >= 10,
-        70_000,
-        'ten refresh grants',
+        () => s.standin.tokenRequests.filter((r) => r.grant === 'refresh_token').length >= 4,
+        50_000,
+        'four refresh grants',
       );
       await load.stop();
       expectEachRefreshTokenOnce(s.standin);

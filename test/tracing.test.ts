@@ -262,6 +262,9 @@ describe('tracing: waits, replays, failures', () => {
     );
     expect(s.stdout.filter((l) => l.includes('span export failed'))).toHaveLength(1);
     expect(s.stdout.join('\n')).not.toContain('collector-key-123');
+    // Killed, not stopped: a SIGTERM would try the dead receiver once more for up to the export
+    // timeout; the shutdown flush is not what this test checks.
+    await s.stop('SIGKILL');
   });
 
   it('a collector that refuses a batch once (503, Retry-After) gets the same batch again', async () => {
@@ -324,6 +327,9 @@ describe('tracing: waits, replays, failures', () => {
       for (let i = 0; i < 20; i++) expect(await get(s, `/v1.0/contracts/?dropped-${i}`)).toBe(200);
       // 41 spans (a grant, then a server and a client span per request), 4 exporting, 4 queued.
       expect(await droppedSpans(s, 'queue_full')).toBeGreaterThanOrEqual(30);
+      // Killed, not stopped: a SIGTERM would wait the shutdown flush out against a collector that
+      // never answers, and the flush on SIGTERM is the test above's, not this one's.
+      await s.stop('SIGKILL');
     } finally {
       hung.closeAllConnections();
       hung.close();
