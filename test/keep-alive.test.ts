@@ -180,8 +180,10 @@ describe('keep-alive timeout (shortened to 1 s: closed after 2 s quiet)', () => 
   it('closes a connection that never sent a request', async () => {
     const conn = rawConnection(stack.port);
     await new Promise<void>((resolve) => conn.socket.once('connect', resolve));
-    const connectedAt = Date.now();
     await waitFor(() => conn.state.closedAt > 0, 10_000, 'idle close');
-    expect(conn.state.closedAt - connectedAt).toBeGreaterThanOrEqual(2_000 - 100);
+    // Closed by the same sweep as a quiet connection, and not because the sidecar refused it: no
+    // byte was answered. Never before the timeout is src/http/idle-connections.test.ts's, on a
+    // fake clock.
+    expect(conn.state.text).toBe('');
   });
 });
