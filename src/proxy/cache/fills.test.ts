@@ -5,7 +5,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { beforeEach, describe, expect, it } from 'vitest';
-import type { SharedAnswer, SharedCacheEntries } from '../../fleet/ports.js';
+import { sharedStorePort, type SharedStorePort } from '../../../test/helpers/shared-store-port.js';
 import { createMetricsRegistry } from '../../telemetry/exposition.js';
 import { createMetrics, type SidecarMetrics } from '../../telemetry/metrics.js';
 import { createCacheEntries, type CacheEntries, type StoredAnswer } from './entries.js';
@@ -21,7 +21,7 @@ const LIMITS = { maxEntryBytes: 64, stale: WINDOWS, now: T0, upstreamCacheStatus
 let now: number;
 let entries: CacheEntries;
 let metrics: SidecarMetrics;
-let written: { key: string; answer: SharedAnswer; generation: string }[];
+let written: SharedStorePort['written'];
 
 function plan(overrides: Partial<FillPlan> = {}): FillPlan {
   return {
@@ -39,20 +39,10 @@ function plan(overrides: Partial<FillPlan> = {}): FillPlan {
 }
 
 function sharedTier(): SharedTier {
-  const port: SharedCacheEntries = {
-    read: () => Promise.reject(new Error('not read here')),
-    write: (key, _path, answer, generation) => {
-      written.push({ key, answer, generation });
-      return Promise.resolve();
-    },
-    release: () => Promise.resolve(),
-    renew: () => Promise.resolve(true),
-    leaseTtlMs: 3_000,
-    invalidate: () => Promise.resolve(),
-    health: () => ({ up: true, connecting: false }),
-  };
+  const store = sharedStorePort();
+  written = store.written;
   return new SharedTier({
-    entries: port,
+    entries: store.port,
     maxEntryBytes: 32,
     maxWaitMs: 5_000,
     now: () => now,
@@ -198,15 +188,17 @@ describe('Fills', () => {
     expect(entries.stats().entries).toBe(0);
   });
 
-  it("holding the fleet's lease: the answer goes to the store under the lease's generation", () => {
+  /** A fill holding the fleet's lease (generation 9), its answer's head just arrived. */
+  function leasedFill() {
     const flight = new Flights(60_000, () => {}).start('/a\n\n');
     flight.lease = { generation: '9' };
-    const t = fills(sharedTier()).answered(
-      plan({ flight }),
-      200,
-      { 'cache-control': 'max-age=30' },
-      undefined,
-    )!;
+    const head = { 'cache-control': 'max-age=30' };
+    const t = fills(sharedTier()).answered(plan({ flight }), 200, head, undefined)!;
+    return { flight, t };
+  }
+
+  it("holding the fleet's lease: the answer goes to the store under the lease's generation", () => {
+    const { flight, t } = leasedFill();
     t.chunk(Buffer.from('ok'));
     t.end(true);
     expect(written).toHaveLength(1);
@@ -216,14 +208,7 @@ describe('Fills', () => {
   });
 
   it('an answer too large for the store stays local and gives the lease back', () => {
-    const flight = new Flights(60_000, () => {}).start('/a\n\n');
-    flight.lease = { generation: '9' };
-    const t = fills(sharedTier()).answered(
-      plan({ flight }),
-      200,
-      { 'cache-control': 'max-age=30' },
-      undefined,
-    )!;
+    const { flight, t } = leasedFill();
     t.chunk(Buffer.alloc(40, 'x'));
     expect(flight.lease).toBeUndefined();
     t.end(true);

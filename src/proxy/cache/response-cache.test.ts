@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { systemClock } from '../../clock.js';
 import { SidecarError } from '../../errors.js';
 import type { SharedAnswer, SharedCacheEntries, SharedRead } from '../../fleet/ports.js';
+import { sharedStorePort } from '../../../test/helpers/shared-store-port.js';
 import { createMetrics, type SidecarMetrics } from '../../telemetry/metrics.js';
 import { exchangeView, FakeResponse } from '../../../test/helpers/exchange-view.js';
 import type { ForwardOutcome } from '../outcome.js';
@@ -628,30 +629,7 @@ describe("the fleet's tier: what the leader of a local miss does with the store'
     varyValues: [],
   };
 
-  /** A store port answering each read from `reads`, recording what the cache asks of it. */
-  function store(reads: (SharedRead | Error)[]) {
-    const log: string[] = [];
-    const port: SharedCacheEntries = {
-      read(key) {
-        log.push(`read ${key.split('\n')[0]}`);
-        const next = reads.shift() ?? new Error('no read scripted');
-        return next instanceof Error ? Promise.reject(next) : Promise.resolve(next);
-      },
-      write(key, _path, answer, generation) {
-        log.push(`write ${key.split('\n')[0]} ${answer.body.toString()} @${generation}`);
-        return Promise.resolve();
-      },
-      release(key) {
-        log.push(`release ${key.split('\n')[0]}`);
-        return Promise.resolve();
-      },
-      renew: () => Promise.resolve(true),
-      leaseTtlMs: 3_000,
-      invalidate: () => Promise.resolve(),
-      health: () => ({ up: true, connecting: false }),
-    };
-    return { port, log };
-  }
+  const store = sharedStorePort;
   const SHARED = { shared: true, staleWhileRevalidateSeconds: 30 };
   const read = (r: Partial<SharedRead>): SharedRead => ({
     answer: undefined,

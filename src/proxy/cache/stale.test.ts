@@ -1,12 +1,12 @@
 /**
  * Stale entries that answer (RFC 5861) on an injected clock: within stale-while-revalidate at
  * once with the key's one refresh; within stale-if-error instead of an upstream 5xx or the
- * sidecar's own error; past the windows, never. A hand-made store port records lease releases.
+ * sidecar's own error; past the windows, never. A hand-made store port logs lease releases.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
 import { exchangeView } from '../../../test/helpers/exchange-view.js';
 import { SidecarError } from '../../errors.js';
-import type { SharedCacheEntries } from '../../fleet/ports.js';
+import { sharedStorePort } from '../../../test/helpers/shared-store-port.js';
 import { createMetricsRegistry } from '../../telemetry/exposition.js';
 import { createMetrics, type SidecarMetrics } from '../../telemetry/metrics.js';
 import type { ForwardOutcome } from '../outcome.js';
@@ -34,25 +34,15 @@ const STALE: StoredAnswer = {
 
 let now: number;
 let metrics: SidecarMetrics;
-let released: string[];
+let storeLog: string[];
 let forwarded: string[];
 let refreshes: Refreshes;
 
 function staleAnswers(): StaleAnswers {
-  const port: SharedCacheEntries = {
-    read: () => Promise.reject(new Error('not read here')),
-    write: () => Promise.resolve(),
-    release: (key) => {
-      released.push(key);
-      return Promise.resolve();
-    },
-    renew: () => Promise.resolve(true),
-    leaseTtlMs: 3_000,
-    invalidate: () => Promise.resolve(),
-    health: () => ({ up: true, connecting: false }),
-  };
+  const store = sharedStorePort();
+  storeLog = store.log;
   const shared = new SharedTier({
-    entries: port,
+    entries: store.port,
     maxEntryBytes: 1024,
     maxWaitMs: 5_000,
     now: () => now,
@@ -86,7 +76,7 @@ async function staleCount(): Promise<number> {
 beforeEach(() => {
   now = T0;
   metrics = createMetrics({ registry: createMetricsRegistry(), defaultMetrics: false });
-  released = [];
+  storeLog = [];
   forwarded = [];
   refreshes = new Refreshes();
   refreshes.attach((exchange: ExchangeView) => {
@@ -106,7 +96,7 @@ describe('stale-while-revalidate', () => {
       'oauth-sidecar; hit; ttl=-2; detail=stale-while-revalidate',
     );
     expect(forwarded).toEqual(['/a?x=1']);
-    expect(released).toEqual([]);
+    expect(storeLog).toEqual([]);
     // A second request for the key while its refresh is on its way: no second refresh.
     stale.whileRevalidate(exchangeView({ url: '/a?x=1' }), STALE, 'k', true, undefined);
     expect(forwarded).toHaveLength(1);
@@ -119,7 +109,7 @@ describe('stale-while-revalidate', () => {
       generation: '3',
     });
     expect(forwarded).toEqual([]);
-    expect(released).toEqual(['k']);
+    expect(storeLog).toEqual(['release k']);
   });
 });
 
