@@ -17,40 +17,38 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:https';
 import { join } from 'node:path';
 import process from 'node:process';
-import { parseArgs, promisify } from 'node:util';
+import { promisify } from 'node:util';
 import { Pool, request } from 'undici';
 import { dockerEntrypointFlags, shippedEnv } from './shipped-runtime.mjs';
 import {
-  ROOT,
+  benchScript,
   freePorts,
   makePki,
-  makeWorkDir,
   procStatusBytes,
-  runScript,
+  ROOT,
   say,
   sidecarEnv,
+  startBenchStandin,
   startChild,
   waitForStatus,
 } from './lib.mjs';
 
 const sleep = promisify(setTimeout);
 const MiB = 1024 * 1024;
-const { values: args } = parseArgs({
-  options: {
+const { args, work, cleanups, runMain } = benchScript(
+  import.meta.url,
+  'oauth-sidecar-cache-memory-',
+  {
     requests: { type: 'string', default: '20000' },
     'max-bytes': { type: 'string', default: String(4 * MiB) },
     rounds: { type: 'string', default: '2' },
     'idle-ms': { type: 'string', default: '1000' },
     'node-flags': { type: 'string', default: '' },
-    keep: { type: 'boolean', default: false },
   },
-});
+);
 const REQUESTS = Number(args.requests);
 const MAX_BYTES = Number(args['max-bytes']);
 const WARM = 1000;
-
-const work = makeWorkDir('oauth-sidecar-cache-memory-');
-const cleanups = [];
 
 /**
  * `count` distinct GETs, 32 at a time, from `first` on; each must answer 200. `headers`:
@@ -140,14 +138,7 @@ async function measure(pki, tokenUrl, upstream, name, extra) {
 
 async function main() {
   const pki = makePki(work);
-  const { startStandin } = await import(join(ROOT, 'dist', 'standin', 'index.js'));
-  const standin = await startStandin({
-    clientId: 'bench-client',
-    clientSecret: 'bench-secret',
-    tokenLifetimeSeconds: 3600,
-    pki: { caCert: pki.caCert, serverCert: pki.serverCert, serverKey: pki.serverKey },
-  });
-  cleanups.push(() => standin.close());
+  const standin = await startBenchStandin(pki, cleanups);
   // Small JSON answers, as an API's list pages or lookups are.
   const origin = createServer({ key: pki.serverKey, cert: pki.serverCert }, (req, res) => {
     const body = JSON.stringify({ url: req.url, data: 'x'.repeat(200) });
@@ -207,4 +198,4 @@ async function main() {
   return undercount > 1.1 ? 1 : 0;
 }
 
-await runScript('cache-memory', main, { cleanups, work, keep: args.keep });
+await runMain('cache-memory', main);

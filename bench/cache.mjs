@@ -25,56 +25,48 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
-import { promisify, parseArgs } from 'node:util';
+import { promisify } from 'node:util';
 import { request } from 'undici';
 import { roundOrder } from './order.mjs';
 import { dockerEntrypointFlags, shippedEnv } from './shipped-runtime.mjs';
 import {
-  CLK_TCK,
-  ROOT,
+  benchScript,
   caAgent,
+  CLK_TCK,
+  contractsJson,
   cpuTicks,
   fmt,
   freePort,
   freePorts,
   makePki,
-  makeWorkDir,
   median,
   metricSum,
   pinning,
-  runScript,
+  ROOT,
   say,
   scrape,
   sidecarEnv,
+  startBenchStandin,
   startChild,
   startRedisServer,
   waitForStatus,
-  contractsJson,
 } from './lib.mjs';
 
 const run = promisify(execFile);
-const { values: args } = parseArgs({
-  options: {
+const { args, work, cleanups, runMain } = benchScript(
+  import.meta.url,
+  'oauth-sidecar-bench-cache-',
+  {
     rounds: { type: 'string', default: process.env.BENCH_ROUNDS ?? '3' },
     duration: { type: 'string', default: process.env.BENCH_DURATION ?? '5' },
     connections: { type: 'string', default: '50' },
     node: { type: 'string', default: process.env.BENCH_NODE ?? process.execPath },
-    keep: { type: 'boolean', default: false },
     'no-pin': { type: 'boolean', default: false },
     targets: { type: 'string', default: 'hit,miss,shared,nginx' },
     'sidecar-flags': { type: 'string', default: '' },
     'no-shipped-runtime': { type: 'boolean', default: false },
-    help: { type: 'boolean', default: false },
   },
-});
-if (args.help) {
-  say(
-    readFileSync(new URL(import.meta.url), 'utf8')
-      .split('\nimport ')[0]
-      .replace(/^\/\/ ?/gm, ''),
-  );
-  process.exit(0);
-}
+);
 const WANTED = new Set(args.targets.split(',').filter(Boolean));
 const SHIPPED = !args['no-shipped-runtime'];
 /** The image's runtime (Dockerfile), and any flags asked for. */
@@ -90,9 +82,6 @@ const CONNECTIONS = Number(args.connections);
 const PATH = '/v1.0/contracts/';
 /** Distinct keys the shared-tier row cycles through (all in the store, one at a time locally). */
 const SHARED_KEYS = 1000;
-
-const work = makeWorkDir('oauth-sidecar-bench-cache-');
-const cleanups = [];
 
 function startNginx(name, template, values, cpu) {
   for (const sub of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) {
@@ -152,14 +141,7 @@ async function main() {
   const nginxUrl = `http://127.0.0.1:${staticPort}${PATH}`;
   await waitForStatus(nginxUrl);
 
-  const { startStandin } = await import(join(ROOT, 'dist', 'standin', 'index.js'));
-  const standin = await startStandin({
-    clientId: 'bench-client',
-    clientSecret: 'bench-secret',
-    tokenLifetimeSeconds: 3600,
-    pki: { caCert: pki.caCert, serverCert: pki.serverCert, serverKey: pki.serverKey },
-  });
-  cleanups.push(() => standin.close());
+  const standin = await startBenchStandin(pki, cleanups);
   const redis = await startRedisServer(cleanups, (command, argv) => onCpu(0, command, argv));
   const startSidecar = async (name, extra) => {
     const [port, adminPort] = await freePorts(2);
@@ -378,4 +360,4 @@ async function main() {
   return failed ? 1 : 0;
 }
 
-await runScript('bench-cache', main, { cleanups, work, keep: args.keep });
+await runMain('bench-cache', main);

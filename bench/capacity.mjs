@@ -20,37 +20,33 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
 import {
+  benchScript,
   CLK_TCK,
-  ROOT,
   cpuTicks,
   freePorts,
   importTypeScript,
   makePki,
-  makeWorkDir,
-  runScript,
+  ROOT,
   say,
   sidecarEnv,
+  startBenchStandin,
   startChild,
   waitForStatus,
 } from './lib.mjs';
 
-const { values: args } = parseArgs({
-  options: {
-    quick: { type: 'boolean', default: false },
-    members: { type: 'string' },
-    topologies: { type: 'string' },
-    requests: { type: 'string' },
-    concurrency: { type: 'string', default: '8' },
-    'idle-seconds': { type: 'string' },
-    core: { type: 'boolean', default: false },
-    configs: { type: 'string' },
-    /** Another build of the bundle (e.g. a copy of dist/ before a change), for before/after runs. */
-    dist: { type: 'string', default: 'dist' },
-    keep: { type: 'boolean', default: false },
-  },
+const { args, work, cleanups, runMain } = benchScript(import.meta.url, 'oauth-sidecar-capacity-', {
+  quick: { type: 'boolean', default: false },
+  members: { type: 'string' },
+  topologies: { type: 'string' },
+  requests: { type: 'string' },
+  concurrency: { type: 'string', default: '8' },
+  'idle-seconds': { type: 'string' },
+  core: { type: 'boolean', default: false },
+  configs: { type: 'string' },
+  /** Another build of the bundle (e.g. a copy of dist/ before a change), for before/after runs. */
+  dist: { type: 'string', default: 'dist' },
 });
 const QUICK = args.quick;
 const REQUESTS = Number(args.requests ?? (QUICK ? 300 : 1000));
@@ -112,8 +108,6 @@ const MIXES = [
   },
 ];
 
-const work = makeWorkDir('oauth-sidecar-capacity-');
-const cleanups = [];
 let run = 0;
 
 /** One INFO of every shard: commandstats, stats and cpu in one call. */
@@ -440,14 +434,7 @@ async function main() {
     topologies: await importTypeScript('test/helpers/redis-topologies.ts', work),
   };
   const pki = makePki(work);
-  const { startStandin } = await import(join(ROOT, 'dist', 'standin', 'index.js'));
-  const standin = await startStandin({
-    clientId: 'bench-client',
-    clientSecret: 'bench-secret',
-    tokenLifetimeSeconds: 3600,
-    pki: { caCert: pki.caCert, serverCert: pki.serverCert, serverKey: pki.serverKey },
-  });
-  cleanups.push(() => standin.close());
+  const standin = await startBenchStandin(pki, cleanups);
   const rows = { core: await coreCapacity(helpers), idle: [], mixes: [] };
   if (args.core) {
     report(rows, (Date.now() - t0) / 1000);
@@ -527,4 +514,4 @@ function report(rows, seconds) {
   say(`results: ${file}`);
 }
 
-await runScript('capacity bench', main, { cleanups, work, keep: args.keep });
+await runMain('capacity bench', main);

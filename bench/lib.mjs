@@ -1,5 +1,6 @@
-// Helpers shared by bench/run.mjs and bench/soak.mjs: free ports, a throwaway PKI, nginx, child
-// processes, /proc readings and Prometheus text parsing. Plain ESM so it runs without a build step;
+// Helpers shared by the bench scripts: each script's start (options, work folder, cleanups), free
+// ports, a throwaway PKI, the stand-in token endpoint, nginx, child processes, /proc readings and
+// Prometheus text parsing. Plain ESM so it runs without a build step;
 // the sidecar itself is always the built one (dist/).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -9,6 +10,7 @@ import { join } from 'node:path';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { URL, fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
 import { Agent, request } from 'undici';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -279,6 +281,52 @@ export async function runScript(name, main, { cleanups, work, keep }) {
     await sleep(10);
     process.exit(exitCode);
   }
+}
+
+/**
+ * A bench script's start: its options parsed (node's parseArgs, with `--keep` and `--help` added
+ * to every script), a fresh work folder, and the cleanup list its run empties. `--help` prints the
+ * script's header comment (everything above its first import) and exits.
+ * `runMain(name, main)` is {@link runScript} with these.
+ *
+ *   const { args, work, cleanups, runMain } = benchScript(import.meta.url, 'oauth-sidecar-x-', {...});
+ */
+export function benchScript(scriptUrl, workPrefix, options) {
+  const { values: args } = parseArgs({
+    options: {
+      ...options,
+      keep: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+  });
+  if (args.help) {
+    const header = readFileSync(new URL(scriptUrl), 'utf8').split('\nimport ')[0];
+    say(header.replace(/^\/\/ ?/gm, ''));
+    process.exit(0);
+  }
+  const work = makeWorkDir(workPrefix);
+  const cleanups = [];
+  const runMain = (name, main) => runScript(name, main, { cleanups, work, keep: args.keep });
+  return { args, work, cleanups, runMain };
+}
+
+/**
+ * The token endpoint the bench sidecars use (the built stand-in, dist/standin) on `pki`'s server
+ * certificate, as client `bench-client`; closed by `cleanups`. `tokenLifetimeSeconds`: an hour
+ * unless a script measures renewals.
+ */
+export async function startBenchStandin(pki, cleanups, { tokenLifetimeSeconds = 3600 } = {}) {
+  const { startStandin } = await import(
+    pathToFileURL(join(ROOT, 'dist', 'standin', 'index.js')).href
+  );
+  const standin = await startStandin({
+    clientId: 'bench-client',
+    clientSecret: 'bench-secret',
+    tokenLifetimeSeconds,
+    pki: { caCert: pki.caCert, serverCert: pki.serverCert, serverKey: pki.serverKey },
+  });
+  cleanups.push(() => standin.close());
+  return standin;
 }
 
 function hasTool(tool) {

@@ -10,32 +10,29 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 import { request } from 'undici';
 import {
-  ROOT,
+  benchScript,
   fmt,
   freePort,
-  makeWorkDir,
   percentile,
-  runScript,
+  ROOT,
   say,
   sidecarEnv,
   startChild,
   waitForStatus,
 } from './lib.mjs';
 
-const { values: args } = parseArgs({
-  options: {
+const { args, work, cleanups, runMain } = benchScript(
+  import.meta.url,
+  'oauth-sidecar-bench-stale-',
+  {
     requests: { type: 'string', default: '500' },
     node: { type: 'string', default: process.env.BENCH_NODE ?? process.execPath },
-    keep: { type: 'boolean', default: false },
   },
-});
+);
 const REQUESTS = Number(args.requests);
 const PATH = '/v1.0/slow/10000?stale-latency=1';
-const work = makeWorkDir('oauth-sidecar-bench-stale-');
-const cleanups = [];
 
 /** `REQUESTS` sequential GETs: their latencies (ms, sorted) and the Cache-Status they carried. */
 async function timed(url) {
@@ -103,4 +100,4 @@ async function main() {
   return refreshes === 1 ? 0 : 1;
 }
 
-await runScript('bench-stale-latency', main, { cleanups, work, keep: args.keep });
+await runMain('bench-stale-latency', main);

@@ -11,31 +11,29 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import process from 'node:process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 import {
-  ROOT,
+  benchScript,
   freePort,
   makePki,
-  makeWorkDir,
   procStatusBytes,
-  runScript,
+  ROOT,
   say,
   sidecarEnv,
+  startBenchStandin,
   startChild,
   waitForStatus,
 } from './lib.mjs';
 
-const { values: args } = parseArgs({
-  options: {
+const { args, work, cleanups, runMain } = benchScript(
+  import.meta.url,
+  'oauth-sidecar-store-bench-',
+  {
     processes: { type: 'string', default: '3' },
     seconds: { type: 'string', default: '30' },
     lifetime: { type: 'string', default: '5' },
-    keep: { type: 'boolean', default: false },
   },
-});
+);
 const N = Number(args.processes);
-const work = makeWorkDir('oauth-sidecar-store-bench-');
-const cleanups = [];
 
 function redisCommand(port, line) {
   return new Promise((resolve, reject) => {
@@ -100,14 +98,9 @@ const rssMiB = (m) => procStatusBytes(m.child.pid, 'VmRSS') / 1048576;
 
 async function main() {
   const pki = makePki(work);
-  const { startStandin } = await import(join(ROOT, 'dist', 'standin', 'index.js'));
-  const standin = await startStandin({
-    clientId: 'bench-client',
-    clientSecret: 'bench-secret',
+  const standin = await startBenchStandin(pki, cleanups, {
     tokenLifetimeSeconds: Number(args.lifetime),
-    pki: { caCert: pki.caCert, serverCert: pki.serverCert, serverKey: pki.serverKey },
   });
-  cleanups.push(() => standin.close());
   const port = await startRedis();
   const storeUrl = `redis://127.0.0.1:${port}`;
 
@@ -180,4 +173,4 @@ async function main() {
   return 0;
 }
 
-await runScript('token-store bench', main, { cleanups, work, keep: args.keep });
+await runMain('token-store bench', main);

@@ -8,6 +8,7 @@ import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   startRedisCluster,
+  sentinelEnv,
   startRedisSentinels,
   type RedisCluster,
   type RedisSentinels,
@@ -169,12 +170,7 @@ describe('STORE_MODE=sentinel behind real Sentinels', () => {
     async () => {
       const sentinels = await startRedisSentinels();
       topology = sentinels;
-      const env = {
-        STORE_MODE: 'sentinel',
-        STORE_URL: sentinels.url,
-        STORE_SENTINEL_PRIMARY: sentinels.primaryName,
-        ...SHARED,
-      };
+      const env = { ...sentinelEnv(sentinels), ...SHARED };
       const before = grants();
       const members = await Promise.all([fleet.start(env), fleet.start(env)]);
       expect(grants() - before).toBe(1);

@@ -10,6 +10,7 @@ import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   startRedisCluster,
+  sentinelEnv,
   startRedisSentinels,
   type RedisCluster,
   type RedisSentinels,
@@ -174,12 +175,7 @@ describe('a member started while its store cannot be used serves every request',
     async () => {
       const sentinels = await startRedisSentinels({ sentinelPassword: 'sentinel-pw-41f0' });
       topology = sentinels;
-      const env = {
-        STORE_MODE: 'sentinel',
-        STORE_URL: sentinels.url,
-        STORE_SENTINEL_PRIMARY: sentinels.primaryName,
-        ...SHARED,
-      };
+      const env = { ...sentinelEnv(sentinels), ...SHARED };
       const sentinelHost = sentinels.url.replace('redis://', '').split(',')[0]!;
       const [wrong, missing] = await expectServedAlone(
         [{ ...env, STORE_SENTINEL_PASSWORD: 'wrong-pw-8c2d' }, env],
@@ -254,12 +250,7 @@ describe('a fail-over during a renewal', () => {
     async () => {
       const sentinels = await startRedisSentinels();
       topology = sentinels;
-      const env = {
-        STORE_MODE: 'sentinel',
-        STORE_URL: sentinels.url,
-        STORE_SENTINEL_PRIMARY: sentinels.primaryName,
-        ...SHARED,
-      };
+      const env = { ...sentinelEnv(sentinels), ...SHARED };
       const members = await Promise.all([fleet.start(env), fleet.start(env)]);
       const statuses = new Map<string, number>();
       let running = true;

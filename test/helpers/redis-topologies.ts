@@ -197,6 +197,19 @@ export interface RedisSentinels {
   close(): Promise<void>;
 }
 
+/** A sidecar's store settings for `sentinels`: Sentinel mode, the three sentinels, the primary's name. */
+export function sentinelEnv(sentinels: Pick<RedisSentinels, 'url' | 'primaryName'>): {
+  STORE_MODE: 'sentinel';
+  STORE_URL: string;
+  STORE_SENTINEL_PRIMARY: string;
+} {
+  return {
+    STORE_MODE: 'sentinel',
+    STORE_URL: sentinels.url,
+    STORE_SENTINEL_PRIMARY: sentinels.primaryName,
+  };
+}
+
 /**
  * A primary, one replica and three sentinels (quorum 2, down-after 1000 ms). With
  * `sentinelPassword` the sentinels require it (`requirepass`, and `sentinel sentinel-pass` among

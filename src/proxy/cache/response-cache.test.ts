@@ -4,14 +4,15 @@
  * test/response-cache.test.ts runs the same rules through the real proxy stack.
  */
 import { createMetricsRegistry } from '../../telemetry/exposition.js';
-import { EventEmitter } from 'node:events';
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { systemClock } from '../../clock.js';
 import { SidecarError } from '../../errors.js';
+import type { SharedAnswer, SharedCacheEntries, SharedRead } from '../../fleet/ports.js';
+import { sharedStorePort } from '../../../test/helpers/shared-store-port.js';
 import { createMetrics, type SidecarMetrics } from '../../telemetry/metrics.js';
-import type { ClientResponse, ForwardOutcome } from '../outcome.js';
-import type { ClientRequest } from '../request-body.js';
+import { exchangeView, FakeResponse } from '../../../test/helpers/exchange-view.js';
+import type { ForwardOutcome } from '../outcome.js';
 import type { ExchangeView } from '../stages.js';
 import { MAX_REFRESHES } from './refresh.js';
 import type { CacheSettings, ResponseCache } from './cache-contract.js';
@@ -24,44 +25,6 @@ const NO_STALE = {
   staleIfErrorSeconds: 0,
   staleWhileRevalidateSeconds: 0,
 };
-
-class FakeResponse extends EventEmitter {
-  status = 0;
-  headers: OutgoingHttpHeaders = {};
-  chunks: Buffer[] = [];
-  destroyed = false;
-  writableFinished = false;
-  headersSent = false;
-  setHeader(name: string, value: string): this {
-    this.headers[name.toLowerCase()] = value;
-    return this;
-  }
-  writeHead(status: number, headers: OutgoingHttpHeaders = {}): this {
-    this.status = status;
-    this.headers = { ...this.headers, ...headers };
-    this.headersSent = true;
-    return this;
-  }
-  write(chunk: Buffer): boolean {
-    this.chunks.push(chunk);
-    return true;
-  }
-  /** Like node's response: 'close' follows the end of the answer. */
-  end(chunk?: Buffer): this {
-    if (chunk) this.chunks.push(chunk);
-    this.writableFinished = true;
-    queueMicrotask(() => this.emit('close'));
-    return this;
-  }
-  /** The client goes away. */
-  leave(): void {
-    this.destroyed = true;
-    this.emit('close');
-  }
-  get body(): string {
-    return Buffer.concat(this.chunks).toString();
-  }
-}
 
 interface Answer {
   status?: number;
@@ -95,17 +58,7 @@ function harness(cache: ResponseCache, answers: Answer[]) {
     method: string,
     res: FakeResponse,
   ): Promise<ForwardOutcome> {
-    const req = { url, method, headers, rawHeaders: Object.entries(headers).flat() };
-    const exchange: ExchangeView = {
-      req: req as unknown as ClientRequest,
-      res: res as unknown as ClientResponse,
-      requestId: `r${++n}`,
-      method,
-      target: url,
-      clientGone: () => res.destroyed,
-      trace: undefined,
-      keepAlive: undefined,
-    };
+    const exchange = exchangeView({ url, method, headers, requestId: `r${++n}` }, res);
     return run(exchange, res);
   }
   async function run(exchange: ExchangeView, res: FakeResponse): Promise<ForwardOutcome> {
@@ -164,12 +117,18 @@ const SETTINGS: CacheSettings = {
 
 let metrics: SidecarMetrics;
 
-function cacheWith(answers: Answer[], settings: Partial<CacheSettings> = {}, maxWaiters?: number) {
+function cacheWith(
+  answers: Answer[],
+  settings: Partial<CacheSettings> = {},
+  maxWaiters?: number,
+  shared?: SharedCacheEntries,
+) {
   const cache = createResponseCache({
     settings: { ...SETTINGS, ...settings },
     clock: systemClock,
     metrics,
     maxWaiters,
+    shared,
   });
   const { calls, refreshes, forward } = harness(cache, answers);
   const get = async (url: string, headers: Record<string, string> = {}, method = 'GET') => {
@@ -656,5 +615,81 @@ describe('stale answers (RFC 5861)', () => {
     expect(refreshes).toHaveLength(1);
     vi.advanceTimersByTime(31_000); // past the window: a plain miss, not a wait on the refresh
     expect((await get('/v1.0/contracts/')).res.body).toBe('fetched');
+  });
+});
+
+describe("the fleet's tier: what the leader of a local miss does with the store's read", () => {
+  const ENTRY: SharedAnswer = {
+    headers: { 'content-length': '5' },
+    body: Buffer.from('fleet'),
+    freshMs: 60_000,
+    staleIfErrorMs: 0,
+    staleWhileRevalidateMs: 30_000,
+    vary: [],
+    varyValues: [],
+  };
+
+  const store = sharedStorePort;
+  const SHARED = { shared: true, staleWhileRevalidateSeconds: 30 };
+  const read = (r: Partial<SharedRead>): SharedRead => ({
+    answer: undefined,
+    ageMs: 0,
+    generation: '4',
+    lease: 'none',
+    ...r,
+  });
+
+  it("the fleet's fresh entry answers without the API and is kept in the local tier", async () => {
+    const { port, log } = store([read({ answer: ENTRY, ageMs: 2_000 })]);
+    const { calls, get } = cacheWith([], SHARED, undefined, port);
+    const first = await get('/v1.0/contracts/a');
+    expect(first.res.body).toBe('fleet');
+    expect(first.res.headers).toMatchObject({ age: '2', 'cache-status': 'oauth-sidecar; hit' });
+    const second = await get('/v1.0/contracts/a');
+    expect(second.res.body).toBe('fleet');
+    expect(calls).toEqual([]);
+    expect(log).toEqual(['read /v1.0/contracts/a']);
+    expect(await count('hit')).toBe(2);
+  });
+
+  it('holding the lease, the leader asks the API and writes the answer under the generation read', async () => {
+    const { port, log } = store([read({ lease: 'taken', generation: '7' })]);
+    const { calls, get } = cacheWith([{ chunks: ['api'] }], SHARED, undefined, port);
+    expect((await get('/v1.0/contracts/a')).res.body).toBe('api');
+    expect(calls).toEqual(['/v1.0/contracts/a']);
+    expect(log).toEqual(['read /v1.0/contracts/a', 'write /v1.0/contracts/a api @7']);
+  });
+
+  it('a failing store is a miss: this process asks the API alone and keeps the answer locally', async () => {
+    const { port, log } = store([new Error('store down')]);
+    const { calls, get } = cacheWith([{ chunks: ['api'] }], SHARED, undefined, port);
+    expect((await get('/v1.0/contracts/a')).res.body).toBe('api');
+    expect((await get('/v1.0/contracts/a')).res.body).toBe('api');
+    expect(calls).toHaveLength(1);
+    expect(log).toEqual(['read /v1.0/contracts/a']);
+  });
+
+  it("the fleet's stale entry answers at once; holding the lease, this process sends the one refresh", async () => {
+    const stale = read({ answer: ENTRY, ageMs: 70_000, lease: 'taken', generation: '9' });
+    const { port, log } = store([stale]);
+    const { calls, refreshes, get } = cacheWith([{ chunks: ['new'] }], SHARED, undefined, port);
+    const answer = await get('/v1.0/contracts/a');
+    expect(answer.res.body).toBe('fleet');
+    expect(answer.res.headers['cache-status']).toBe(
+      'oauth-sidecar; hit; ttl=-10; detail=stale-while-revalidate',
+    );
+    await vi.waitFor(() => expect(calls).toEqual(['/v1.0/contracts/a']));
+    expect(refreshes).toEqual(['/v1.0/contracts/a']);
+    await vi.waitFor(() => expect(log).toContain('write /v1.0/contracts/a new @9'));
+    expect(log).not.toContain('release /v1.0/contracts/a');
+  });
+
+  it("another member's lease and its stale entry: answers stale, no refresh of its own", async () => {
+    const { port, log } = store([read({ answer: ENTRY, ageMs: 70_000, lease: 'held' })]);
+    const { calls, refreshes, get } = cacheWith([], SHARED, undefined, port);
+    expect((await get('/v1.0/contracts/a')).res.body).toBe('fleet');
+    expect(refreshes).toEqual([]);
+    expect(calls).toEqual([]);
+    expect(log).toEqual(['read /v1.0/contracts/a']);
   });
 });

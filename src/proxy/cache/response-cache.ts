@@ -8,9 +8,11 @@
  * Safe only because one identity (the organisation's client) serves every caller: an answer the
  * API gave the sidecar is the answer it would give any caller of the sidecar.
  *
- * Tiers: the local LRU (entries.ts) in front; with `cache.shared`, the fleet's store behind it
- * (shared-tier.ts). Stale entries answer instead of errors and while they are refreshed
- * (RFC 5861), always marked as such (serve.ts).
+ * This module decides how each request is answered: the local LRU (entries.ts) first; an identical
+ * request's fill (flights.ts); with `cache.shared`, the leader of a local miss asks the fleet's
+ * store (shared-tier.ts) next; then upstream under a plan (plans.ts) whose answer fills the entry
+ * (fills.ts). Stale entries answer instead of errors and while they are refreshed (stale.ts,
+ * refresh.ts), always marked as such (serve.ts).
  */
 import type { CacheRule } from '../../config/types.js';
 import type { SidecarError } from '../../errors.js';
@@ -25,7 +27,6 @@ import { bypassPlan, type FillPlan, type Plan } from './plans.js';
 import { Refreshes } from './refresh.js';
 import { CACHE_NAME, hitMember, serveAnswer, withCacheStatus } from './serve.js';
 import { SharedTier } from './shared-tier.js';
-import { FleetLookup } from './fleet-lookup.js';
 import { StaleAnswers } from './stale.js';
 import type {
   CacheMetrics,
@@ -63,9 +64,9 @@ class Cache implements ResponseCache {
   readonly #shared: SharedTier | undefined;
   readonly #refreshes = new Refreshes();
   readonly #staleAnswers: StaleAnswers;
-  /** With the shared tier: what the leader of a local miss asks the fleet. */
-  readonly #fleet: FleetLookup | undefined;
   readonly #fills: Fills;
+  /** `cache.maxEntryBytes`: a larger entry of the fleet answers but is not kept here. */
+  readonly #maxEntryBytes: number;
 
   constructor(options: ResponseCacheOptions) {
     const { settings, metrics } = options;
@@ -106,10 +107,7 @@ class Cache implements ResponseCache {
     };
     this.#fills = new Fills(parts);
     this.#staleAnswers = new StaleAnswers({ ...parts, refreshes: this.#refreshes });
-    this.#fleet =
-      shared === undefined
-        ? undefined
-        : new FleetLookup({ ...parts, shared, stale: this.#staleAnswers });
+    this.#maxEntryBytes = settings.maxEntryBytes;
   }
 
   attach(forward: Forward): void {
@@ -199,14 +197,66 @@ class Cache implements ResponseCache {
       return this.#miss(exchange, lookupStart, { kind: 'pass', member, stale });
     const flight = waited || this.#flights.has(key) ? undefined : this.#flights.lead(exchange, key);
     const plan = this.#fillPlan(exchange, member, key, path, rule, flight, stale);
-    if (flight !== undefined && this.#fleet !== undefined && directive === 'none') {
-      const served = await this.#fleet.lookup(exchange, plan, flight);
+    if (flight !== undefined && this.#shared !== undefined && directive === 'none') {
+      const served = await this.#askFleet(exchange, plan, flight, this.#shared);
       if (served !== undefined) {
         this.#traceLookup(exchange, lookupStart, 'shared');
         return served;
       }
     }
     return this.#miss(exchange, lookupStart, plan);
+  }
+
+  /**
+   * The leader of a local miss asks the fleet (docs/response-cache.md "Shared tier"): the store's
+   * fresh entry answers and fills the local tier; else this process takes the fleet's fill lease,
+   * or a stale entry answers while another member (or this one's refresh) fills the key.
+   * Undefined: go upstream with `plan` (holding the fleet's lease if `flight.lease` says so).
+   */
+  async #askFleet(
+    exchange: ExchangeView,
+    plan: FillPlan,
+    flight: Flight,
+    shared: SharedTier,
+  ): Promise<ForwardOutcome | undefined> {
+    const windows = this.#stale;
+    const { key, path, headers } = plan;
+    const found = await shared.lookup(key, path, {
+      headers,
+      limits: {
+        freshMs: plan.rule.ttlSeconds * 1000,
+        staleIfErrorMs: windows.ifError * 1000,
+        staleWhileRevalidateMs: windows.whileRevalidate * 1000,
+      },
+      staleOk: (answer) => this.#clock.now() < answer.staleWhileRevalidateUntil,
+      gone: () => exchange.clientGone(),
+    });
+    // The store failed (undefined): this process decides alone, as without the shared tier.
+    flight.lease = found?.lease;
+    if (flight.lease !== undefined) shared.keep(key, flight);
+    const now = this.#clock.now();
+    const answer = found?.answer;
+    if (answer !== undefined) {
+      // The fleet's entry serves this process too (a stale one for its stale windows).
+      const fits = answer.body.length <= this.#maxEntryBytes;
+      if (fits && this.generation === plan.generation) this.entries.put(key, path, answer);
+      if (answer.expiresAt > now) {
+        flight.settle();
+        this.#metrics.cacheRequests.inc({ result: 'hit' });
+        return serveAnswer(answer, exchange, hitMember(answer, now), now);
+      }
+      if (plan.stale === undefined || answer.storedAt > plan.stale.storedAt) plan.stale = answer;
+    }
+    const stale = plan.stale;
+    if (stale !== undefined && now < stale.staleWhileRevalidateUntil) {
+      // The lease makes this process the fleet's one refresher; held elsewhere, another is.
+      const lease = flight.lease;
+      flight.lease = undefined;
+      flight.settle();
+      return this.#staleAnswers.whileRevalidate(exchange, stale, key, found?.held !== true, lease);
+    }
+    if (exchange.clientGone()) return CLIENT_GONE;
+    return undefined;
   }
 
   /** A fresh entry answers (`waited`: one an identical request's fill just stored). */

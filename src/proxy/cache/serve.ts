@@ -20,21 +20,6 @@ export function withCacheStatus(
   return previous ? `${previous}, ${member}` : member;
 }
 
-/** Upstream answers a stale entry answers instead of (RFC 5861 §4). */
-export const STALE_IF_ERROR_STATUSES = new Set([500, 502, 503, 504]);
-
-/**
- * The sidecar's own errors a stale entry answers instead of (DESIGN "Stale answers"), each with
- * whether the request had gone upstream (`fwd=stale`).
- */
-export const STALE_IF_ERROR_CODES = new Map([
-  ['upstream_unreachable', true],
-  ['upstream_timeout', true],
-  ['upstream_unavailable', false],
-  ['upstream_rate_limited', false],
-  ['token_unavailable', false],
-]);
-
 /** Why a stale entry answered. */
 export interface StaleUse {
   detail: 'stale-if-error' | 'stale-while-revalidate';

@@ -1,7 +1,10 @@
 /**
- * The cache's shared tier as the request path uses it (docs/response-cache.md "Shared tier"): a
- * local miss reads the store, takes the fleet's fill lease for the key or, while another member
- * holds it, waits for that member's entry. The store's failure is a miss, never a failed request.
+ * The cache's side of the fleet's store (docs/response-cache.md "Shared tier"): an entry's form in
+ * the store and back, the read of a local miss (which takes the fleet's fill lease for the key or,
+ * while another member holds it, waits for that member's entry), the lease's life while this
+ * process fills (renewed, given back), the write of a filled answer, and invalidation. What the
+ * request path then does with a read is response-cache.ts's. The store's failure is a miss, never
+ * a failed request.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
 import { systemClock, type Clock } from '../../clock.js';
@@ -9,6 +12,7 @@ import { ageSeconds } from '../../http-fields/age.js';
 import type { SharedAnswer, SharedCacheEntries } from '../../fleet/ports.js';
 import type { SidecarMetrics } from '../../telemetry/metrics.js';
 import { answerSize, selects, type RequestHeaders, type StoredAnswer } from './entries.js';
+import type { Flight } from './flights.js';
 
 /** The first wait for another member's fill; each next one is half as long again, up to the last. */
 const FIRST_POLL_MS = 50;
@@ -23,15 +27,8 @@ export interface SharedLookup {
   held: boolean;
 }
 
-/** A fill holding the fleet's lease, as the renewal sees it (flights.ts `Flight`). */
-export interface LeasedFill {
-  settled: boolean;
-  lease: { generation: string } | undefined;
-  /** Its answer's head arrived and its body is being captured. */
-  captured: boolean;
-  /** When it last made progress: its capture began, or a chunk of its answer arrived. */
-  progressAt: number;
-}
+/** A fill holding the fleet's lease, as the renewal sees it. */
+export type LeasedFill = Pick<Flight, 'settled' | 'lease' | 'captured' | 'progressAt'>;
 
 /** Who is asking: a request of this process, with this process's own rules. */
 export interface Asking {

@@ -13,14 +13,23 @@ import type { StoredAnswer } from './entries.js';
 import type { Flight } from './flights.js';
 import type { Plan } from './plans.js';
 import type { Refreshes } from './refresh.js';
-import {
-  STALE_IF_ERROR_CODES,
-  STALE_IF_ERROR_STATUSES,
-  hitMember,
-  serveAnswer,
-  type StaleUse,
-} from './serve.js';
+import { hitMember, serveAnswer, type StaleUse } from './serve.js';
 import type { SharedTier } from './shared-tier.js';
+
+/** Upstream answers a stale entry answers instead of (RFC 5861 §4). */
+export const STALE_IF_ERROR_STATUSES = new Set([500, 502, 503, 504]);
+
+/**
+ * The sidecar's own errors a stale entry answers instead of (DESIGN "Stale answers"), each with
+ * whether the request had gone upstream (`fwd=stale`).
+ */
+export const STALE_IF_ERROR_CODES = new Map([
+  ['upstream_unreachable', true],
+  ['upstream_timeout', true],
+  ['upstream_unavailable', false],
+  ['upstream_rate_limited', false],
+  ['token_unavailable', false],
+]);
 
 export interface StaleAnswersOptions {
   clock: Pick<Clock, 'now'>;
