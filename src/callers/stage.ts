@@ -14,7 +14,7 @@ import type { CallerCheck, CallerVerifier, VerifiedCaller } from './verifier.js'
 /** `oauth_sidecar_caller_auth_total{result}`: a verified or remembered caller, or the check that refused. */
 export type CallerAuthResult = 'verified' | 'remembered' | 'forbidden' | CallerCheck;
 
-/** prom-client's `Counter<'result'>`: one child per result, bound once (no label hashing per request). */
+/** prom-client's `Counter<'result'>`: one `labels()` child per result, bound once (prom-client still hashes the labels at each `inc`). */
 export interface CallerAuthCounter {
   labels(labels: { result: CallerAuthResult }): { inc(): void };
 }
