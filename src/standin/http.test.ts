@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { Agent, request } from 'undici';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import { describe, expect, it } from 'vitest';
 import { manualClock } from '../../test/helpers/manual-clock.js';
-import { startCountingUpstream, type CountingUpstream } from '../../test/helpers/upstream.js';
+import { useHttpsServers } from '../../test/helpers/https-servers.js';
 import {
   envelope,
   hashBody,
@@ -15,27 +15,14 @@ import {
   type Req,
   type Res,
 } from './http.js';
-import { createTestPki } from './pki.js';
-import type { TestPki } from './types.js';
 
-let pki: TestPki;
-let agent: Agent;
-const open: CountingUpstream[] = [];
-beforeAll(async () => {
-  pki = await createTestPki();
-  agent = new Agent({ connect: { ca: pki.caCert } });
-});
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((upstream) => upstream.close()));
-});
-afterAll(() => agent.close());
+const servers = useHttpsServers();
 
 /** A real HTTPS server on 127.0.0.1, port 0, answering with `handle`. */
 async function serve(handle: (req: Req, res: Res) => void | Promise<void>): Promise<string> {
-  const upstream = await startCountingUpstream(pki, (req, res, done) => {
+  const upstream = await servers.start((req, res, done) => {
     void Promise.resolve(handle(req, res)).finally(done);
   });
-  open.push(upstream);
   return upstream.url;
 }
 
@@ -75,7 +62,7 @@ describe('over the wire', () => {
     const url = await serve((_req, res) =>
       sendJson(res, 418, envelope('teapot', 'short and stout'), { 'x-extra': '1' }),
     );
-    const res = await request(url, { dispatcher: agent });
+    const res = await request(url, { dispatcher: servers.agent() });
     expect(res.statusCode).toBe(418);
     expect(res.headers).toMatchObject({
       'content-type': 'application/json; charset=utf-8',
@@ -85,7 +72,7 @@ describe('over the wire', () => {
       errors: [{ code: 'teapot', detail: 'short and stout' }],
     });
     const empty = await request(await serve((_req, res) => sendJson(res, 302, undefined)), {
-      dispatcher: agent,
+      dispatcher: servers.agent(),
     });
     expect([empty.headers['content-type'], empty.headers['content-length']]).toEqual([
       undefined,
@@ -101,7 +88,7 @@ describe('over the wire', () => {
     });
     const post = async (bytes: number) =>
       (
-        await request(url, { method: 'POST', body: 'x'.repeat(bytes), dispatcher: agent })
+        await request(url, { method: 'POST', body: 'x'.repeat(bytes), dispatcher: servers.agent() })
       ).body.json();
     expect(await post(1_000)).toEqual({ bytes: 1_000, tooLarge: false });
     expect(await post(200_000)).toMatchObject({ tooLarge: true });
@@ -110,7 +97,7 @@ describe('over the wire', () => {
   it('hashBody hashes what streamed by', async () => {
     const url = await serve(async (req, res) => sendJson(res, 200, await hashBody(req)));
     const body = Buffer.alloc(300_000, 7);
-    const res = await request(url, { method: 'POST', body, dispatcher: agent });
+    const res = await request(url, { method: 'POST', body, dispatcher: servers.agent() });
     expect(await res.body.json()).toEqual({
       bytes: body.length,
       sha256: createHash('sha256').update(body).digest('hex'),
@@ -123,7 +110,9 @@ describe('over the wire', () => {
       res.writeHead(200, { 'content-length': 2_000_003 });
       streamBytes(res, 2_000_000, chunk, Buffer.from('end'));
     });
-    const body = Buffer.from(await (await request(url, { dispatcher: agent })).body.arrayBuffer());
+    const body = Buffer.from(
+      await (await request(url, { dispatcher: servers.agent() })).body.arrayBuffer(),
+    );
     expect(body.length).toBe(2_000_003);
     expect(body.subarray(0, 12).toString()).toBe('012345678901');
     expect(body.subarray(-5).toString()).toBe('89end');
@@ -131,6 +120,8 @@ describe('over the wire', () => {
 
   it('resetRequest ends the connection without an answer', async () => {
     const url = await serve((req) => resetRequest(req));
-    await expect(request(url, { dispatcher: agent })).rejects.toThrow(/other side closed|socket/i);
+    await expect(request(url, { dispatcher: servers.agent() })).rejects.toThrow(
+      /other side closed|socket/i,
+    );
   });
 });

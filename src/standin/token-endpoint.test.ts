@@ -1,29 +1,18 @@
 import pino from 'pino';
-import { Agent, request } from 'undici';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import { describe, expect, it } from 'vitest';
 import { manualClock, type ManualClock } from '../../test/helpers/manual-clock.js';
-import { startCountingUpstream, type CountingUpstream } from '../../test/helpers/upstream.js';
+import { useHttpsServers } from '../../test/helpers/https-servers.js';
 import { waitFor } from '../../test/helpers/wait.js';
-import { createTestPki } from './pki.js';
 import { createState, type StandinState } from './state.js';
 import { handleTokenRequest } from './token-endpoint.js';
-import type { StandinOptions, TestPki } from './types.js';
+import type { StandinOptions } from './types.js';
 
 const SECRET = 'endpoint-secret-3c9a';
 const CLIENT = { clientId: 'client-a', clientSecret: SECRET };
 const CC = { grantType: 'clientCredentials', ...CLIENT };
 
-let pki: TestPki;
-let agent: Agent;
-const open: CountingUpstream[] = [];
-beforeAll(async () => {
-  pki = await createTestPki();
-  agent = new Agent({ connect: { ca: pki.caCert } });
-});
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((upstream) => upstream.close()));
-});
-afterAll(() => agent.close());
+const servers = useHttpsServers();
 
 interface Endpoint {
   state: StandinState;
@@ -43,15 +32,14 @@ async function endpoint(options: StandinOptions = {}): Promise<Endpoint> {
   const logLines: string[] = [];
   const logger = pino({ level: 'debug' }, { write: (line: string) => void logLines.push(line) });
   const state = await createState({ ...CLIENT, ...options, clock, logger });
-  const upstream = await startCountingUpstream(pki, (req, res, done) => {
+  const upstream = await servers.start((req, res, done) => {
     void handleTokenRequest(req, res, state).finally(done);
   });
-  open.push(upstream);
   const post = async (body: unknown, headers: Record<string, string> = {}): Promise<Answer> => {
     const isForm = typeof body === 'string';
     const res = await request(`${upstream.url}/oauth/token/`, {
       method: 'POST',
-      dispatcher: agent,
+      dispatcher: servers.agent(),
       headers: {
         'content-type': isForm ? 'application/x-www-form-urlencoded' : 'application/json',
         ...headers,
@@ -157,7 +145,9 @@ describe('the stand-in token endpoint', () => {
 
   it('refuses another method, an unreadable body and one over 64 KiB', async () => {
     const { post, state } = await endpoint();
-    const get = await request(`${open[0]!.url}/oauth/token/`, { dispatcher: agent });
+    const get = await request(`${servers.opened[0]!.url}/oauth/token/`, {
+      dispatcher: servers.agent(),
+    });
     expect([get.statusCode, get.headers.allow]).toEqual([405, 'POST']);
     await get.body.dump();
     expect((await post('{', { 'content-type': 'application/json' })).body).toEqual({

@@ -1,24 +1,14 @@
-import { Agent, request } from 'undici';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import { describe, expect, it } from 'vitest';
 import { manualClock } from '../../test/helpers/manual-clock.js';
-import { startCountingUpstream, type CountingUpstream } from '../../test/helpers/upstream.js';
+import { useHttpsServers } from '../../test/helpers/https-servers.js';
+import type { CountingUpstream } from '../../test/helpers/upstream.js';
 import { waitFor } from '../../test/helpers/wait.js';
-import { createTestPki } from './pki.js';
 import { createState, type StandinState } from './state.js';
 import { applyFault } from './token-faults.js';
-import type { RecordedTokenRequest, TestPki, TokenFault } from './types.js';
+import type { RecordedTokenRequest, TokenFault } from './types.js';
 
-let pki: TestPki;
-let agent: Agent;
-const open: CountingUpstream[] = [];
-beforeAll(async () => {
-  pki = await createTestPki();
-  agent = new Agent({ connect: { ca: pki.caCert } });
-});
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((upstream) => upstream.close()));
-});
-afterAll(() => agent.close());
+const servers = useHttpsServers();
 
 type Applied = Exclude<TokenFault, { kind: 'delay' }>;
 
@@ -28,7 +18,7 @@ async function faulty(
   format: 'json' | 'form' | 'other' = 'json',
 ): Promise<{ state: StandinState; upstream: CountingUpstream; get(): ReturnType<typeof request> }> {
   const state = await createState({ clock: manualClock(Date.UTC(2026, 5, 1, 12)) });
-  const upstream = await startCountingUpstream(pki, (req, res, done) => {
+  const upstream = await servers.start((req, res, done) => {
     res.once('close', done);
     const record: RecordedTokenRequest = {
       at: state.clock.now(),
@@ -44,11 +34,10 @@ async function faulty(
     };
     applyFault(req, res, state, record, format, fault);
   });
-  open.push(upstream);
   return {
     state,
     upstream,
-    get: () => request(`${upstream.url}/oauth/token/`, { dispatcher: agent }),
+    get: () => request(`${upstream.url}/oauth/token/`, { dispatcher: servers.agent() }),
   };
 }
 
