@@ -162,17 +162,30 @@ for j = 1, asking do
 end
 local granted = 0
 local held = false
-while tokens >= 1 - 1e-9 do
+-- A caller's place in the fleet's fair order: its virtual time, a batch caller's one turn later.
+local function order_key(c)
+  if c.r == 1 then return c.vt + 1 / c.w end
+  return c.vt
+end
+-- The fleet's fair order: of the live callers \`wants\` accepts, the one with the smallest key,
+-- names breaking ties.
+local function first_in_order(wants)
   local best, best_name, best_key = nil, nil, math.huge
   for name, c in pairs(callers) do
-    if c.want > 0 and c.seen > now_ms - ttl then
-      local key = c.vt
-      if c.r == 1 then key = key + 1 / c.w end
+    if wants(c) and c.seen > now_ms - ttl then
+      local key = order_key(c)
       if key < best_key or (key == best_key and name < best_name) then
         best, best_name, best_key = c, name, key
       end
     end
   end
+  return best
+end
+local function waiting(c) return c.want > 0 end
+-- A caller of this member with a lease asked for, or another member's caller waiting.
+local function leasing(c) return (c.mine ~= nil and c.lease > 0) or (c.mine == nil and c.want > 0) end
+while tokens >= 1 - 1e-9 do
+  local best = first_in_order(waiting)
   if best == nil then break end
   -- The slot is due to another member's caller: it stays in the bucket for that member.
   if best.mine == nil then
@@ -189,17 +202,7 @@ end
 -- The leased batch: only from a plentiful bucket, only while this member's callers come next.
 if not held then
   while tokens - 1 >= reserve - 1e-9 do
-    local best, best_name, best_key = nil, nil, math.huge
-    for name, c in pairs(callers) do
-      local wants = (c.mine ~= nil and c.lease > 0) or (c.mine == nil and c.want > 0)
-      if wants and c.seen > now_ms - ttl then
-        local key = c.vt
-        if c.r == 1 then key = key + 1 / c.w end
-        if key < best_key or (key == best_key and name < best_name) then
-          best, best_name, best_key = c, name, key
-        end
-      end
-    end
+    local best = first_in_order(leasing)
     if best == nil or best.mine == nil then break end
     tokens = tokens - 1
     v = best.vt
@@ -230,8 +233,7 @@ local mine_key = math.huge
 for j = 1, asking do
   local c = callers[ARGV[2 + 5 * j]]
   if c.want > 0 then
-    local key = c.vt
-    if c.r == 1 then key = key + 1 / c.w end
+    local key = order_key(c)
     if key < mine_key then mine_key = key end
   end
 end
@@ -239,8 +241,7 @@ local ahead = 0
 if mine_key < math.huge then
   for _, c in pairs(callers) do
     if c.mine == nil and c.want > 0 and c.seen > now_ms - ttl then
-      local key = c.vt
-      if c.r == 1 then key = key + 1 / c.w end
+      local key = order_key(c)
       if key < mine_key then ahead = ahead + math.min(c.want, math.ceil((mine_key - key) * c.w)) end
     end
   end
