@@ -46,8 +46,8 @@ export const NEXT: { readonly [S in CallState]: readonly CallState[] } = {
 
 /**
  * The states as small integers, the form a call keeps its state in: the transition check is an
- * array load and a mask. Checking names against `NEXT` cost a call's whole life 1.14× the flags
- * it replaced; codes 0.90–0.96× (docs/benchmarks.md "Hot path", `bench/upstream-call.mjs`).
+ * array load and a mask, cheaper than checking names against `NEXT` (the figures:
+ * docs/benchmarks.md "Hot path", `bench/upstream-call.mjs`).
  */
 export const STATE = {
   queued: 0,
