@@ -149,7 +149,13 @@ describe('a member started while its store cannot be used serves every request',
       // The store fixed: the member joins without a restart and shares with a newcomer.
       await cluster.restart(dead);
       await cluster.waitHealthy();
-      await waitFor(async () => (await storeStatus(alone)).up, 20_000, 'the member to join');
+      // Up in /status and in its last store line: the line reaches the captured stdout after the
+      // status has changed, so both are waited for.
+      await waitFor(
+        async () => (await storeStatus(alone)).up && storeLines(alone).at(-1)?.up === true,
+        20_000,
+        'the member to join, and its store line to say so',
+      );
       // One line per change of verdict (the health check names a key, so a healing cluster's
       // CLUSTERDOWN keeps it down rather than up between failed scripts).
       const verdicts = storeLines(alone).map((l) => l.up);
