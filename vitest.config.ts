@@ -5,14 +5,26 @@ import { defineConfig } from 'vitest/config';
  * token lifetimes, health checks), not computing, so a third file uses the CPU the others leave
  * idle on a 2-core machine (docs/testing.md "Files at once"); `VITEST_MAX_WORKERS` overrides it.
  */
-const workers = Number(process.env.VITEST_MAX_WORKERS ?? 3);
+const asked = Number(process.env.VITEST_MAX_WORKERS ?? 3);
+const workers = Number.isInteger(asked) && asked > 0 ? asked : 3;
 
 export default defineConfig({
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
-    maxWorkers: Number.isInteger(workers) && workers > 0 ? workers : 3,
-    minWorkers: 1,
+    // Each worker runs its files in one module graph instead of a fresh one per file: loading
+    // vitest and the sources again for each of ~175 files was most of the unit tests' time
+    // (docs/testing.md "One module graph per worker"). test/helpers/file-reset.ts undoes what a
+    // file leaves in vitest's own state.
+    isolate: false,
+    setupFiles: ['test/helpers/file-reset.ts'],
+    // `expect.poll` waits as long as `waitFor` does (test/helpers/wait.ts): its own default of 1 s is
+    // a timing assertion on a loaded 2-core machine, not a limit on the behaviour.
+    expect: { poll: { timeout: 10_000 } },
+    maxWorkers: workers,
+    // As many kept as run: a worker stopped between files while others still run ends the run
+    // with "Terminating worker thread" when files share workers.
+    minWorkers: workers,
   },
 });

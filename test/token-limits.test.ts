@@ -86,6 +86,12 @@ describe('token keeper limits, end to end', () => {
     const since = Date.now();
     sidecar = await startSidecarProcess(env());
     await waitReady(sidecar);
+    // The keeper logs the renewal it schedules just after /ready turns: wait for the line itself.
+    await waitFor(
+      () => !Number.isNaN(nextRenewalAt(sidecar!)),
+      10_000,
+      'the nextRenewalAt log line',
+    );
     // The renewal is scheduled weeks ahead (an overflowing timer fires after 1 ms and renews at once).
     expect(nextRenewalAt(sidecar) - Date.now()).toBeGreaterThan(30 * 86_400_000);
     expect((await proxied()).status).toBe(200);
