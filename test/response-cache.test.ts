@@ -48,10 +48,21 @@ const TOTAL_LIMIT = 64 * 1024;
 
 /**
  * Query parameters of the origin: `status`, `cc` (Cache-Control), `age`, `vary`, `size` (body bytes of
- * `x`, sent chunked unless `length=1`), `delay` (ms before the headers), `reset` (destroy the
- * socket of the first request to this URL). The default body names the URL, how many times the
+ * `x`, sent chunked unless `length=1`), `delay` (ms before the headers), `hold` (no headers until
+ * the test calls {@link release} with the same name), `reset` (destroy the socket of the first
+ * request to this URL). The default body names the URL, how many times the
  * origin saw it, and the request's Accept and Accept-Language.
  */
+const held = new Map<string, (() => void)[]>();
+const released = new Set<string>();
+
+/** Answers the requests the origin holds under `hold=name`, and any that come later at once. */
+function release(name: string): void {
+  released.add(name);
+  for (const answer of held.get(name) ?? []) answer();
+  held.delete(name);
+}
+
 function startOrigin(): Promise<void> {
   const counts = new Map<string, number>();
   origin = createServer({ key: pki.serverKey, cert: pki.serverCert }, (req, res) => {
@@ -97,7 +108,9 @@ function startOrigin(): Promise<void> {
       res.end();
     };
     const delay = Number(q.get('delay') ?? 0);
-    if (delay > 0) setTimeout(answer, delay);
+    const hold = q.get('hold');
+    if (hold && !released.has(hold)) held.set(hold, [...(held.get(hold) ?? []), answer]);
+    else if (delay > 0) setTimeout(answer, delay);
     else answer();
   });
   return new Promise((resolve) =>
@@ -527,7 +540,8 @@ describe('a fill belongs to the cache, not to its first requester', () => {
   });
 
   it('a first requester that leaves before the answer (HTTP/1.1): 1 + 20 callers cost at most 2 upstream requests', async () => {
-    const path = `/v1.0/cached/departed?size=2048&delay=800`;
+    // Held until every caller waits: a fixed delay raced the 20 callers on a loaded machine.
+    const path = `/v1.0/cached/departed?size=2048&hold=departed`;
     const controller = new AbortController();
     const leader = get(path, {}, 'GET', controller.signal).catch((error: unknown) => error);
     await expect.poll(() => originSaw(path)).toBe(1);
@@ -535,17 +549,19 @@ describe('a fill belongs to the cache, not to its first requester', () => {
     await expect.poll(() => cache.stats().waiting).toBe(20);
     controller.abort();
     await leader;
+    release('departed');
     const all = await answers;
     expect(all.every((a) => a.status === 200 && a.body.length === 2048)).toBe(true);
     expect(originSaw(path)).toBeLessThanOrEqual(2);
   });
 
   it('a first requester that leaves in the middle of the body: the fill goes on, the waiters get it', async () => {
-    const path = `/v1.0/fill/midway?size=${big}&delay=200`;
+    const path = `/v1.0/fill/midway?size=${big}&hold=midway`;
     const leader = stalledClient(path);
     await expect.poll(() => originSaw(path)).toBe(1);
     const answers = Promise.all(Array.from({ length: 20 }, () => fillGet(path)));
     await expect.poll(() => fillCacheStats().waiting).toBe(20);
+    release('midway');
     await leader.head;
     leader.leave();
     const all = await answers;
@@ -556,10 +572,13 @@ describe('a fill belongs to the cache, not to its first requester', () => {
 });
 
 describe('coalescing through the proxy', () => {
-  it('20 identical GETs against a 1 s upstream cost one upstream request and get 20 identical 200s', async () => {
-    const path = '/v1.0/cached/slow?delay=1000';
+  it('20 identical GETs while the upstream holds its answer cost one upstream request and get 20 identical 200s', async () => {
+    const path = '/v1.0/cached/slow?hold=slow';
     const coalescedBefore = await metric('coalesced');
-    const answers = await Promise.all(Array.from({ length: 20 }, () => get(path)));
+    const pending = Promise.all(Array.from({ length: 20 }, () => get(path)));
+    await expect.poll(() => cache.stats().waiting).toBe(19);
+    release('slow');
+    const answers = await pending;
     expect(originSaw(path)).toBe(1);
     expect(answers.map((a) => a.status)).toEqual(Array(20).fill(200));
     expect(new Set(answers.map((a) => a.text)).size).toBe(1);
@@ -567,7 +586,7 @@ describe('coalescing through the proxy', () => {
   });
 
   it('a waiter whose client leaves is dropped; the others still get the answer', async () => {
-    const path = '/v1.0/cached/slow?delay=600&case=leave';
+    const path = '/v1.0/cached/slow?hold=leave&case=leave';
     let leaderDone = false;
     const leader = get(path).finally(() => (leaderDone = true));
     await expect.poll(() => originSaw(path)).toBe(1);
@@ -583,6 +602,7 @@ describe('coalescing through the proxy', () => {
       .toMatchObject({ status: 499 });
     expect(cache.stats().waiting).toBe(1);
     expect(leaderDone).toBe(false);
+    release('leave');
     const [a, b] = await Promise.all([leader, staying]);
     expect(b.text).toBe(a.text);
     expect(originSaw(path)).toBe(1);
