@@ -12,7 +12,6 @@ import { hash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { join } from 'node:path';
-import { Counter, Registry } from 'prom-client';
 import { SignJWT, createLocalJWKSet, exportJWK, generateKeyPair, jwtVerify } from 'jose';
 
 const { values: args } = parseArgs({
@@ -88,13 +87,11 @@ async function stageCost() {
     { subject: 'system:serviceaccount:other:', match: 'prefix', caller: 'other-app' },
     { subject: 'system:serviceaccount:bench:', match: 'prefix', caller: 'bench' },
   ]);
-  const counter = new Counter({
-    name: 'caller_auth_total',
-    help: 'h',
-    labelNames: ['result'],
-    registers: [new Registry()],
-  });
-  const stage = callerStage({ verifier, rules, counter });
+  const { createMetrics } = await import(join(dist, '..', 'telemetry', 'metrics.js'));
+  const { createMetricsRegistry } = await import(join(dist, '..', 'telemetry', 'exposition.js'));
+  const metrics = createMetrics({ registry: createMetricsRegistry(), defaultMetrics: false });
+  const counts = metrics.callerAuth({ ageSeconds: () => 0 });
+  const stage = callerStage({ verifier, rules, counts });
   const exchange = {
     req: { headers: { authorization: `Bearer ${tokens[0]}` } },
     method: 'GET',

@@ -4,7 +4,7 @@
 //
 //   npm run build && node bench/run.mjs [--rounds 4] [--duration 10] [--rate 1000]
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."] [--peer-flags "..."]
-//     [--alt-dist ../other-worktree/dist] [--alt-flags "..."] [--alt-node-options "..."] [--alt-traced]
+//     [--alt-dist ../other-worktree/dist] [--alt-flags "..."] [--alt-node-options "..."] [--alt-traced] [--alt-callers]
 //     [--traced-env K=V,...] [--fresh [--warm-up SECONDS]]
 //     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,sidecar-callers,sidecar-bearer,sidecar-traced,sidecar-egress,floor,floor-shipped,http-proxy,hono]
 //     [--footprint-tracing] [--footprint-egress]
@@ -99,6 +99,8 @@ const { values: args } = parseArgs({
     'warm-up': { type: 'string' },
     /** `sidecar-alt` traces as `sidecar-traced` does (A/B of two builds' tracing). */
     'alt-traced': { type: 'boolean', default: false },
+    /** `sidecar-alt` verifies callers as `sidecar-callers` does (A/B of two builds' caller stage). */
+    'alt-callers': { type: 'boolean', default: false },
     targets: {
       type: 'string',
       default:
@@ -548,10 +550,18 @@ async function main() {
     otlpSink = await startOtlpSink();
     cleanups.push(() => otlpSink.close());
   }
+  // One caller token for every row that sends it: `sidecar-callers` verifies it, `sidecar-bearer`
+  // (CALLER_AUTH=none) receives the same request bytes and drops the header, so the ratio of the
+  // two is what verifying costs beyond parsing the bytes a caller sends.
+  const caller =
+    wanted.has('sidecar-callers') || wanted.has('sidecar-bearer') || args['alt-callers']
+      ? await callerToken(work)
+      : undefined;
   if (
     args['alt-dist'] !== undefined ||
     args['alt-flags'] !== undefined ||
-    args['alt-node-options'] !== undefined
+    args['alt-node-options'] !== undefined ||
+    args['alt-callers']
   ) {
     const dist = resolve(args['alt-dist'] ?? join(ROOT, 'dist'));
     const altFlags = (args['alt-flags'] ?? '').split(/\s+/).filter(Boolean);
@@ -567,12 +577,14 @@ async function main() {
       altFlags.length > 0 ? `flags ${altFlags.join(' ')}` : '',
       args['alt-node-options'] === undefined ? '' : `NODE_OPTIONS=${args['alt-node-options']}`,
       args['alt-traced'] ? `tracing on, ${tracedSampling()}` : '',
+      args['alt-callers'] ? 'CALLER_AUTH=jwt, callers reusing their token' : '',
     ].filter(Boolean);
     await addSidecar(
       'sidecar-alt',
       `oauth-sidecar, the other variant (${what.join(', ')})`,
-      { LOG_LEVEL: undefined, ...traced, ...altRuntime },
+      { LOG_LEVEL: undefined, ...traced, ...(args['alt-callers'] && caller.env), ...altRuntime },
       { dist, flags: [...shippedFlags, ...SIDECAR_FLAGS, ...altFlags] },
+      args['alt-callers'] ? { authorization: `Bearer ${caller.token}` } : undefined,
     );
   }
   if (wanted.has('sidecar-warn')) {
@@ -589,13 +601,6 @@ async function main() {
       ...shippedRuntime,
     });
   }
-  // One caller token for both rows that send it: `sidecar-callers` verifies it, `sidecar-bearer`
-  // (CALLER_AUTH=none) receives the same request bytes and drops the header, so the ratio of the
-  // two is what verifying costs beyond parsing the bytes a caller sends.
-  const caller =
-    wanted.has('sidecar-callers') || wanted.has('sidecar-bearer')
-      ? await callerToken(work)
-      : undefined;
   if (wanted.has('sidecar-bearer')) {
     await addSidecar(
       'sidecar-bearer',
@@ -870,6 +875,7 @@ function ratiosOf(summary, rounds) {
     cpuEgressOverSidecar: ratio('sidecar-egress', 'sidecar', 'cpuUsPerRequest'),
     cpuTracedOverAltTraced: ratio('sidecar-traced', 'sidecar-alt', 'cpuUsPerRequest'),
     cpuAltTracedOverSidecar: ratio('sidecar-alt', 'sidecar', 'cpuUsPerRequest'),
+    cpuCallersOverAltCallers: ratio('sidecar-callers', 'sidecar-alt', 'cpuUsPerRequest'),
     mb1SidecarOverNginx: ratio('sidecar', 'nginx', 'mbPerSecond', 'mb1'),
     rateP99SidecarMinusDirectMs:
       summary.sidecar && summary.direct
@@ -1061,6 +1067,11 @@ function markdown({ meta, summary, ratios, tokenCalls, checks, footprint }, targ
       ? [
           `| tracing on: this build / the other build (CPU per request) | ${fmt.x(ratios.cpuTracedOverAltTraced)} |`,
           `| the other build, tracing on / this build, off (CPU per request) | ${fmt.x(ratios.cpuAltTracedOverSidecar)} |`,
+        ]
+      : []),
+    ...(args['alt-callers'] && summary['sidecar-alt']
+      ? [
+          `| CALLER_AUTH=jwt: this build / the other build (CPU per request) | ${fmt.x(ratios.cpuCallersOverAltCallers)} |`,
         ]
       : []),
     '',

@@ -88,9 +88,9 @@ describe('startCallerAuth', () => {
         },
         clock: systemClock,
         logger,
-        counter: (keys) => {
+        counts: (keys) => {
           handedKeys.push(keys);
-          return { labels: ({ result }) => ({ inc: () => counted.push(result) }) };
+          return { count: (result) => counted.push(result) };
         },
       },
     );
@@ -146,7 +146,7 @@ describe('startCallerAuth', () => {
         readFile: () => Promise.reject(new Error('no file expected')),
         clock: systemClock,
         logger,
-        counter: () => ({ labels: () => ({ inc: () => undefined }) }),
+        counts: () => ({ count: () => undefined }),
       },
     );
     try {

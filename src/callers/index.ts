@@ -12,7 +12,7 @@ import type { Logger } from '../telemetry/logger.js';
 import { fileSource, urlSource, type ReadText } from './jwks-source.js';
 import { CallerKeys, type CallerKeysStatus } from './keys.js';
 import { CallerRules } from './rules.js';
-import { callerStage, type CallerAuthCounter } from './stage.js';
+import { callerStage, type CallerAuthCounts } from './stage.js';
 import { CallerVerifier } from './verifier.js';
 
 /** A mounted file is re-read this often (a read, and a compare when unchanged). */
@@ -32,8 +32,8 @@ export interface CallerAuthParts {
   readFile: ReadText;
   clock: Clock;
   logger: Logger;
-  /** `oauth_sidecar_caller_auth_total`, given the keys to read their age from. */
-  counter: (keys: CallerKeys) => CallerAuthCounter;
+  /** Counts `oauth_sidecar_caller_auth_total`, given the keys to read their age from. */
+  counts: (keys: CallerKeys) => CallerAuthCounts;
 }
 
 /** The stage and its keys; the first fetch is under way when this returns (readiness waits for it). */
@@ -62,7 +62,7 @@ export function startCallerAuth(
   const stage = callerStage({
     verifier,
     rules: new CallerRules(config.rules),
-    counter: parts.counter(keys),
+    counts: parts.counts(keys),
   });
   void keys.start();
   return {

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { CallerRule } from '../config/types.js';
 import { SidecarError } from '../errors.js';
 import type { ExchangeView } from '../proxy/stages.js';
@@ -29,6 +29,7 @@ type Answer = VerifiedCaller | CallerCheck | Promise<VerifiedCaller | CallerChec
 function setup(answers: Record<string, Answer>) {
   const counted: CallerAuthResult[] = [];
   const seen: string[] = [];
+  const rules = new CallerRules(RULES);
   const stage = callerStage({
     verifier: {
       check: (token: string) => {
@@ -36,10 +37,10 @@ function setup(answers: Record<string, Answer>) {
         return answers[token] ?? 'signature';
       },
     },
-    rules: new CallerRules(RULES),
-    counter: { labels: ({ result }) => ({ inc: () => counted.push(result) }) },
+    rules,
+    counts: { count: (result) => counted.push(result) },
   });
-  return { stage, counted, seen };
+  return { stage, counted, seen, rules };
 }
 
 function exchange(authorization: string | undefined, method = 'GET', target = '/v1.0/x') {
@@ -121,5 +122,31 @@ describe('callerStage', () => {
     expect(await run(stage, elsewhere)).toBe('caller_forbidden');
     expect(await run(stage, exchange('Bearer reader', 'GET', '/v1.0/x'))).toBeUndefined();
     expect(counted).toEqual(['forbidden', 'forbidden', 'forbidden', 'remembered']);
+  });
+
+  it('walks the rules once per verified caller: a remembered token costs no rule matching', async () => {
+    const reports = caller('svc:reports');
+    const stranger = caller('svc:other');
+    const { stage, counted, rules } = setup({ known: reports, stranger });
+    const ruleFor = vi.spyOn(rules, 'ruleFor');
+    for (let i = 0; i < 3; i++) {
+      const ex = exchange('Bearer known');
+      expect(await run(stage, ex)).toBeUndefined();
+      expect(ex.caller).toBe('reports');
+      expect(await run(stage, exchange('Bearer stranger'))).toBe('caller_forbidden');
+    }
+    expect(ruleFor.mock.calls).toEqual([['svc:reports'], ['svc:other']]);
+    expect(counted.filter((r) => r === 'remembered')).toHaveLength(3);
+    expect(counted.filter((r) => r === 'forbidden')).toHaveLength(3);
+    // The same subject verified anew (a new token, or the keys changed): a new verdict, whose
+    // rule is found again.
+    const renewed = setup({
+      old: Promise.resolve(caller('svc:reports')),
+      rotated: Promise.resolve(caller('svc:reports')),
+    });
+    const again = vi.spyOn(renewed.rules, 'ruleFor');
+    expect(await run(renewed.stage, exchange('Bearer old'))).toBeUndefined();
+    expect(await run(renewed.stage, exchange('Bearer rotated'))).toBeUndefined();
+    expect(again).toHaveBeenCalledTimes(2);
   });
 });

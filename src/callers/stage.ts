@@ -6,6 +6,7 @@
  * then dropped with every inbound `Authorization` (proxy/headers.ts): never forwarded, logged or
  * traced, and never part of a cache key.
  */
+import type { CallerRule } from '../config/types.js';
 import { SidecarError } from '../errors.js';
 import type { ExchangeView, ForwardStage } from '../proxy/stages.js';
 import { ruleAllows, type CallerRules } from './rules.js';
@@ -14,43 +15,56 @@ import type { CallerCheck, CallerVerifier, VerifiedCaller } from './verifier.js'
 /** `oauth_sidecar_caller_auth_total{result}`: a verified or remembered caller, or the check that refused. */
 export type CallerAuthResult = 'verified' | 'remembered' | 'forbidden' | CallerCheck;
 
-/** prom-client's `Counter<'result'>`: one `labels()` child per result, bound once (prom-client still hashes the labels at each `inc`). */
-export interface CallerAuthCounter {
-  labels(labels: { result: CallerAuthResult }): { inc(): void };
+/**
+ * Counts `oauth_sidecar_caller_auth_total{result}` (telemetry/metrics.ts `LabelTally`: plain
+ * numbers, read by the counter when scraped; no labels hashed per request).
+ */
+export interface CallerAuthCounts {
+  count(result: CallerAuthResult): void;
 }
 
 export interface CallerStageParts {
   verifier: Pick<CallerVerifier, 'check'>;
   rules: CallerRules;
-  counter: CallerAuthCounter;
+  counts: CallerAuthCounts;
 }
 
 /** The same words for every refused token: which check failed goes to the request line only. */
 const UNAUTHENTICATED = 'a valid caller token is required: Authorization: Bearer <token>';
 
-/** RFC 6750 §2.1: `Bearer` then the token (token68: no spaces); the scheme is case-insensitive. */
+/**
+ * RFC 6750 §2.1: `Bearer` then the token (token68: no spaces); the scheme is case-insensitive.
+ * The usual spelling is compared as it is (no lowered copy of the scheme per request).
+ */
 function bearerOf(value: string | undefined): string | undefined {
   if (value === undefined || value.length < 8) return undefined;
-  if (value.slice(0, 7).toLowerCase() !== 'bearer ') return undefined;
+  if (!value.startsWith('Bearer ') && value.slice(0, 7).toLowerCase() !== 'bearer ') {
+    return undefined;
+  }
   const token = value.slice(7).trim();
   return token === '' || token.includes(' ') ? undefined : token;
 }
 
 export function callerStage(parts: CallerStageParts): ForwardStage {
-  const { verifier, rules, counter } = parts;
-  const children = new Map<CallerAuthResult, { inc(): void }>();
-  function count(result: CallerAuthResult): void {
-    let child = children.get(result);
-    if (child === undefined) {
-      child = counter.labels({ result });
-      children.set(result, child);
+  const { verifier, rules, counts } = parts;
+  /**
+   * The rule of each verified caller, found once: a remembered token comes back as the same
+   * object until it is forgotten (and the rules never change), so it costs a lookup, not a walk
+   * through the rules. Weak: what the verifier forgets goes with it.
+   */
+  const ruleOf = new WeakMap<VerifiedCaller, CallerRule | null>();
+  function ruleFor(verified: VerifiedCaller): CallerRule | undefined {
+    let rule = ruleOf.get(verified);
+    if (rule === undefined) {
+      rule = rules.ruleFor(verified.subject) ?? null;
+      ruleOf.set(verified, rule);
     }
-    child.inc();
+    return rule ?? undefined;
   }
 
   function refuse(exchange: ExchangeView, check: CallerCheck): never {
     exchange.callerCheck = check;
-    count(check);
+    counts.count(check);
     throw new SidecarError('caller_unauthenticated', UNAUTHENTICATED);
   }
 
@@ -61,11 +75,11 @@ export function callerStage(parts: CallerStageParts): ForwardStage {
     result: 'verified' | 'remembered',
   ): undefined {
     if (typeof verdict === 'string') refuse(exchange, verdict);
-    const rule = rules.ruleFor(verdict.subject);
+    const rule = ruleFor(verdict);
     if (rule !== undefined) exchange.caller = rule.caller;
     if (rule === undefined || !ruleAllows(rule, exchange.method, exchange.target)) {
       exchange.callerCheck = 'forbidden';
-      count('forbidden');
+      counts.count('forbidden');
       throw new SidecarError(
         'caller_forbidden',
         rule === undefined
@@ -73,7 +87,7 @@ export function callerStage(parts: CallerStageParts): ForwardStage {
           : `caller ${rule.caller} may not ${exchange.method} this path`,
       );
     }
-    count(result);
+    counts.count(result);
     return undefined;
   }
 

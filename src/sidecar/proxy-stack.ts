@@ -78,7 +78,7 @@ async function callersFor(config: Config, parts: ProxyStackParts): Promise<Calle
     readFile: (path) => readFile(path, 'utf8'),
     clock: parts.clock,
     logger: parts.logger.child({ component: 'callers' }),
-    counter: (keys) => parts.metrics.callerAuth(keys),
+    counts: (keys) => parts.metrics.callerAuth(keys),
   });
   parts.teardown.push(() => auth.stop());
   return auth;

@@ -61,10 +61,10 @@ export interface SidecarMetrics {
   /** With tracing on: spans dropped, by reason (registered on first call). */
   tracingSpansDropped(): Counter<'reason'>;
   /**
-   * With `callers.auth: jwt` (registered on first call): `caller_auth_total{result}`, and
-   * `caller_keys_age_seconds` read from `keys` at scrape time.
+   * With `callers.auth: jwt` (registered on first call): `caller_auth_total{result}`, counted in
+   * the tally returned, and `caller_keys_age_seconds` read from `keys` at scrape time.
    */
-  callerAuth(keys: { ageSeconds(): number }): Counter<'result'>;
+  callerAuth(keys: { ageSeconds(): number }): LabelTally;
   /**
    * Point `requests_in_flight` at the proxy's in-flight count (`proxy.maxInFlight`'s counter),
    * read at scrape time: no gauge update per request.
@@ -82,6 +82,41 @@ export interface MetricsOptions {
   registry: MetricsRegistry;
   /** prom-client's process metrics (`collectDefaultMetrics`: CPU, memory, event loop lag, GC) under the same prefix. */
   defaultMetrics?: boolean;
+}
+
+/**
+ * A counter's one label counted in plain numbers on the request path, handed to prom-client when
+ * the counter is scraped (its `collect`): `inc` with labels hashes them at every call, which a
+ * counter touched by every request need not pay.
+ */
+export class LabelTally {
+  readonly #counts = new Map<string, number>();
+
+  count(value: string): void {
+    this.#counts.set(value, (this.#counts.get(value) ?? 0) + 1);
+  }
+
+  /** The counter's values: each label value counted, with its total. */
+  counts(): ReadonlyMap<string, number> {
+    return this.#counts;
+  }
+}
+
+/** A counter with one label whose values are `tally`'s, read when it is scraped. */
+function tallyCounter(
+  tally: LabelTally,
+  config: { name: string; help: string; label: string; registers: MetricsRegistry[] },
+): Counter {
+  const { label, ...rest } = config;
+  return new Counter({
+    ...rest,
+    labelNames: [label],
+    collect() {
+      // The tally holds the totals: the counter is set to them, not added to.
+      this.reset();
+      for (const [value, count] of tally.counts()) this.inc({ [label]: value }, count);
+    },
+  });
 }
 
 interface Sources {
@@ -213,14 +248,8 @@ function proxyMetrics(registers: MetricsRegistry[]) {
   };
 }
 
-/** `caller_auth_total{result}` and `caller_keys_age_seconds`, registered once. */
-function callerAuthMetrics(
-  registry: MetricsRegistry,
-  keys: { ageSeconds(): number },
-): Counter<'result'> {
-  const name = `${METRIC_PREFIX}caller_auth_total`;
-  const known = registry.getSingleMetric(name) as Counter<'result'> | undefined;
-  if (known !== undefined) return known;
+/** `caller_auth_total{result}` (counted in the tally returned) and `caller_keys_age_seconds`. */
+function callerAuthMetrics(registry: MetricsRegistry, keys: { ageSeconds(): number }): LabelTally {
   const registers = [registry];
   new Gauge({
     name: `${METRIC_PREFIX}caller_keys_age_seconds`,
@@ -230,18 +259,21 @@ function callerAuthMetrics(
       this.set(keys.ageSeconds());
     },
   });
-  return new Counter({
-    name,
+  const tally = new LabelTally();
+  tallyCounter(tally, {
+    name: `${METRIC_PREFIX}caller_auth_total`,
     help: 'Proxied requests by caller verification result: verified (signature checked), remembered (a token verified before), forbidden (no rule allows it), or the check that refused the token (missing, malformed, algorithm, signature, unknown_key, claims, expired, not_yet_valid, keys_unavailable).',
-    labelNames: ['result'],
+    label: 'result',
     registers,
   });
+  return tally;
 }
 
 export function createMetrics({ registry, defaultMetrics = true }: MetricsOptions): SidecarMetrics {
   const registers = [registry];
   const sources: Sources = { inFlight: () => 0 };
   registerStateGauges(registers, sources);
+  let callerAuth: LabelTally | undefined;
   const metrics: SidecarMetrics = {
     registry,
     ...tokenMetrics(registers),
@@ -284,7 +316,7 @@ export function createMetrics({ registry, defaultMetrics = true }: MetricsOption
       );
     },
     callerAuth(keys) {
-      return callerAuthMetrics(registry, keys);
+      return (callerAuth ??= callerAuthMetrics(registry, keys));
     },
     bindRequestsInFlight(count) {
       sources.inFlight = count;
