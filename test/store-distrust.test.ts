@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
+import { deriveEntryKeys } from '../src/fleet/crypto.js';
 import { startStandin, type Standin } from '../src/standin/index.js';
 import { useFileFixtures } from './helpers/fixtures.js';
 import { startRedisServer, type RedisServer } from './helpers/redis-server.js';
@@ -225,18 +226,21 @@ describe.concurrent('what the store says is never trusted', () => {
     'a lease without an expiry does not keep a new member from becoming ready (within 20 s)',
     async () => {
       const s = await setup();
-      // Learn the entry's key from a first member, then leave the store as a TTL-dropping restore
-      // would: no entry, and a lease nobody holds that never expires.
-      const first = await sidecar(s);
-      const entryKey = [...(await s.redis.dump()).keys()].find((k) =>
-        k.startsWith(`${PREFIX}token:`),
-      );
-      expect(entryKey).toBeDefined();
-      await first.stop('SIGKILL');
-      await s.redis.command('DEL', entryKey!);
-      await s.redis.command('SET', entryKey!.replace(':token:', ':lease:'), 'restored-owner');
-      const member = await sidecar(s, {}, false);
+      // The store as a TTL-dropping restore would leave it: no entry, and a lease nobody holds that
+      // never expires, under the names the member derives from its configuration.
+      const keys = deriveEntryKeys({
+        keyPrefix: PREFIX,
+        tokenUrl: `${s.standin.url}/oauth/token/`,
+        clientId: CLIENT_ID,
+        clientSecret: SECRET,
+        scopes: [],
+      });
+      await s.redis.command('SET', keys.lease, 'restored-owner');
+      // The reader gives the lease its own TTL, token.timeoutMs + 2 s: 5 s with a 3 s timeout.
+      const member = await sidecar(s, { TOKEN_TIMEOUT_MS: '3000' }, false);
       await waitReady(member, 20_000);
+      // The lease was the member's own, not one it never looked at: its entry sits beside it.
+      expect([...(await s.redis.dump()).keys()]).toContain(keys.entry);
       expect((await get(member)).status).toBe(200);
     },
     SCENARIO_TIMEOUT_MS,
@@ -245,11 +249,14 @@ describe.concurrent('what the store says is never trusted', () => {
   it(
     'a slow token endpoint: no refresh token is presented twice (the waiting member keeps no copy)',
     async () => {
-      const s = await setup(6);
-      // Answers in 3 s; renewals start ~2.1 s before expiry, so waiting members run out first.
-      s.standin.failTokenRequests({ kind: 'delay', ms: 3_000 }, Infinity);
+      const s = await setup(4);
       const env = { TOKEN_REFRESH_MARGIN_SECONDS: '1', TOKEN_REFRESH_FRACTION: '0.35' };
       const fleet = await Promise.all([sidecar(s, env), sidecar(s, env), sidecar(s, env)]);
+      // From the first renewal on, answers take 2 s. Renewals start ~1.5 s before expiry, or 1 s
+      // after a slow answer (the keeper's floor), so waiting members run out 0.5–1 s before the
+      // holder's answer comes. Not before the fleet is ready: a 4 s token answered in 2 s has little
+      // life left for a start-up on a loaded machine.
+      s.standin.failTokenRequests({ kind: 'delay', ms: 2_000 }, Infinity);
       const load = drive(fleet, 150);
       // Four refresh grants: four rounds in which the waiting members run out while the holder waits
       // on the endpoint (a member that kept a copy presents it in the first such round); more
@@ -298,8 +305,10 @@ describe.concurrent('what the store says is never trusted', () => {
   it(
     'an entry rolled back to an older generation is not adopted and its spent refresh token never presented',
     async () => {
+      // 4 s tokens renewed ~1.8–2 s before expiry (45 %, at most half): a generation per ~2.1 s,
+      // with ~1.8 s of room for a stall before a token runs out.
       const s = await setup(4);
-      const env = { TOKEN_REFRESH_MARGIN_SECONDS: '1', TOKEN_REFRESH_FRACTION: '0.35' };
+      const env = { TOKEN_REFRESH_MARGIN_SECONDS: '1', TOKEN_REFRESH_FRACTION: '0.45' };
       const fleet = await Promise.all([sidecar(s, env), sidecar(s, env), sidecar(s, env)]);
       const entryKey = [...(await s.redis.dump()).keys()].find((k) =>
         k.startsWith(`${PREFIX}token:`),

@@ -1,10 +1,11 @@
 /**
  * The real keeper with the real token client against the real stand-in over HTTPS, in real time
- * (3 s token lifetimes, so renewals happen within a test).
+ * (3 s token lifetimes, so renewals happen within a test). Each test has its own stand-in and
+ * keeper, so the tests run side by side: the file takes about as long as its slowest test.
  */
 import { createMetricsRegistry } from '../src/telemetry/exposition.js';
 import { Agent, request } from 'undici';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
 import { systemClock } from '../src/clock.js';
 import { TokenUnavailableError } from '../src/errors.js';
 import type { AccessTokenSource } from '../src/proxy/types.js';
@@ -30,8 +31,6 @@ interface Harness {
   lines: string[];
 }
 
-let current: Harness | undefined;
-
 beforeAll(async () => {
   pki = await createTestPki();
   agent = new Agent({ connect: { ca: pki.caCert } });
@@ -41,21 +40,14 @@ afterAll(async () => {
   await agent.close();
 });
 
-afterEach(async () => {
-  if (current === undefined) return;
-  const { keeper, standin, lines } = current;
-  current = undefined;
-  keeper.stop();
-  // Nothing the stand-in issued, and neither secret, ever reaches a log line.
-  const secrets = [...standin.issuedTokens(), SECRET, ROTATED];
-  expect(secrets.length).toBeGreaterThan(2);
-  for (const line of lines) {
-    for (const secret of secrets) expect(line).not.toContain(secret);
-  }
-  await standin.close();
-});
-
-async function setup(options: { lifetime?: number; waitMs?: number } = {}): Promise<Harness> {
+/**
+ * A stand-in and a keeper for the calling test, stopped after it (the test context's hook: the
+ * tests run concurrently), where every log line is checked for secrets.
+ */
+async function setup(
+  { onTestFinished }: Pick<TestContext, 'onTestFinished'>,
+  options: { lifetime?: number; waitMs?: number; recoveryBackoffCapMs?: number } = {},
+): Promise<Harness> {
   const standin = await startStandin({
     pki,
     clientId: CLIENT_ID,
@@ -78,7 +70,12 @@ async function setup(options: { lifetime?: number; waitMs?: number } = {}): Prom
       dispatcher: agent,
     }),
     readCredentials: () => Promise.resolve({ ...credentials }),
-    settings: { waitMs: options.waitMs ?? 3000, refreshMarginSeconds: 60, refreshFraction: 0.2 },
+    settings: {
+      waitMs: options.waitMs ?? 3000,
+      refreshMarginSeconds: 60,
+      refreshFraction: 0.2,
+      recoveryBackoffCapMs: options.recoveryBackoffCapMs,
+    },
     clock: systemClock,
     random: () => 0.5,
     logger,
@@ -87,8 +84,17 @@ async function setup(options: { lifetime?: number; waitMs?: number } = {}): Prom
       defaultMetrics: false,
     }),
   });
-  current = { standin, keeper, credentials, lines };
-  return current;
+  onTestFinished(async () => {
+    keeper.stop();
+    // Nothing the stand-in issued, and neither secret, ever reaches a log line.
+    const secrets = [...standin.issuedTokens(), SECRET, ROTATED];
+    expect(secrets.length).toBeGreaterThan(2);
+    for (const line of lines) {
+      for (const secret of secrets) expect(line).not.toContain(secret);
+    }
+    await standin.close();
+  });
+  return { standin, keeper, credentials, lines };
 }
 
 /** The stand-in issues real 3 s tokens and judges them on its own clock (Date.now()). */
@@ -105,9 +111,9 @@ async function callApi(standin: Standin, token: string): Promise<number> {
 
 const grants = (standin: Standin) => standin.tokenRequests.map((r) => r.grant);
 
-describe('token keeper against the stand-in', () => {
-  it('renews a 3 s token before it expires; API calls keep succeeding', async () => {
-    const { keeper, standin } = await setup();
+describe.concurrent('token keeper against the stand-in', () => {
+  it('renews a 3 s token before it expires; API calls keep succeeding', async (t) => {
+    const { keeper, standin } = await setup(t);
     // The proxy and the gauges see the keeper only through these interfaces.
     const source: AccessTokenSource = keeper;
     const gauges: TokenGaugeSource = keeper;
@@ -140,8 +146,8 @@ describe('token keeper against the stand-in', () => {
     }
   });
 
-  it('a null refresh token makes the next renewal use client credentials', async () => {
-    const { keeper, standin } = await setup();
+  it('a null refresh token makes the next renewal use client credentials', async (t) => {
+    const { keeper, standin } = await setup(t);
     standin.nullRefreshTokenNext(1);
     keeper.start();
     await keeper.whenReady();
@@ -154,8 +160,8 @@ describe('token keeper against the stand-in', () => {
     ]);
   });
 
-  it('a rejected refresh token falls back to client credentials at once', async () => {
-    const { keeper, standin } = await setup();
+  it('a rejected refresh token falls back to client credentials at once', async (t) => {
+    const { keeper, standin } = await setup(t);
     keeper.start();
     await keeper.whenReady();
     standin.revokeRefreshTokens();
@@ -167,8 +173,8 @@ describe('token keeper against the stand-in', () => {
     expect(await callApi(standin, await keeper.getAccessToken())).toBe(200);
   });
 
-  it('picks up a rotated secret on the next client-credentials grant', async () => {
-    const { keeper, standin, credentials } = await setup();
+  it('picks up a rotated secret on the next client-credentials grant', async (t) => {
+    const { keeper, standin, credentials, lines } = await setup(t);
     standin.nullRefreshTokenNext(10);
     keeper.start();
     await keeper.whenReady();
@@ -182,11 +188,11 @@ describe('token keeper against the stand-in', () => {
     expect(accepted).toMatchObject({ grant: 'client_credentials', secretOk: true });
     expect(await callApi(standin, await keeper.getAccessToken())).toBe(200);
     // Noticing the change is the credentials reader's (main.ts wires its onChange; test/cli.test.ts).
-    expect(current!.lines.some((l) => l.includes('client credentials changed'))).toBe(false);
+    expect(lines.some((l) => l.includes('client credentials changed'))).toBe(false);
   });
 
-  it('50 concurrent callers at expiry share exactly one token request', async () => {
-    const { keeper, standin } = await setup();
+  it('50 concurrent callers at expiry share exactly one token request', async (t) => {
+    const { keeper, standin } = await setup(t);
     keeper.start();
     await keeper.whenReady();
     // The renewal (at 1.5 s) is answered only after the token has expired (at 3 s).
@@ -200,8 +206,10 @@ describe('token keeper against the stand-in', () => {
     expect(await callApi(standin, tokens[0]!)).toBe(200);
   });
 
-  it('backs off during an outage, answers 503 material, then recovers', async () => {
-    const { keeper, standin } = await setup({ waitMs: 1000 });
+  it('backs off during an outage, answers 503 material, then recovers', async (t) => {
+    // A 4 s recovery cap: above the steps asserted (0.5, 1, 2 s), and the wait after the fourth
+    // failure, once the token is gone, is 2 s instead of the default cap's 4 s.
+    const { keeper, standin } = await setup(t, { waitMs: 1000, recoveryBackoffCapMs: 4_000 });
     keeper.start();
     await keeper.whenReady();
     standin.failTokenRequests({ kind: 'status', status: 503 }, Infinity);

@@ -446,7 +446,9 @@ describe('token-set entry', () => {
 });
 
 describe('coordinator', () => {
-  const settings = { refreshMarginSeconds: 60, refreshFraction: 0.2, timeoutMs: 1_000 };
+  // A token request's bound, and with it the lease TTL (timeoutMs + 2 s): the grants below take
+  // 10–300 ms, and the tests that wait out a dead holder's lease wait 2.25 s of the store's clock.
+  const settings = { refreshMarginSeconds: 60, refreshFraction: 0.2, timeoutMs: 250 };
 
   /** `aheadMs`: this process's clock runs ahead of the others' (time passed for it alone). */
   function coordinator(connection: StoreConnection, aheadMs = 0) {

@@ -73,6 +73,7 @@ describe('loadConfig: defaults and precedence', () => {
         waitMs: 5_000,
         refreshMarginSeconds: 60,
         refreshFraction: 0.2,
+        recoveryBackoffCapMs: 8_000,
       },
       store: { url: undefined, mode: 'standalone', keyPrefix: 'oauth-sidecar:' },
       credentials: { source: 'inline', clientId: 'the-id', clientSecret: 'the-secret' },
@@ -155,6 +156,7 @@ describe('loadConfig: defaults and precedence', () => {
         TOKEN_WAIT_MS: '0',
         TOKEN_REFRESH_MARGIN_SECONDS: '86400',
         TOKEN_REFRESH_FRACTION: '0.5',
+        TOKEN_RECOVERY_BACKOFF_CAP_MS: '60000',
         PROXY_LISTEN: ':8081',
         PROXY_HTTP2: '1',
         ADMIN_LISTEN: '[::1]:0',
@@ -216,6 +218,7 @@ describe('loadConfig: defaults and precedence', () => {
       waitMs: 0,
       refreshMarginSeconds: 86_400,
       refreshFraction: 0.5,
+      recoveryBackoffCapMs: 60_000,
     });
     expect(config.store).toEqual({
       url: 'rediss://user:pw@redis.example:6380/2',
@@ -683,6 +686,18 @@ describe('loadConfig: one line per bad configuration', () => {
       'token.refreshMarginSeconds',
       'sixty',
       'must be a whole number of seconds from 0 to 86400 (got "sixty")',
+    ],
+    [
+      'TOKEN_RECOVERY_BACKOFF_CAP_MS',
+      'token.recoveryBackoffCapMs',
+      '999',
+      'must be a whole number of milliseconds from 1000 to 60000 (got "999")',
+    ],
+    [
+      'TOKEN_RECOVERY_BACKOFF_CAP_MS',
+      'token.recoveryBackoffCapMs',
+      '60001',
+      'must be a whole number of milliseconds from 1000 to 60000 (got "60001")',
     ],
     [
       'TOKEN_REFRESH_FRACTION',

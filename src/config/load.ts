@@ -224,6 +224,7 @@ function buildConfig(
       waitMs: get('token.waitMs'),
       refreshMarginSeconds: get('token.refreshMarginSeconds'),
       refreshFraction: get('token.refreshFraction'),
+      recoveryBackoffCapMs: get('token.recoveryBackoffCapMs'),
     },
     store: storeConfig(get),
     credentials,

@@ -174,6 +174,12 @@ export const FIELDS = {
     60,
   ),
   'token.refreshFraction': field('TOKEN_REFRESH_FRACTION', fraction(), 0.2),
+  // token/schedule.ts RECOVERY_CAP_MS; at most the 60 s backoff cap of a process still serving.
+  'token.recoveryBackoffCapMs': field(
+    'TOKEN_RECOVERY_BACKOFF_CAP_MS',
+    integer(1_000, 60_000, 'milliseconds'),
+    8_000,
+  ),
   'store.url': aliased(
     secretField('STORE_URL', yaml(STRING_SHAPE, storeUrl())),
     'token.store.url',

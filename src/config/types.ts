@@ -126,6 +126,8 @@ export interface Config {
     waitMs: number;
     refreshMarginSeconds: number;
     refreshFraction: number;
+    /** Longest wait between token attempts while no valid token is held (backoff and `Retry-After`). */
+    recoveryBackoffCapMs: number;
   };
   store: {
     /** `redis://` / `rediss://` URL of the fleet's shared store (may hold a password); unset: none. */

@@ -76,6 +76,15 @@ describe('Failures', () => {
     expect(failures.notBefore).toBe(T0 + 10_000 + RECOVERY_CAP_MS);
   });
 
+  it('the token dropped: pulled in to a configured recovery cap', () => {
+    const failures = new Failures(() => 1, 2_000);
+    failures.record(serverError(HOUR), T0, T0 + 2 * HOUR);
+    failures.tokenDropped(T0 + 10_000);
+    expect(failures.notBefore).toBe(T0 + 12_000);
+    failures.record(serverError(HOUR), T0 + 12_000, undefined);
+    expect(failures.notBefore).toBe(T0 + 14_000);
+  });
+
   it('the token dropped with no failure pending changes nothing', () => {
     const failures = new Failures(() => 1);
     failures.tokenDropped(T0);

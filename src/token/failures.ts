@@ -1,7 +1,7 @@
 /** The keeper's failure state: the backoff step, the time before which no request starts. */
 import { errorText, TokenEndpointError } from '../errors.js';
 import { errorKind, iso, type KeeperStatus } from './keeper-status.js';
-import { retryTime } from './schedule.js';
+import { RECOVERY_CAP_MS, retryTime } from './schedule.js';
 
 /** The last failure's inputs to the retry time (schedule.ts `retryTime`). */
 export interface FailureRecord {
@@ -21,7 +21,11 @@ export class Failures {
   /** `consecutive` at the last credentials change: the backoff starts over from there. */
   #beforeChange = 0;
 
-  constructor(private readonly random: () => number) {}
+  /** `recoveryCapMs`: the longest wait while no valid token is held (`token.recoveryBackoffCapMs`). */
+  constructor(
+    private readonly random: () => number,
+    private readonly recoveryCapMs = RECOVERY_CAP_MS,
+  ) {}
 
   /** A failed request at `now`; `expiresAt`: the held token's, which caps the wait. */
   record(error: unknown, now: number, expiresAt: number | undefined): void {
@@ -31,7 +35,7 @@ export class Failures {
       random: this.random(),
       retryAfterMs: error instanceof TokenEndpointError ? error.retryAfterMs : undefined,
     };
-    this.notBefore = retryTime(now, this.last, expiresAt);
+    this.notBefore = retryTime(now, this.last, expiresAt, this.recoveryCapMs);
     this.lastError = { kind: errorKind(error), message: errorText(error), at: iso(now) };
   }
 
@@ -54,6 +58,7 @@ export class Failures {
   /** The token was dropped: a pending backoff / Retry-After wait ends within the recovery cap. */
   tokenDropped(now: number): void {
     if (this.last === undefined) return;
-    this.notBefore = Math.min(this.notBefore, retryTime(now, this.last, undefined));
+    const recoveryAt = retryTime(now, this.last, undefined, this.recoveryCapMs);
+    this.notBefore = Math.min(this.notBefore, recoveryAt);
   }
 }

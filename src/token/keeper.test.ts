@@ -104,6 +104,7 @@ function setup(
     random?: number | (() => number);
     waitMs?: number;
     coordinator?: TokenCoordinator;
+    recoveryBackoffCapMs?: number;
   } = {},
 ): Harness {
   const endpoint = new FakeEndpoint();
@@ -125,7 +126,12 @@ function setup(
   harness.keeper = new TokenKeeper({
     endpoint,
     readCredentials: harness.readCredentials,
-    settings: { waitMs: options.waitMs ?? 5000, refreshMarginSeconds: 60, refreshFraction: 0.2 },
+    settings: {
+      waitMs: options.waitMs ?? 5000,
+      refreshMarginSeconds: 60,
+      refreshFraction: 0.2,
+      recoveryBackoffCapMs: options.recoveryBackoffCapMs,
+    },
     clock: systemClock,
     random: typeof random === 'function' ? random : () => random,
     logger,
@@ -860,6 +866,22 @@ describe('TokenKeeper recovery: at most 8 s between attempts while no valid toke
     expectRecoveryRule(h);
     h.endpoint.failWith = undefined;
     await advance(3_000);
+    expect(h.keeper.status().ready).toBe(true);
+  });
+
+  it('token.recoveryBackoffCapMs 2000: Retry-After 3000000 and a deep backoff both wait 2 s', async () => {
+    h.keeper.stop();
+    h = setup({ random: WORST, recoveryBackoffCapMs: 2_000 });
+    h.endpoint.failWith = serverError(3_000_000_000);
+    h.keeper.start();
+    await advance(10_000);
+    expect(h.endpoint.times()).toEqual([0, 2, 4, 6, 8, 10]);
+    h.endpoint.failWith = serverError();
+    await advance(20_000);
+    expect(h.keeper.status().consecutiveFailures).toBeGreaterThanOrEqual(15);
+    expect(Math.max(...retryWaits(h.lines))).toBeLessThanOrEqual(2_000);
+    h.endpoint.failWith = undefined;
+    await advance(2_000);
     expect(h.keeper.status().ready).toBe(true);
   });
 

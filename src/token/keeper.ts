@@ -31,7 +31,8 @@ export type { KeeperErrorKind, KeeperStatus } from './keeper-status.js';
 export interface TokenKeeperOptions {
   endpoint: TokenEndpoint;
   readCredentials: CredentialsReader;
-  settings: Pick<Config['token'], 'waitMs' | 'refreshMarginSeconds' | 'refreshFraction'>;
+  settings: Pick<Config['token'], 'waitMs' | 'refreshMarginSeconds' | 'refreshFraction'> &
+    Partial<Pick<Config['token'], 'recoveryBackoffCapMs'>>;
   clock: Clock;
   /** [0, 1); Math.random when absent. Drives renewal jitter and backoff jitter. */
   random?: () => number;
@@ -90,7 +91,7 @@ export class TokenKeeper {
     this.settings = options.settings;
     this.clock = options.clock;
     this.random = options.random ?? Math.random;
-    this.failures = new Failures(this.random);
+    this.failures = new Failures(this.random, options.settings.recoveryBackoffCapMs);
     this.log = options.logger;
     this.metrics = options.metrics;
     this.coordinator = options.coordinator;
@@ -328,8 +329,9 @@ export class TokenKeeper {
 
   /**
    * Any failure, including a rejected client-credentials grant (the secret may be rotated soon).
-   * The retry waits for the backoff / `Retry-After`, but never longer than the recovery cap (8 s)
-   * past the held token's expiry, or past now when none is valid: one timer covers both.
+   * The retry waits for the backoff / `Retry-After`, but never longer than the recovery cap
+   * (`token.recoveryBackoffCapMs`, 8 s by default) past the held token's expiry, or past now when
+   * none is valid: one timer covers both.
    */
   private onFailure({ grant, error }: Extract<Outcome, { ok: false }>): void {
     const now = this.clock.now();

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { FIELDS } from '../config/schema.js';
 import {
   BACKOFF_CAP_MS,
   MAX_RETRY_AFTER_MS,
@@ -74,16 +75,30 @@ describe('backoffDelayMs', () => {
 });
 
 describe('backoffDelayMs while recovering (no valid token held)', () => {
+  const cap = RECOVERY_CAP_MS;
+
   it('is full jitter over 1, 2, 4, then 8 s, whatever the step', () => {
-    const delays = [1, 2, 3, 4, 5, 20, 5000].map((n) => backoffDelayMs(n, 1, undefined, true));
+    const delays = [1, 2, 3, 4, 5, 20, 5000].map((n) => backoffDelayMs(n, 1, undefined, cap));
     expect(delays).toEqual([1_000, 2_000, 4_000, 8_000, 8_000, 8_000, 8_000]);
-    expect(backoffDelayMs(20, 0.5, undefined, true)).toBe(4_000);
+    expect(backoffDelayMs(20, 0.5, undefined, cap)).toBe(4_000);
   });
 
   it('honours Retry-After up to 8 s only', () => {
-    expect(backoffDelayMs(1, 0, 5_000, true)).toBe(5_000);
-    expect(backoffDelayMs(1, 0, 3_000_000_000, true)).toBe(RECOVERY_CAP_MS);
+    expect(backoffDelayMs(1, 0, 5_000, cap)).toBe(5_000);
+    expect(backoffDelayMs(1, 0, 3_000_000_000, cap)).toBe(RECOVERY_CAP_MS);
     expect(backoffDelayMs(1, 0, 3_000_000_000)).toBe(MAX_RETRY_AFTER_MS);
+  });
+
+  it('a configured cap bounds both the steps and Retry-After', () => {
+    const delays = [1, 2, 3, 20].map((n) => backoffDelayMs(n, 1, undefined, 2_000));
+    expect(delays).toEqual([1_000, 2_000, 2_000, 2_000]);
+    expect(backoffDelayMs(1, 0, 3_000_000_000, 2_000)).toBe(2_000);
+    const longer = [4, 5, 6, 7].map((n) => backoffDelayMs(n, 1, undefined, 60_000));
+    expect(longer).toEqual([8_000, 16_000, 32_000, 60_000]);
+  });
+
+  it('is the default of token.recoveryBackoffCapMs', () => {
+    expect(FIELDS['token.recoveryBackoffCapMs'].default).toBe(RECOVERY_CAP_MS);
   });
 });
 
@@ -107,6 +122,12 @@ describe('retryTime', () => {
     expect(retryTime(now, failure(1, 3_000_000), now + 3_600_000)).toBe(now + 3_000_000);
     expect(retryTime(now, failure(1, 3_000_000), now + 100_000)).toBe(now + 108_000);
     expect(retryTime(now, failure(20), now + 10_000)).toBe(now + 18_000);
+  });
+
+  it('with a configured recovery cap: that cap instead of 8 s, the backoff while valid unchanged', () => {
+    expect(retryTime(now, failure(20), undefined, 2_000)).toBe(now + 2_000);
+    expect(retryTime(now, failure(1, 3_000_000), now + 100_000, 30_000)).toBe(now + 130_000);
+    expect(retryTime(now, failure(20), now + 3_600_000, 30_000)).toBe(now + BACKOFF_CAP_MS);
   });
 });
 

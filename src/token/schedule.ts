@@ -10,7 +10,8 @@ export const BACKOFF_BASE_MS = 1_000;
 export const BACKOFF_CAP_MS = 60_000;
 /**
  * While no valid token is held (the sidecar is not serving), no wait before the next attempt is
- * longer than this, whatever the backoff step or `Retry-After` says: full jitter over 1, 2, 4, 8 s.
+ * longer than the recovery cap, whatever the backoff step or `Retry-After` says: by default this,
+ * full jitter over 1, 2, 4, 8 s. The default of `token.recoveryBackoffCapMs`.
  */
 export const RECOVERY_CAP_MS = 8_000;
 /** At most one forced renewal (upstream 401) per this interval. */
@@ -74,37 +75,40 @@ export function nextRenewalAt(
  * Delay before retrying after the `failures`-th consecutive failure (1 for the first): full jitter,
  * `random × min(cap, base × 2^(failures-1))`, and never less than the server's `Retry-After`
  * (itself capped). The caps: {@link BACKOFF_CAP_MS} and {@link MAX_RETRY_AFTER_MS} while a valid
- * token is held; {@link RECOVERY_CAP_MS} for both when `recovering` (none is held).
+ * token is held; `recoveryCapMs` for both when given (none is held: the sidecar is recovering).
  */
 export function backoffDelayMs(
   failures: number,
   random: number,
   retryAfterMs: number | undefined,
-  recovering = false,
+  recoveryCapMs?: number,
 ): number {
   const exponent = Math.max(0, failures - 1);
-  const cap = recovering ? RECOVERY_CAP_MS : BACKOFF_CAP_MS;
+  const cap = recoveryCapMs ?? BACKOFF_CAP_MS;
   // 2^6 already exceeds the cap; bounding the exponent keeps the arithmetic finite.
   const ceiling = Math.min(cap, BACKOFF_BASE_MS * 2 ** Math.min(exponent, 30));
-  const retryAfterCap = recovering ? RECOVERY_CAP_MS : MAX_RETRY_AFTER_MS;
+  const retryAfterCap = recoveryCapMs ?? MAX_RETRY_AFTER_MS;
   return Math.max(random * ceiling, Math.min(retryAfterMs ?? 0, retryAfterCap));
 }
 
 /**
  * When to retry after a failure at `now`: after the backoff while the held token is still valid
  * (until `validUntil`; `undefined` or past when none is held), but never later than the recovery
- * delay after the moment it stops being valid. With the same `random` the recovery delay is never
- * longer than the backoff, so with no valid token the recovery delay alone decides.
+ * delay after the moment it stops being valid. The recovery cap is at most {@link BACKOFF_CAP_MS}
+ * (the configuration's range), so with the same `random` the recovery delay is never longer than
+ * the backoff, and with no valid token the recovery delay alone decides.
  */
 export function retryTime(
   now: number,
   failure: { failures: number; random: number; retryAfterMs: number | undefined },
   validUntil: number | undefined,
+  recoveryCapMs = RECOVERY_CAP_MS,
 ): number {
   const { failures, random, retryAfterMs } = failure;
   const backoffAt = now + backoffDelayMs(failures, random, retryAfterMs);
   const lostAt = Math.max(now, validUntil ?? now);
-  return Math.min(backoffAt, lostAt + backoffDelayMs(failures, random, retryAfterMs, true));
+  const recoveryDelay = backoffDelayMs(failures, random, retryAfterMs, recoveryCapMs);
+  return Math.min(backoffAt, lostAt + recoveryDelay);
 }
 
 /**
