@@ -58,8 +58,19 @@ async function watchScripts(url: string): Promise<{
   };
 }
 
+/**
+ * The health check 200 ms apart instead of 2 s: the five the idle look below waits for span at
+ * least 800 ms, in which a 250 ms poll of the cooldown would have sent at least 3 reads.
+ */
+const HEALTH_CHECK_INTERVAL_MS = 200;
+
 function start(env: Record<string, string>, prefix: string): Promise<SidecarProcess> {
-  return fleet.start({ STORE_URL: fleet.redis.url, STORE_KEY_PREFIX: prefix, ...env });
+  return fleet.start({
+    STORE_URL: fleet.redis.url,
+    STORE_KEY_PREFIX: prefix,
+    STORE_HEALTH_CHECK_INTERVAL_MS: String(HEALTH_CHECK_INTERVAL_MS),
+    ...env,
+  });
 }
 
 async function get(sidecar: SidecarProcess, path: string): Promise<number> {
@@ -87,12 +98,11 @@ describe('store commands per request (INFO commandstats on a real redis-server)'
       during.stop();
     }
 
-    // Idle: until the connection's health check has run twice (every 2 s; a real clock, hence
-    // waitFor with a generous bound), no script but the health check reaches the store. The old
-    // 250 ms poll would have sent at least 8 reads of the cooldown by then.
+    // Idle: until the connection's health check has run five times (a real clock, hence waitFor
+    // with a generous bound), no script but the health check reaches the store.
     const idle = await watchScripts(fleet.redis.url);
     try {
-      await waitFor(() => idle.health() >= 2, 30_000, 'two health checks');
+      await waitFor(() => idle.health() >= 5, 30_000, 'five health checks');
       expect(idle.others()).toEqual([]);
     } finally {
       idle.stop();

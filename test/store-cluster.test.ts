@@ -5,27 +5,33 @@
  * the fleet shares again within 20 s of the store being whole.
  */
 import { request } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  startRedisCluster,
   sentinelEnv,
-  startRedisSentinels,
-  type RedisCluster,
-  type RedisSentinels,
+  startClusterAndSentinels,
+  type ClusterAndSentinels,
 } from './helpers/redis-topologies.js';
 import { useStandinFleet } from './helpers/standin-fleet.js';
-import { waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
+import { readyInTests, waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
 import { realClock } from './helpers/wait.js';
 
 const load = realClock('steady load on the sidecar processes at one request per 20 ms');
 
 const fleet = useStandinFleet();
-let topology: RedisCluster | RedisSentinels | undefined;
+let started: ClusterAndSentinels | undefined;
 
-afterEach(async () => {
-  await topology?.close();
-  topology = undefined;
+// One cluster (3 masters + 3 replicas) and one Sentinel setup for the file, started side by side.
+// The cluster's first test leaves it whole; its second kills a master; the Sentinel test kills the
+// primary, and is the only one to use it.
+beforeAll(async () => {
+  started = await startClusterAndSentinels({ cluster: { masters: 3, replicas: 1 } });
+}, 120_000);
+
+afterAll(async () => {
+  await started?.close();
 });
+
+const topologies = (): ClusterAndSentinels => readyInTests(started, 'the topologies');
 
 /** The three shared things: the token set, the shared cache tier and the fleet quota. */
 const SHARED = {
@@ -33,8 +39,10 @@ const SHARED = {
   CACHE_RULES: '/v1.0/echo/=60',
   UPSTREAM_RATE_LIMIT: '1000/s',
   LOG_LEVEL: 'info',
+  // `up` in a cluster is the health check of every master: 200 ms apart, a lost master shows at once.
+  STORE_HEALTH_CHECK_INTERVAL_MS: String(200),
 };
-/** Starting a topology and a fleet, a fail-over and the wait for sharing: well within this. */
+/** Starting a fleet, a fail-over and the wait for sharing: well within this. */
 const TEST_TIMEOUT_MS = 120_000;
 
 const grants = (): number =>
@@ -110,19 +118,36 @@ async function secondsUntilSharing(members: SidecarProcess[]): Promise<number> {
 }
 
 describe('STORE_MODE=cluster on a real Redis Cluster', () => {
+  /** A fleet of three on the cluster, for both tests; the second kills a master under it. */
+  let members: SidecarProcess[] = [];
+  /** Grants the token endpoint made while the three started. */
+  let grantsAtStart = 0;
+
+  beforeAll(async () => {
+    const { cluster } = topologies();
+    const env = { STORE_MODE: 'cluster', STORE_URL: cluster.url, ...SHARED };
+    const before = grants();
+    members = await Promise.all([
+      fleet.startForFile(env),
+      fleet.startForFile(env),
+      fleet.startForFile(env),
+    ]);
+    grantsAtStart = grants() - before;
+  }, 60_000);
+
+  afterAll(async () => {
+    await Promise.all(members.map((member) => member.stop()));
+  });
+
   it(
     '3 masters: one grant for a fleet of 3, entries spread over the masters, one API request per question',
     async () => {
-      const cluster = await startRedisCluster({ masters: 3 });
-      topology = cluster;
-      const env = { STORE_MODE: 'cluster', STORE_URL: cluster.url, ...SHARED };
-      const before = grants();
-      const members = await Promise.all([fleet.start(env), fleet.start(env), fleet.start(env)]);
-      expect(grants() - before).toBe(1);
+      const { cluster } = topologies();
+      expect(grantsAtStart).toBe(1);
       for (let i = 0; i < 12; i++) expect(await sharedOnce(members)).toBe(true);
       const keys = await cluster.keysByMaster();
       expect([...keys.values()].filter((n) => n > 0).length).toBeGreaterThanOrEqual(2);
-      const status = await storeStatus(members[0]);
+      const status = await storeStatus(members[0]!);
       expect(status).toMatchObject({ mode: 'cluster', up: true });
       expect(status.nodes.sort()).toEqual(
         (await cluster.masters()).map((p) => `127.0.0.1:${p}`).sort(),
@@ -134,31 +159,30 @@ describe('STORE_MODE=cluster on a real Redis Cluster', () => {
   it(
     '3 masters + 3 replicas: the busiest master killed under load costs no request; sharing again within 20 s',
     async () => {
-      const cluster = await startRedisCluster({ masters: 3, replicas: 1 });
-      topology = cluster;
-      const env = { STORE_MODE: 'cluster', STORE_URL: cluster.url, ...SHARED };
-      const members = await Promise.all([fleet.start(env), fleet.start(env)]);
-      expect(await sharedOnce(members)).toBe(true);
-      const load = steadyLoad(members);
+      const { cluster } = topologies();
+      // Two of the three under load; the third only keeps its connection.
+      const [one, two] = members as [SidecarProcess, SidecarProcess];
+      expect(await sharedOnce([one, two])).toBe(true);
+      const load = steadyLoad([one, two]);
       await waitFor(() => Promise.resolve(load.answered() >= 20), 20_000, 'the load to run');
       const byMaster = [...(await cluster.keysByMaster()).entries()].sort((a, b) => b[1] - a[1]);
       const busiest = byMaster[0]![0];
       await cluster.kill(busiest);
       await waitFor(
-        async () => !(await storeStatus(members[0])).up,
+        async () => !(await storeStatus(one)).up,
         5_000,
         '/status to show the store down',
       );
       await cluster.waitHealthy();
-      const seconds = await secondsUntilSharing(members);
+      const seconds = await secondsUntilSharing([one, two]);
       const statuses = await load.stop();
       console.log(
         `cluster fail-over: sharing again ${seconds.toFixed(1)} s after the cluster was whole; ${JSON.stringify(statuses)}`,
       );
       expect(Object.keys(statuses)).toEqual(['200']);
       expect(seconds).toBeLessThan(20);
-      await waitFor(async () => (await storeStatus(members[1])).up, 5_000, 'store up');
-      expect((await storeStatus(members[1])).nodes).not.toContain(`127.0.0.1:${busiest}`);
+      await waitFor(async () => (await storeStatus(two)).up, 5_000, 'store up');
+      expect((await storeStatus(two)).nodes).not.toContain(`127.0.0.1:${busiest}`);
     },
     TEST_TIMEOUT_MS,
   );
@@ -168,8 +192,7 @@ describe('STORE_MODE=sentinel behind real Sentinels', () => {
   it(
     'primary + replica + 3 sentinels: the primary killed under load costs no request; sharing again within 20 s',
     async () => {
-      const sentinels = await startRedisSentinels();
-      topology = sentinels;
+      const { sentinels } = topologies();
       const env = { ...sentinelEnv(sentinels), ...SHARED };
       const before = grants();
       const members = await Promise.all([fleet.start(env), fleet.start(env)]);

@@ -7,36 +7,58 @@
  * fail-over during a renewal.
  */
 import { request } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  startRedisCluster,
   sentinelEnv,
-  startRedisSentinels,
+  startClusterAndSentinels,
+  type ClusterAndSentinels,
   type RedisCluster,
   type RedisSentinels,
 } from './helpers/redis-topologies.js';
 import { useStandinFleet } from './helpers/standin-fleet.js';
 import { realClock } from './helpers/wait.js';
-import { metricValue, waitFor, type SidecarProcess } from './helpers/sidecar-process.js';
+import {
+  metricValue,
+  readyInTests,
+  waitFor,
+  type SidecarProcess,
+} from './helpers/sidecar-process.js';
 
-/** 6 s tokens renewed ~2.1 s before expiry: several renewals within one test. */
+/**
+ * 6 s tokens renewed 3 s before expiry (the 60 s default margin, capped at half the lifetime):
+ * several renewals within one test.
+ */
 const fleet = useStandinFleet({ redis: true, tokenLifetimeSeconds: 6 });
-let topology: RedisCluster | RedisSentinels | undefined;
+const SENTINEL_PASSWORD = 'sentinel-pw-41f0';
+let topologies: ClusterAndSentinels | undefined;
 
-afterEach(async () => {
-  await topology?.close();
-  topology = undefined;
+// One cluster and one Sentinel setup for the file, started side by side. A test that breaks one
+// mends it (the cluster's dead master is started again), except the fail-over, which kills the
+// primary: it is the file's last test.
+beforeAll(async () => {
+  topologies = await startClusterAndSentinels({
+    cluster: { masters: 3 },
+    sentinels: { sentinelPassword: SENTINEL_PASSWORD },
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await topologies?.close();
 });
+
+const cluster = (): RedisCluster => readyInTests(topologies, 'the topologies').cluster;
+const sentinels = (): RedisSentinels => readyInTests(topologies, 'the topologies').sentinels;
 
 /** The token set, the shared cache tier and the fleet quota: every use of the store. */
 const SHARED = {
   CACHE_SHARED: 'true',
   CACHE_RULES: '/v1.0/echo/=60',
   UPSTREAM_RATE_LIMIT: '1000/s',
-  TOKEN_REFRESH_FRACTION: '0.35',
   LOG_LEVEL: 'info',
+  // A verdict changes at a health check: 200 ms apart, a change shows within a fraction of a second.
+  STORE_HEALTH_CHECK_INTERVAL_MS: String(200),
 };
-/** Starting a topology and members, and waiting for renewals and fail-overs: well within this. */
+/** Starting members, and waiting for renewals and fail-overs: well within this. */
 const TEST_TIMEOUT_MS = 120_000;
 /** The issue's bound: 30 GETs answered within 20 s of a member's start. */
 const START_BOUND_MS = 20_000;
@@ -103,75 +125,87 @@ async function sharedOnce(members: SidecarProcess[]): Promise<boolean> {
   return fleet.standin.apiRequests.filter((r) => r.url === path).length === 1;
 }
 
-/** Start `env` members and check each: 30 GETs all 200 within the bound, one line naming the store. */
-async function expectServedAlone(
-  envs: Record<string, string>[],
-  mode: string,
-  storeHost: string,
-  cause: RegExp,
-): Promise<SidecarProcess[]> {
+/** A member started with `env`, the store it is to name in its warn line, and the cause. */
+interface Unusable {
+  env: Record<string, string>;
+  storeHost: string;
+  cause: RegExp;
+}
+
+/** Start the members at once and check each: 30 GETs all 200 within the bound, one line naming the store. */
+async function expectServedAlone(mode: string, cases: Unusable[]): Promise<SidecarProcess[]> {
   // Real processes and a real store: the issue's bound is on the wall clock from the start.
   const started = Date.now();
-  const members = await Promise.all(envs.map((env) => fleet.start(env)));
+  const members = await Promise.all(cases.map(({ env }) => fleet.start(env)));
   const statuses = await Promise.all(members.map(thirtyGets));
   const elapsed = Date.now() - started;
   for (const [i, member] of members.entries()) {
-    expect(statuses[i]).toEqual(Array.from({ length: 30 }, () => 200));
+    const others = member.stdout.filter((line) => !line.includes('"status":200'));
+    expect(statuses[i], others.join('\n')).toEqual(Array.from({ length: 30 }, () => 200));
     const down = storeLines(member).filter((l) => !l.up);
     expect(down, member.stdout.join('\n')).toHaveLength(1);
     expect(down[0]).toMatchObject({ level: 'warn', mode });
-    expect(down[0]!.store).toContain(storeHost);
-    expect(down[0]!.error).toMatch(cause);
+    expect(down[0]!.store).toContain(cases[i]!.storeHost);
+    expect(down[0]!.error).toMatch(cases[i]!.cause);
     expect((await storeStatus(member)).up).toBe(false);
   }
   expect(elapsed).toBeLessThan(START_BOUND_MS);
   return members;
 }
 
+/** Two members sending one token: each sends a tagged request until both send the same one. */
+async function oneSharedToken(members: SidecarProcess[], what: string): Promise<void> {
+  await waitFor(
+    async () => {
+      const [a, b] = await bearers(members);
+      return a === b && a !== 'none';
+    },
+    30_000,
+    what,
+  );
+}
+
 describe('a member started while its store cannot be used serves every request', () => {
   it(
     'STORE_MODE=cluster with one of three masters dead: 30 GETs all 200, one warn line; the master back → it joins the fleet',
     async () => {
-      const cluster = await startRedisCluster({ masters: 3 });
-      topology = cluster;
+      const store = cluster();
       // Not one of the two seed nodes the URL names: discovery works, the cluster is not whole.
-      const dead = cluster.ports[2]!;
-      await cluster.kill(dead);
-      const env = { STORE_MODE: 'cluster', STORE_URL: cluster.url, ...SHARED };
-      const [member] = await expectServedAlone(
-        [env],
-        'cluster',
-        `127.0.0.1:${cluster.ports[0]}`,
-        new RegExp(`ECONNREFUSED 127.0.0.1:${dead}|CLUSTERDOWN`),
-      );
+      const dead = store.ports[2]!;
+      await store.kill(dead);
+      const env = { STORE_MODE: 'cluster', STORE_URL: store.url, ...SHARED };
+      const [member] = await expectServedAlone('cluster', [
+        {
+          env,
+          storeHost: `127.0.0.1:${store.ports[0]}`,
+          cause: new RegExp(`ECONNREFUSED 127.0.0.1:${dead}|CLUSTERDOWN`),
+        },
+      ]);
+
       const alone = member!;
 
-      // The store fixed: the member joins without a restart and shares with a newcomer.
-      await cluster.restart(dead);
-      await cluster.waitHealthy();
-      // Up in /status and in its last store line: the line reaches the captured stdout after the
-      // status has changed, so both are waited for.
-      await waitFor(
-        async () => (await storeStatus(alone)).up && storeLines(alone).at(-1)?.up === true,
-        20_000,
-        'the member to join, and its store line to say so',
-      );
+      // The store fixed: the member joins without a restart and shares with a newcomer, started
+      // while it joins.
+      await store.restart(dead);
+      await store.waitHealthy();
+      const [newcomer] = await Promise.all([
+        fleet.start(env),
+        // Up in /status and in its last store line: the line reaches the captured stdout after
+        // the status has changed, so both are waited for.
+        waitFor(
+          async () => (await storeStatus(alone)).up && storeLines(alone).at(-1)?.up === true,
+          20_000,
+          'the member to join, and its store line to say so',
+        ),
+      ]);
       // One line per change of verdict (the health check names a key, so a healing cluster's
       // CLUSTERDOWN keeps it down rather than up between failed scripts).
       const verdicts = storeLines(alone).map((l) => l.up);
       expect(verdicts.at(-1)).toBe(true);
       expect(verdicts.every((up, i) => i === 0 || up !== verdicts[i - 1])).toBe(true);
-      const newcomer = await fleet.start(env);
       await waitFor(() => sharedOnce([alone, newcomer]), 20_000, 'the cache to be shared');
       // One token for both within a few renewals: adopted from, or published to, the store.
-      await waitFor(
-        async () => {
-          const [a, b] = await bearers([alone, newcomer]);
-          return a === b && a !== 'none';
-        },
-        30_000,
-        'one shared token',
-      );
+      await oneSharedToken([alone, newcomer], 'one shared token');
     },
     TEST_TIMEOUT_MS,
   );
@@ -179,27 +213,26 @@ describe('a member started while its store cannot be used serves every request',
   it(
     'STORE_MODE=sentinel with a wrong or missing sentinel password, or a data node named: all 200, one warn line each',
     async () => {
-      const sentinels = await startRedisSentinels({ sentinelPassword: 'sentinel-pw-41f0' });
-      topology = sentinels;
-      const env = { ...sentinelEnv(sentinels), ...SHARED };
-      const sentinelHost = sentinels.url.replace('redis://', '').split(',')[0]!;
-      const [wrong, missing] = await expectServedAlone(
-        [{ ...env, STORE_SENTINEL_PASSWORD: 'wrong-pw-8c2d' }, env],
-        'sentinel',
-        sentinelHost,
-        /^(WRONGPASS|NOAUTH) /,
-      );
-      const primary = await sentinels.primary();
-      await expectServedAlone(
-        [{ ...env, STORE_URL: `redis://127.0.0.1:${primary}` }],
-        'sentinel',
-        `127.0.0.1:${primary}`,
-        /names a data node, not a sentinel/,
-      );
+      const env = { ...sentinelEnv(sentinels()), ...SHARED };
+      const sentinelHost = sentinels().url.replace('redis://', '').split(',')[0]!;
+      const primary = await sentinels().primary();
+      const [wrong, missing] = await expectServedAlone('sentinel', [
+        {
+          env: { ...env, STORE_SENTINEL_PASSWORD: 'wrong-pw-8c2d' },
+          storeHost: sentinelHost,
+          cause: /^(WRONGPASS|NOAUTH) /,
+        },
+        { env, storeHost: sentinelHost, cause: /^(WRONGPASS|NOAUTH) / },
+        {
+          env: { ...env, STORE_URL: `redis://127.0.0.1:${primary}` },
+          storeHost: `127.0.0.1:${primary}`,
+          cause: /names a data node, not a sentinel/,
+        },
+      ]);
       for (const member of [wrong!, missing!]) {
         const output = [...member.stdout, ...member.stderr].join('\n');
         expect(output).not.toContain('wrong-pw-8c2d');
-        expect(output).not.toContain('sentinel-pw-41f0');
+        expect(output).not.toContain(SENTINEL_PASSWORD);
       }
     },
     TEST_TIMEOUT_MS,
@@ -222,16 +255,17 @@ describe('one verdict per state change', () => {
         });
         const ups = new Set<number>();
         const statuses = new Set<number>();
-        // 40 looks 250 ms apart (pacing): about 5 periods of the 2 s health check, each of which
-        // used to mark the store up (its PING answered) until the next script failed.
-        for (let i = 0; i < 40; i++) {
+        // 20 looks 50 ms apart (pacing), each a request and a read of /metrics: over 1 s, 5
+        // periods of the 200 ms health check, each of which used to mark the store up (its PING
+        // answered) until the next script failed.
+        for (let i = 0; i < 20; i++) {
           const res = await request(`${member.proxyUrl}/v1.0/echo/acl-${question++}`);
           await res.body.dump();
           statuses.add(res.statusCode);
           ups.add(await metricValue(member, 'oauth_sidecar_token_store_up'));
           await realClock(
-            'looks at a store refusing scripts across several of the sidecar process’s 2 s health checks',
-          ).sleep(250);
+            'looks at a store refusing scripts across several of the sidecar process’s health checks',
+          ).sleep(50);
         }
         expect([...statuses]).toEqual([200]);
         expect([...ups]).toEqual([0]);
@@ -254,9 +288,8 @@ describe('a fail-over during a renewal', () => {
   it(
     'Sentinel: the primary killed while 6 s tokens renew under load: every request 200; one shared token again after',
     async () => {
-      const sentinels = await startRedisSentinels();
-      topology = sentinels;
-      const env = { ...sentinelEnv(sentinels), ...SHARED };
+      const store = sentinels();
+      const env = { ...sentinelEnv(store), STORE_SENTINEL_PASSWORD: SENTINEL_PASSWORD, ...SHARED };
       const members = await Promise.all([fleet.start(env), fleet.start(env)]);
       const statuses = new Map<string, number>();
       let running = true;
@@ -275,23 +308,16 @@ describe('a fail-over during a renewal', () => {
         }
       });
       try {
-        // Kill the primary when a renewal is due: right after a grant, the next is ~3.9 s away,
-        // and a Sentinel fail-over (down-after 1 s plus the election) spans it.
+        // Kill the primary when a renewal is due: right after a grant, the next is 3 s away, and
+        // a Sentinel fail-over (down-after 1 s plus the election) spans it.
         const issued = () =>
           fleet.standin.tokenRequests.filter((r) => r.outcome === 'issued').length;
         const before = issued();
         await waitFor(() => issued() > before, 15_000, 'a renewal');
-        const primary = await sentinels.primary();
-        await sentinels.kill(primary);
-        await waitFor(async () => (await sentinels.primary()) !== primary, 30_000, 'a promotion');
-        await waitFor(
-          async () => {
-            const [a, b] = await bearers(members);
-            return a === b && a !== 'none';
-          },
-          30_000,
-          'one shared token again',
-        );
+        const primary = await store.primary();
+        await store.kill(primary);
+        await waitFor(async () => (await store.primary()) !== primary, 30_000, 'a promotion');
+        await oneSharedToken(members, 'one shared token again');
       } finally {
         running = false;
         await Promise.all(loops);
@@ -299,6 +325,7 @@ describe('a fail-over during a renewal', () => {
       expect(Object.fromEntries(statuses)).toEqual({ '200': expect.any(Number) });
       const output = members.flatMap((m) => [...m.stdout, ...m.stderr]).join('\n');
       for (const token of fleet.standin.issuedTokens()) expect(output).not.toContain(token);
+      expect(output).not.toContain(SENTINEL_PASSWORD);
     },
     TEST_TIMEOUT_MS,
   );

@@ -75,7 +75,12 @@ describe('loadConfig: defaults and precedence', () => {
         refreshFraction: 0.2,
         recoveryBackoffCapMs: 8_000,
       },
-      store: { url: undefined, mode: 'standalone', keyPrefix: 'oauth-sidecar:' },
+      store: {
+        url: undefined,
+        mode: 'standalone',
+        keyPrefix: 'oauth-sidecar:',
+        healthCheckIntervalMs: 2_000,
+      },
       credentials: { source: 'inline', clientId: 'the-id', clientSecret: 'the-secret' },
       proxy: {
         listen: { host: '127.0.0.1', port: 8080 },
@@ -168,6 +173,7 @@ describe('loadConfig: defaults and precedence', () => {
         UPSTREAM_MAX_COOLDOWN_SECONDS: '60',
         TOKEN_STORE_URL: 'rediss://user:pw@redis.example:6380/2',
         TOKEN_STORE_KEY_PREFIX: 'team-a:',
+        STORE_HEALTH_CHECK_INTERVAL_MS: '10000',
         PROXY_MAX_IN_FLIGHT: '10',
         PROXY_MAX_PIPELINED: '1',
         PROXY_MAX_HEADERS: '50',
@@ -224,6 +230,7 @@ describe('loadConfig: defaults and precedence', () => {
       url: 'rediss://user:pw@redis.example:6380/2',
       mode: 'standalone',
       keyPrefix: 'team-a:',
+      healthCheckIntervalMs: 10_000,
     });
     // The store URL's password never shows when the config is logged or inspected.
     expect(JSON.stringify(config.store)).not.toContain('pw');
@@ -261,6 +268,7 @@ describe('loadConfig: defaults and precedence', () => {
       url: 'redis://127.0.0.1:6379',
       mode: 'standalone',
       keyPrefix: 'x:',
+      healthCheckIntervalMs: 2_000,
     });
     expect(config.cache.rules).toEqual([
       { prefix: '/v1.0/contracts/', ttlSeconds: 30 },
@@ -275,12 +283,22 @@ describe('loadConfig: defaults and precedence', () => {
     const canonical = await loadConfig({
       env: { ...GOOD, STORE_URL: 'redis://a:6379', STORE_KEY_PREFIX: 'a:' },
     });
-    expect(canonical.store).toEqual({ url: 'redis://a:6379', mode: 'standalone', keyPrefix: 'a:' });
+    expect(canonical.store).toEqual({
+      url: 'redis://a:6379',
+      mode: 'standalone',
+      keyPrefix: 'a:',
+      healthCheckIntervalMs: 2_000,
+    });
     const fromYaml = await loadConfig({
       env: GOOD,
       configFile: await file('store.yaml', 'store: { url: redis://b:6379, keyPrefix: "b:" }\n'),
     });
-    expect(fromYaml.store).toEqual({ url: 'redis://b:6379', mode: 'standalone', keyPrefix: 'b:' });
+    expect(fromYaml.store).toEqual({
+      url: 'redis://b:6379',
+      mode: 'standalone',
+      keyPrefix: 'b:',
+      healthCheckIntervalMs: 2_000,
+    });
     const both = await problemsOf({
       env: { ...GOOD, STORE_URL: 'redis://a:6379', TOKEN_STORE_URL: 'redis://user:hunter2@b:6379' },
     });
@@ -295,6 +313,23 @@ describe('loadConfig: defaults and precedence', () => {
     ).toEqual([
       `store.url (in ${join(dir, 'config.yaml')}, or STORE_URL): both store.url and its alias token.store.url are in the file; keep one`,
     ]);
+  });
+
+  it('store.healthCheckIntervalMs: 2 s unless set, from the environment or the file, 100 ms to 60 s', async () => {
+    const store = { ...GOOD, STORE_URL: 'redis://a:6379' };
+    expect((await loadConfig({ env: store })).store.healthCheckIntervalMs).toBe(2_000);
+    const env = { ...store, STORE_HEALTH_CHECK_INTERVAL_MS: '10000' };
+    expect((await loadConfig({ env })).store.healthCheckIntervalMs).toBe(10_000);
+    const yaml = await file('health.yaml', 'store: { healthCheckIntervalMs: 100 }\n');
+    const fromYaml = await loadConfig({ env: store, configFile: yaml });
+    expect(fromYaml.store.healthCheckIntervalMs).toBe(100);
+    for (const value of ['99', '60001', '2s']) {
+      expect(
+        await problemsOf({ env: { ...store, STORE_HEALTH_CHECK_INTERVAL_MS: value } }),
+      ).toEqual([
+        `STORE_HEALTH_CHECK_INTERVAL_MS (store.healthCheckIntervalMs): must be a whole number of milliseconds from 100 to 60000 (got "${value}")`,
+      ]);
+    }
   });
 
   it('reports every problem of the new keys at once, never echoing the store URL', async () => {

@@ -193,6 +193,12 @@ export const FIELDS = {
     'token.store.keyPrefix',
     'TOKEN_STORE_KEY_PREFIX',
   ),
+  // docs/capacity.md "The model": a check per master per member; a large fleet may space them out.
+  'store.healthCheckIntervalMs': field(
+    'STORE_HEALTH_CHECK_INTERVAL_MS',
+    integer(100, 60_000, 'milliseconds'),
+    2_000,
+  ),
   'credentials.clientId': secretField('CLIENT_ID', secret()),
   'credentials.clientSecret': secretField('CLIENT_SECRET', secret()),
   'credentials.clientIdFile': field('CLIENT_ID_FILE', text('a path to a file')),

@@ -51,6 +51,7 @@ export function storeConfig(get: Get): Config['store'] {
     sentinelPrimary: get('store.sentinelPrimary'),
     sentinelPassword: get('store.sentinelPassword'),
     keyPrefix: get('store.keyPrefix'),
+    healthCheckIntervalMs: get('store.healthCheckIntervalMs'),
   };
   const safe = (): object => ({
     ...store,

@@ -139,6 +139,8 @@ export interface Config {
     /** The sentinels' own password, if they ask for one (secret). */
     sentinelPassword: string | undefined;
     keyPrefix: string;
+    /** How often the store's health check runs (one script on each node written to). */
+    healthCheckIntervalMs: number;
   };
   credentials: CredentialsConfig;
   proxy: {

@@ -87,7 +87,7 @@ afterEach(async () => {
   vi.useRealTimers();
 });
 
-function connect(mode: StoreMode, client = new FakeClient()) {
+function connect(mode: StoreMode, client = new FakeClient(), healthCheckIntervalMs?: number) {
   const logger = createLogger({
     level: 'info',
     destination: { write: (line: string) => void lines.push(JSON.parse(line)) },
@@ -101,6 +101,7 @@ function connect(mode: StoreMode, client = new FakeClient()) {
     random: () => 0.5,
     makeClient: () => client,
     scripts: [],
+    ...(healthCheckIntervalMs !== undefined && { healthCheckIntervalMs }),
   });
   open.push(connection);
   return { connection, client };
@@ -267,6 +268,52 @@ describe('one verdict per state change', () => {
     call.catch(() => undefined);
     await vi.advanceTimersByTimeAsync(600);
     await expect(call).rejects.toThrow(/TRYAGAIN/);
+  });
+});
+
+describe('the health check (store.healthCheckIntervalMs)', () => {
+  /** A ready standalone connection whose checks are counted and, from `lostAt` checks on, fail. */
+  async function checked(intervalMs?: number) {
+    const client = new FakeClient();
+    const state = { checks: 0, lost: false };
+    client.pingAnswer = () => {
+      state.checks += 1;
+      return state.lost ? Promise.reject(new Error('connect ECONNREFUSED')) : Promise.resolve();
+    };
+    const { connection } = connect('standalone', client, intervalMs);
+    client.becomeReady();
+    await settle();
+    // The check made when the client became ready.
+    expect(state.checks).toBe(1);
+    return { connection, state };
+  }
+
+  it('runs every 2 s unless told: an idle store lost is seen down at the next check', async () => {
+    const { connection, state } = await checked();
+    state.lost = true;
+    await vi.advanceTimersByTimeAsync(STORE_HEALTH_INTERVAL_MS - 1);
+    expect(connection.health().up).toBe(true);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(state.checks).toBe(2);
+    expect(connection.health().up).toBe(false);
+  });
+
+  it('runs at the configured interval: 10 s apart, not sooner', async () => {
+    const { connection, state } = await checked(10_000);
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(state.checks).toBe(1 + 3);
+    state.lost = true;
+    await vi.advanceTimersByTimeAsync(9_999);
+    expect(connection.health().up).toBe(true);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(connection.health().up).toBe(false);
+    expect(downLines()).toHaveLength(1);
+  });
+
+  it('runs at the configured interval: 100 ms apart', async () => {
+    const { state } = await checked(100);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(state.checks).toBe(1 + 10);
   });
 });
 

@@ -26,7 +26,10 @@ import {
 export const STORE_COMMAND_TIMEOUT_MS = 500;
 /** Calls in progress at once; more fail at once (a hung server must not grow a queue). */
 export const STORE_MAX_PENDING = 64;
-/** A PING this often keeps `up` truthful while nothing else runs (docs/token-store.md: shown within 5 s). */
+/**
+ * A health check this often keeps `up` truthful while nothing else runs, unless the options say
+ * otherwise (`store.healthCheckIntervalMs`, the same default; docs/token-store.md).
+ */
 export const STORE_HEALTH_INTERVAL_MS = 2_000;
 export { STORE_CONNECT_TIMEOUT_MS, startWaitMs } from './verdict.js';
 /** A script answered TRYAGAIN (a slot migration) is sent again after this, within its budget. */
@@ -51,7 +54,8 @@ export interface StoreConnectionOptions extends StoreAddressOptions {
   clock: Clock;
   commandTimeoutMs?: number;
   maxPending?: number;
-  healthIntervalMs?: number;
+  /** `store.healthCheckIntervalMs`: the health check's period. */
+  healthCheckIntervalMs?: number;
   /** [0, 1) for reconnect jitter; Math.random when absent. */
   random?: () => number;
   /** Makes the Redis client (tests give a fake one); node-redis's when absent. */
@@ -112,7 +116,7 @@ class Connection implements StoreConnection {
     });
     this.#healthTimer = setIntervalOn(
       this.#clock,
-      options.healthIntervalMs ?? STORE_HEALTH_INTERVAL_MS,
+      options.healthCheckIntervalMs ?? STORE_HEALTH_INTERVAL_MS,
       () => {
         this.probe().catch(() => undefined); // markDown already recorded it
       },

@@ -293,3 +293,39 @@ export async function startRedisSentinels(
     close: closeAll,
   };
 }
+
+export interface ClusterAndSentinels {
+  readonly cluster: RedisCluster;
+  readonly sentinels: RedisSentinels;
+  close(): Promise<void>;
+}
+
+/**
+ * A Redis Cluster and a Sentinel setup started side by side (a file's `beforeAll`: each start is
+ * mostly waiting on the servers). When one fails to start, the other is closed and that error thrown.
+ */
+export async function startClusterAndSentinels(
+  options: {
+    cluster?: Parameters<typeof startRedisCluster>[0];
+    sentinels?: Parameters<typeof startRedisSentinels>[0];
+  } = {},
+): Promise<ClusterAndSentinels> {
+  const [cluster, sentinels] = await Promise.allSettled([
+    startRedisCluster(options.cluster),
+    startRedisSentinels(options.sentinels),
+  ]);
+  if (cluster.status === 'rejected' || sentinels.status === 'rejected') {
+    if (cluster.status === 'fulfilled') await cluster.value.close();
+    if (sentinels.status === 'fulfilled') await sentinels.value.close();
+    throw cluster.status === 'rejected'
+      ? cluster.reason
+      : (sentinels as PromiseRejectedResult).reason;
+  }
+  return {
+    cluster: cluster.value,
+    sentinels: sentinels.value,
+    close: async () => {
+      await Promise.all([cluster.value.close(), sentinels.value.close()]);
+    },
+  };
+}

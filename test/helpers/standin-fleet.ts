@@ -1,7 +1,8 @@
 /**
  * The setup most process tests share: the HTTPS stand-in as the API (its CA in a file), a real
  * redis-server when asked, and sidecar processes (the bundle) started ready and stopped after
- * each test. Registers its own vitest hooks: call it once at the top of a test file.
+ * each test, or after the file for members its tests share. Registers its own vitest hooks: call it
+ * once at the top of a test file.
  */
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { createTestPki, startStandin, type Standin } from '../../src/standin/index.js';
@@ -21,6 +22,8 @@ export interface StandinFleet {
   base(): Record<string, string>;
   /** A sidecar process with `base()` and `env`, ready (a token held); stopped after the test. */
   start(env: Record<string, string>): Promise<SidecarProcess>;
+  /** As `start`, but stopped after the file's last test: a member the file's tests share. */
+  startForFile(env: Record<string, string>): Promise<SidecarProcess>;
 }
 
 export function useStandinFleet(
@@ -30,6 +33,7 @@ export function useStandinFleet(
   let redis: RedisServer | undefined;
   let caFile = '';
   const running: SidecarProcess[] = [];
+  const forFile: SidecarProcess[] = [];
 
   beforeAll(async () => {
     const pki = await createTestPki();
@@ -48,6 +52,7 @@ export function useStandinFleet(
   });
 
   afterAll(async () => {
+    await Promise.all(forFile.splice(0).map((s) => s.stop()));
     await redis?.close(); // undefined when redis-server is missing: its own error says so
     await standin?.close();
   });
@@ -68,6 +73,12 @@ export function useStandinFleet(
     async start(env) {
       const sidecar = await startSidecarProcess({ ...this.base(), ...env });
       running.push(sidecar);
+      await waitReady(sidecar);
+      return sidecar;
+    },
+    async startForFile(env) {
+      const sidecar = await startSidecarProcess({ ...this.base(), ...env });
+      forFile.push(sidecar);
       await waitReady(sidecar);
       return sidecar;
     },
