@@ -228,7 +228,7 @@ describe.concurrent('the bundle, through every lazily loaded part', { timeout: 6
     const { child, output, exited } = startDemo({ NODE_V8_COVERAGE: coverage });
     try {
       const curl = /curl (http:\/\/127\.0\.0\.1:\d+\/v1\.0\/contracts\/)/;
-      await waitFor(() => curl.test(output.text), 15_000, 'the curl line');
+      await waitFor(() => curl.test(output.text), 45_000, 'the curl line');
       const res = await request(curl.exec(output.text)![1]!);
       await res.body.text();
       expect(res.statusCode).toBe(200);

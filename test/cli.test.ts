@@ -505,7 +505,7 @@ describe.concurrent('oauth-sidecar demo', SIDE_BY_SIDE, () => {
     try {
       const banner =
         /curl (http:\/\/127\.0\.0\.1:(\d+))\/v1\.0\/contracts\/\n[\s\S]*Status: curl (http:\/\/127\.0\.0\.1:(\d+))\/status/;
-      await waitFor(() => banner.test(first.output.text), 30_000, 'the banner');
+      await waitFor(() => banner.test(first.output.text), 45_000, 'the banner');
       const [, proxyUrl, proxyPort, adminUrl, adminPort] = banner.exec(first.output.text)!;
       expect(first.output.text).toContain('/v1.0/status/429?retry-after=30');
       expect(first.output.text).toContain('Cache: /v1.0/contracts/=60s');
@@ -551,7 +551,7 @@ describe.concurrent('oauth-sidecar demo', SIDE_BY_SIDE, () => {
     try {
       await waitFor(
         () => /curl (http:\/\/127\.0\.0\.1:\d+\/v1\.0\/contracts\/)/.test(output.text),
-        30_000,
+        45_000,
         'the curl line',
       );
       const url = /curl (http:\/\/127\.0\.0\.1:\d+\/v1\.0\/contracts\/)/.exec(output.text)![1]!;

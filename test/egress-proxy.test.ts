@@ -85,7 +85,7 @@ async function ownProxy(test: TestContext): Promise<Tinyproxy> {
 
 // Side by side on a loaded 2-core machine each test waits longer for its processes: a limit for
 // hangs, never asserted.
-describe.concurrent('through an egress proxy (tinyproxy)', { timeout: 60_000 }, () => {
+describe.concurrent('through an egress proxy (tinyproxy)', { timeout: 120_000 }, () => {
   it('gets the token and reaches the API through CONNECT tunnels; the password shows nowhere', async (test) => {
     const own = await ownProxy(test);
     const sidecar = await startSidecarProcess(
