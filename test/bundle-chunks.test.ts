@@ -5,7 +5,8 @@
  * exported only `default`) passes every test that imports the TypeScript sources. Here real
  * processes run the bundle through every lazy path, with `NODE_V8_COVERAGE` (node's public
  * coverage output) naming the files each process loaded, and the last test fails if any chunk
- * the metafile lists was loaded by none of them: a new lazy chunk cannot go untested.
+ * the metafile lists was loaded by none of them: a new lazy chunk cannot go untested. The process
+ * tests run side by side; the last one reads what they all wrote, after them.
  */
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
@@ -96,7 +97,7 @@ afterAll(async () => {
   await standin?.close();
 });
 
-describe('the bundle, through every lazily loaded part', () => {
+describe.concurrent('the bundle, through every lazily loaded part', { timeout: 60_000 }, () => {
   it('serves with --config YAML, the Redis store, the quota guard, the shared response cache, tracing and an egress proxy', async () => {
     const receiver = await startOtlpReceiver();
     const egress = await startTinyproxy({ connectPorts: [standin.port] });
@@ -227,7 +228,7 @@ describe('the bundle, through every lazily loaded part', () => {
     const { child, output, exited } = startDemo({ NODE_V8_COVERAGE: coverage });
     try {
       const curl = /curl (http:\/\/127\.0\.0\.1:\d+\/v1\.0\/contracts\/)/;
-      await waitFor(() => curl.test(output.text), 15_000, 'the curl line');
+      await waitFor(() => curl.test(output.text), 45_000, 'the curl line');
       const res = await request(curl.exec(output.text)![1]!);
       await res.body.text();
       expect(res.statusCode).toBe(200);
@@ -242,19 +243,24 @@ describe('the bundle, through every lazily loaded part', () => {
     const misspelt = writeTemp('misspelt.yaml', 'upstream:\n  timeoutMS: 5000\n');
     const bad = writeTemp('bad.yaml', 'upstream:\n  baseUrl: [https://x\n');
     const env = { NODE_V8_COVERAGE: coverage };
-    const first = await runCli(['check', '--config', misspelt], env);
+    const [first, second] = await Promise.all([
+      runCli(['check', '--config', misspelt], env),
+      runCli(['check', '--config', bad], env),
+    ]);
     expect(first.code).toBe(78);
     expect(first.stderr).toContain('did you mean upstream.timeoutMs?');
     expect(first.stderr).not.toMatch(/\n\s+at /); // no stack trace
-    const second = await runCli(['check', '--config', bad], env);
     expect(second.code).toBe(78);
     expect(second.stderr).toMatch(/invalid YAML at line \d+, column \d+/);
     expect(second.stderr).not.toMatch(/\n\s+at /);
   });
 
-  it('left no chunk of the bundle unloaded (a new lazy chunk needs a process test here)', () => {
-    const loaded = chunksLoaded();
-    const unloaded = [...chunksOfTheBundle()].filter((chunk) => !loaded.has(chunk));
-    expect(unloaded).toEqual([]);
-  });
+  it.sequential(
+    'left no chunk of the bundle unloaded (a new lazy chunk needs a process test here)',
+    () => {
+      const loaded = chunksLoaded();
+      const unloaded = [...chunksOfTheBundle()].filter((chunk) => !loaded.has(chunk));
+      expect(unloaded).toEqual([]);
+    },
+  );
 });

@@ -2,7 +2,8 @@
  * `oauth-sidecar check --offline` (the bundle): a platform team's configuration CI checks a
  * configuration with no secret mounted and no network. Every setting and rule is checked, every
  * file that exists is read and checked, an absent credential file is named as not checked; exit
- * 78 on any problem, 0 otherwise, and nothing is contacted.
+ * 78 on any problem, 0 otherwise, and nothing is contacted. Each process is independent of the
+ * others: they run side by side.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server } from 'node:net';
@@ -40,9 +41,12 @@ function editedYaml(edit: (text: string) => string): string {
   return file;
 }
 
-describe('check --offline', () => {
+describe.concurrent('check --offline', { timeout: 60_000 }, () => {
   it('passes config/kubernetes.yaml with no secret mounted: exit 0, the absent files named as not checked', async () => {
-    const result = await runCli(['check', '--offline', '--config', KUBERNETES_YAML], {});
+    const [result, online] = await Promise.all([
+      runCli(['check', '--offline', '--config', KUBERNETES_YAML], {}),
+      runCli(['check', '--config', KUBERNETES_YAML], {}),
+    ]);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     const lines = result.stdout.trim().split('\n');
@@ -55,21 +59,22 @@ describe('check --offline', () => {
     );
     expect(lines.at(-1)).toBe('configuration: ok (offline: no token requested, nothing contacted)');
     // Without --offline the same files are problems (a serving sidecar needs them).
-    const online = await runCli(['check', '--config', KUBERNETES_YAML], {});
     expect(online.code).toBe(78);
     expect(online.stderr).toContain('cannot read (no such file)');
   });
 
   it('exits 78 on a misspelt key, an unknown variable or an invalid value, naming each', async () => {
     const misspelt = editedYaml((text) => text.replace('  baseUrl:', '  baseURL:'));
-    const typo = await runCli(['check', '--offline', '--config', misspelt], {});
+    const [typo, values] = await Promise.all([
+      runCli(['check', '--offline', '--config', misspelt], {}),
+      runCli(['check', '--offline', '--config', KUBERNETES_YAML], {
+        LOG_LEVL: 'debug',
+        PROXY_LISTEN: 'everywhere',
+        CACHE_RULES: '/v1.0/=soon',
+      }),
+    ]);
     expect(typo.code).toBe(78);
     expect(typo.stderr).toContain('upstream.baseURL');
-    const values = await runCli(['check', '--offline', '--config', KUBERNETES_YAML], {
-      LOG_LEVL: 'debug',
-      PROXY_LISTEN: 'everywhere',
-      CACHE_RULES: '/v1.0/=soon',
-    });
     expect(values.code).toBe(78);
     // An unknown variable is a problem here, not a warning: a CI should fail on the typo.
     expect(values.stderr).toContain('LOG_LEVL: not a setting, did you mean LOG_LEVEL?');
@@ -82,12 +87,25 @@ describe('check --offline', () => {
     const empty = writeTemp('client-id', '\n');
     const secret = writeTemp('client-secret', 'offline-Secret-value\n');
     const brokenCa = writeTemp('ca.pem', caPem.replace(/\n[A-Za-z0-9+/]{20}/, '\n#'));
-    const result = await runCli(['check', '--offline'], {
-      UPSTREAM_BASE_URL: 'https://api.example.com',
-      CLIENT_ID_FILE: empty,
-      CLIENT_SECRET_FILE: secret,
-      UPSTREAM_CA_FILE: brokenCa,
-    });
+    const csv = writeTemp('credentials.csv', 'no,header,here\n');
+    const [result, badCsv, good] = await Promise.all([
+      runCli(['check', '--offline'], {
+        UPSTREAM_BASE_URL: 'https://api.example.com',
+        CLIENT_ID_FILE: empty,
+        CLIENT_SECRET_FILE: secret,
+        UPSTREAM_CA_FILE: brokenCa,
+      }),
+      runCli(['check', '--offline'], {
+        UPSTREAM_BASE_URL: 'https://api.example.com',
+        CLIENT_CREDENTIALS_CSV: csv,
+      }),
+      runCli(['check', '--offline'], {
+        UPSTREAM_BASE_URL: 'https://api.example.com',
+        CLIENT_ID_FILE: writeTemp('client-id', 'offline-client\n'),
+        CLIENT_SECRET_FILE: secret,
+        UPSTREAM_CA_FILE: writeTemp('ca.pem', caPem),
+      }),
+    ]);
     expect(result.code).toBe(78);
     expect(result.stderr).toContain(
       `CLIENT_ID_FILE (credentials.clientIdFile): ${empty}: file is empty`,
@@ -96,19 +114,8 @@ describe('check --offline', () => {
       `${brokenCa}: certificate 1 of 1: not a readable X.509 certificate`,
     );
     expect(result.stdout + result.stderr).not.toContain('offline-Secret-value');
-    const csv = writeTemp('credentials.csv', 'no,header,here\n');
-    const badCsv = await runCli(['check', '--offline'], {
-      UPSTREAM_BASE_URL: 'https://api.example.com',
-      CLIENT_CREDENTIALS_CSV: csv,
-    });
     expect(badCsv.code).toBe(78);
     expect(badCsv.stderr).toContain(`CLIENT_CREDENTIALS_CSV (credentials.csvFile): ${csv}`);
-    const good = await runCli(['check', '--offline'], {
-      UPSTREAM_BASE_URL: 'https://api.example.com',
-      CLIENT_ID_FILE: writeTemp('client-id', 'offline-client\n'),
-      CLIENT_SECRET_FILE: secret,
-      UPSTREAM_CA_FILE: writeTemp('ca.pem', caPem),
-    });
     expect(good.code).toBe(0);
     expect(good.stdout).not.toContain('not checked:');
   });

@@ -1,13 +1,16 @@
 /**
  * End-to-end: the real `oauth-sidecar` process (dist/main.js, built by `npm test`) against the
  * stand-in API over HTTPS. Exit codes, printed lines, drain on SIGTERM, and logs without secrets.
+ * The tests run side by side (each waits mostly on its own processes); one that changes what the
+ * API or its token endpoint does, or counts their requests, has a stand-in of its own.
  */
 import { mkdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, type TestContext } from 'vitest';
+import { startStandin, type Standin } from '../src/standin/index.js';
 import {
   runCli,
   startDemo,
@@ -31,12 +34,35 @@ function baseEnv(): Record<string, string> {
   };
 }
 
-function expectNoSecrets(text: string): void {
+function expectNoSecrets(text: string, standin: Standin = api.standin): void {
   expect(text).not.toContain(SECRET);
-  for (const token of api.standin.issuedTokens()) expect(text).not.toContain(token);
+  for (const token of standin.issuedTokens()) expect(text).not.toContain(token);
 }
 
-describe('bad configuration', () => {
+/**
+ * Side by side on a loaded 2-core machine each test waits longer for its processes: a limit for
+ * hangs, never asserted.
+ */
+const SIDE_BY_SIDE = { timeout: 60_000 };
+
+/** A stand-in of the test's own (closed when it finishes), and the environment that points at it. */
+async function ownStandin(
+  test: TestContext,
+): Promise<{ standin: Standin; env: Record<string, string> }> {
+  const standin = await startStandin({ clientId: 'demo-client', clientSecret: SECRET });
+  test.onTestFinished(() => standin.close());
+  return {
+    standin,
+    env: {
+      UPSTREAM_BASE_URL: standin.url,
+      UPSTREAM_CA_FILE: writeTemp('ca.pem', standin.caCert),
+      CLIENT_ID: 'demo-client',
+      CLIENT_SECRET: SECRET,
+    },
+  };
+}
+
+describe.concurrent('bad configuration', SIDE_BY_SIDE, () => {
   it('lists every problem on stderr, one line each, exits 78, prints no secret and listens nowhere', async () => {
     const secret = 'sup3r-s3cret-value';
     const result = await runCli([], {
@@ -75,13 +101,15 @@ describe('bad configuration', () => {
         CLIENT_SECRET: SECRET,
         ...env,
       });
-    const standalone = await run({
-      STORE_URL: 'redis://:store-pw@127.0.0.1:7000,127.0.0.1:7001',
-      STORE_SENTINEL_PASSWORD: 'sentinel-pw',
-    });
-    const cluster = await run({ STORE_MODE: 'cluster', STORE_URL: 'redis://127.0.0.1:7000/2' });
-    const sentinel = await run({ STORE_MODE: 'sentinel', STORE_URL: 'redis://127.0.0.1:26379' });
-    const unknown = await run({ STORE_MODE: 'sharded', STORE_URL: 'redis://127.0.0.1:7000' });
+    const [standalone, cluster, sentinel, unknown] = await Promise.all([
+      run({
+        STORE_URL: 'redis://:store-pw@127.0.0.1:7000,127.0.0.1:7001',
+        STORE_SENTINEL_PASSWORD: 'sentinel-pw',
+      }),
+      run({ STORE_MODE: 'cluster', STORE_URL: 'redis://127.0.0.1:7000/2' }),
+      run({ STORE_MODE: 'sentinel', STORE_URL: 'redis://127.0.0.1:26379' }),
+      run({ STORE_MODE: 'sharded', STORE_URL: 'redis://127.0.0.1:7000' }),
+    ]);
     for (const result of [standalone, cluster, sentinel, unknown]) {
       expect(result.code).toBe(78);
       expect(result.stdout + result.stderr).not.toMatch(/store-pw|sentinel-pw/);
@@ -156,7 +184,7 @@ describe('bad configuration', () => {
   });
 });
 
-describe('oauth-sidecar check', () => {
+describe.concurrent('oauth-sidecar check', SIDE_BY_SIDE, () => {
   it('prints grant, token type, lifetime and refresh token, never the token, and exits 0', async () => {
     const result = await runCli(['check'], baseEnv());
     expect(result.stderr).toBe('');
@@ -168,15 +196,15 @@ describe('oauth-sidecar check', () => {
     expectNoSecrets(result.stdout);
   });
 
-  it('works with the form format and Basic client authentication', async () => {
-    const before = api.standin.tokenRequests.length;
+  it('works with the form format and Basic client authentication', async (test) => {
+    const own = await ownStandin(test);
     const result = await runCli(['check'], {
-      ...baseEnv(),
+      ...own.env,
       TOKEN_REQUEST_FORMAT: 'form',
       TOKEN_CLIENT_AUTH: 'basic',
     });
     expect(result.code).toBe(0);
-    const sent = api.standin.tokenRequests.slice(before);
+    const sent = own.standin.tokenRequests;
     expect(sent).toHaveLength(1);
     expect(sent[0]).toMatchObject({
       format: 'form',
@@ -205,18 +233,18 @@ describe('oauth-sidecar check', () => {
   });
 });
 
-describe('oauth-sidecar serve', () => {
+describe.concurrent('oauth-sidecar serve', SIDE_BY_SIDE, () => {
   it('proxies with the kept token, reports ready, drains on SIGTERM and exits 0, logging no secret', async () => {
     const sidecar = await startSidecarProcess(baseEnv());
     try {
       await waitReady(sidecar);
 
-      const contracts = await request(`${sidecar.proxyUrl}/v1.0/contracts/`, {
+      const contracts = await request(`${sidecar.proxyUrl}/v1.0/contracts/?kept-token`, {
         headers: { authorization: 'Bearer client-supplied' },
       });
       expect(contracts.statusCode).toBe(200);
       expect(await contracts.body.json()).toMatchObject({ data: expect.any(Array) });
-      const upstreamSaw = api.standin.apiRequests.at(-1)!;
+      const upstreamSaw = api.standin.apiRequests.find((r) => r.url.includes('kept-token'))!;
       expect(upstreamSaw.token).toBeDefined();
       expect(upstreamSaw.token).not.toBe('client-supplied');
 
@@ -278,7 +306,8 @@ describe('oauth-sidecar serve', () => {
     }
   });
 
-  it('follows a Kubernetes Secret rotation (..data symlink swap) on the next client-credentials grant', async () => {
+  it('follows a Kubernetes Secret rotation (..data symlink swap) on the next client-credentials grant', async (test) => {
+    const own = await ownStandin(test);
     // The layout the kubelet writes for a Secret volume.
     const dir = tempDir('oauth-sidecar-secret-');
     const writeVersion = (name: string, secret: string): void => {
@@ -291,7 +320,7 @@ describe('oauth-sidecar serve', () => {
     symlinkSync('..data/client-id', join(dir, 'client-id'));
     symlinkSync('..data/client-secret', join(dir, 'client-secret'));
 
-    const { CLIENT_ID: _id, CLIENT_SECRET: _secret, ...env } = baseEnv();
+    const { CLIENT_ID: _id, CLIENT_SECRET: _secret, ...env } = own.env;
     const sidecar = await startSidecarProcess({
       ...env,
       CLIENT_ID_FILE: join(dir, 'client-id'),
@@ -302,20 +331,20 @@ describe('oauth-sidecar serve', () => {
       await waitReady(sidecar);
 
       // Reset in the portal, then the kubelet swaps ..data atomically.
-      api.standin.setClientSecret(rotated);
+      own.standin.setClientSecret(rotated);
       writeVersion('..2026_11_22_02', rotated);
       symlinkSync('..2026_11_22_02', join(dir, '..data_tmp'));
       renameSync(join(dir, '..data_tmp'), join(dir, '..data'));
 
       // Everything the sidecar holds dies: the next request's 401 forces a renewal, the refresh grant
       // is rejected, and client credentials must be re-read from the swapped files.
-      api.standin.revokeAccessTokens();
-      api.standin.revokeRefreshTokens();
-      const before = api.standin.tokenRequests.length;
+      own.standin.revokeAccessTokens();
+      own.standin.revokeRefreshTokens();
+      const before = own.standin.tokenRequests.length;
       const res = await request(`${sidecar.proxyUrl}/v1.0/contracts/`);
       expect(res.statusCode).toBe(200);
       await res.body.text();
-      const grants = api.standin.tokenRequests.slice(before);
+      const grants = own.standin.tokenRequests.slice(before);
       expect(grants.at(-1)).toMatchObject({
         grant: 'client_credentials',
         secretOk: true,
@@ -328,26 +357,26 @@ describe('oauth-sidecar serve', () => {
       expect(logs).toContain('client credentials changed');
       // The client id is never logged either, only the pair's fingerprints.
       expect(logs).not.toContain('demo-client');
-      expectNoSecrets(logs);
+      expectNoSecrets(logs, own.standin);
       expect(logs).not.toContain(rotated);
     } finally {
-      api.standin.setClientSecret(SECRET);
       await sidecar.stop('SIGKILL');
     }
   });
 
-  it('replays a request whose token a renewal replaced and which expired on its way: the client sees 200', async () => {
-    api.standin.setTokenLifetime(4);
-    const issuedBefore = api.standin.issuedTokens().length;
-    const sidecar = await startSidecarProcess(baseEnv());
+  it('replays a request whose token a renewal replaced and which expired on its way: the client sees 200', async (test) => {
+    const own = await ownStandin(test);
+    own.standin.setTokenLifetime(4);
+    const issuedBefore = own.standin.issuedTokens().length;
+    const sidecar = await startSidecarProcess(own.env);
     try {
       await waitReady(sidecar);
-      const first = api.standin.tokenRequests.filter((r) => r.outcome === 'issued').at(-1)!;
-      const firstToken = api.standin
+      const first = own.standin.tokenRequests.filter((r) => r.outcome === 'issued').at(-1)!;
+      const firstToken = own.standin
         .issuedTokens()
         .slice(issuedBefore)
         .find((t) => t.startsWith('at_'))!;
-      const apiBefore = api.standin.apiRequests.length;
+      const apiBefore = own.standin.apiRequests.length;
 
       // The sidecar takes its token when the request arrives, then buffers the (small) body.
       const proxy = new URL(sidecar.proxyUrl);
@@ -373,13 +402,13 @@ describe('oauth-sidecar serve', () => {
         // The scheduled renewal (at about half the 4 s lifetime) replaces the token, and the old
         // one expires at the stand-in, before the rest of the body arrives.
         void waitFor(
-          () => api.standin.tokenRequests.some((r) => r.outcome === 'issued' && r.at > first.at),
+          () => own.standin.tokenRequests.some((r) => r.outcome === 'issued' && r.at > first.at),
           10_000,
           'a scheduled renewal',
         )
           .then(() =>
             waitFor(
-              () => !api.standin.accessTokenValid(firstToken),
+              () => !own.standin.accessTokenValid(firstToken),
               10_000,
               'the first token expired',
             ),
@@ -390,35 +419,35 @@ describe('oauth-sidecar serve', () => {
 
       expect(res.status).toBe(200);
       expect(JSON.parse(res.text)).toMatchObject({ method: 'POST', bodyBytes: body.length });
-      const seen = api.standin.apiRequests.slice(apiBefore);
+      const seen = own.standin.apiRequests.slice(apiBefore);
       expect(seen.map((r) => r.status)).toEqual([401, 200]);
       expect(seen[0]!.token).not.toBe(seen[1]!.token);
       const metrics = await (await request(`${sidecar.adminUrl}/metrics`)).body.text();
       expect(metrics).toMatch(/^oauth_sidecar_upstream_unauthorized_total\{replayed="true"\} 1$/m);
     } finally {
-      api.standin.setTokenLifetime(1799);
       await sidecar.stop('SIGKILL');
     }
   });
 
-  it('a 401 while backoff forbids a renewal gives the client 503 token_unavailable, not the 401', async () => {
-    api.standin.setTokenLifetime(4);
-    const sidecar = await startSidecarProcess({ ...baseEnv(), TOKEN_WAIT_MS: '300' });
+  it('a 401 while backoff forbids a renewal gives the client 503 token_unavailable, not the 401', async (test) => {
+    const own = await ownStandin(test);
+    own.standin.setTokenLifetime(4);
+    const sidecar = await startSidecarProcess({ ...own.env, TOKEN_WAIT_MS: '300' });
     try {
       await waitReady(sidecar);
       // The token endpoint goes down: the scheduled renewal (about 2 s in) fails with Retry-After
       // 30, so the keeper is in backoff while its token is still valid.
-      const tokensBefore = api.standin.tokenRequests.length;
-      api.standin.failTokenRequests({ kind: 'status', status: 503, retryAfter: '30' }, Infinity);
+      const tokensBefore = own.standin.tokenRequests.length;
+      own.standin.failTokenRequests({ kind: 'status', status: 503, retryAfter: '30' }, Infinity);
       await waitFor(
-        () => api.standin.tokenRequests.slice(tokensBefore).some((r) => r.outcome === 'fault'),
+        () => own.standin.tokenRequests.slice(tokensBefore).some((r) => r.outcome === 'fault'),
         10_000,
         'the failed renewal',
       );
-      const tokensAfterFailure = api.standin.tokenRequests.length;
+      const tokensAfterFailure = own.standin.tokenRequests.length;
       // Then the API rejects that token.
-      api.standin.revokeAccessTokens();
-      const apiBefore = api.standin.apiRequests.length;
+      own.standin.revokeAccessTokens();
+      const apiBefore = own.standin.apiRequests.length;
 
       const res = await request(`${sidecar.proxyUrl}/v1.0/contracts/`);
       const body = (await res.body.json()) as { errors: { code: string }[] };
@@ -428,13 +457,11 @@ describe('oauth-sidecar serve', () => {
       // Retry-After 30 s, but the 401 left no valid token: the wait is pulled in to 8 s.
       expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(7);
       expect(Number(res.headers['retry-after'])).toBeLessThanOrEqual(8);
-      expect(api.standin.apiRequests.slice(apiBefore).map((r) => r.status)).toEqual([401]);
-      expect(api.standin.tokenRequests).toHaveLength(tokensAfterFailure); // backoff honoured
+      expect(own.standin.apiRequests.slice(apiBefore).map((r) => r.status)).toEqual([401]);
+      expect(own.standin.tokenRequests).toHaveLength(tokensAfterFailure); // backoff honoured
       const metrics = await (await request(`${sidecar.adminUrl}/metrics`)).body.text();
       expect(metrics).toMatch(/^oauth_sidecar_upstream_unauthorized_total\{replayed="true"\} 1$/m);
     } finally {
-      api.standin.clearTokenFaults();
-      api.standin.setTokenLifetime(1799);
       await sidecar.stop('SIGKILL');
     }
   });
@@ -468,7 +495,7 @@ describe('oauth-sidecar serve', () => {
   });
 });
 
-describe('oauth-sidecar demo', () => {
+describe.concurrent('oauth-sidecar demo', SIDE_BY_SIDE, () => {
   it('passes every setting through (cache, rate limit), lists the routes, and a second demo on its ports names the setting', async () => {
     const first = startDemo({
       CACHE_RULES: '/v1.0/contracts/=60',
@@ -478,7 +505,7 @@ describe('oauth-sidecar demo', () => {
     try {
       const banner =
         /curl (http:\/\/127\.0\.0\.1:(\d+))\/v1\.0\/contracts\/\n[\s\S]*Status: curl (http:\/\/127\.0\.0\.1:(\d+))\/status/;
-      await waitFor(() => banner.test(first.output.text), 15_000, 'the banner');
+      await waitFor(() => banner.test(first.output.text), 45_000, 'the banner');
       const [, proxyUrl, proxyPort, adminUrl, adminPort] = banner.exec(first.output.text)!;
       expect(first.output.text).toContain('/v1.0/status/429?retry-after=30');
       expect(first.output.text).toContain('Cache: /v1.0/contracts/=60s');
@@ -524,7 +551,7 @@ describe('oauth-sidecar demo', () => {
     try {
       await waitFor(
         () => /curl (http:\/\/127\.0\.0\.1:\d+\/v1\.0\/contracts\/)/.test(output.text),
-        15_000,
+        45_000,
         'the curl line',
       );
       const url = /curl (http:\/\/127\.0\.0\.1:\d+\/v1\.0\/contracts\/)/.exec(output.text)![1]!;

@@ -3,10 +3,11 @@
  * proxy (Debian's tinyproxy with `BasicAuth` and `ConnectPort`, its own log) and the stand-in over
  * HTTPS, all on loopback. The token endpoint and the API go through `CONNECT` tunnels (the proxy's
  * log shows them), `NO_PROXY` sends a host direct, failures name the proxy and its answer, the
- * process recovers by itself, and the proxy's password appears in no output.
+ * process recovers by itself, and the proxy's password appears in no output. The tests run side
+ * by side: a test that counts tunnels has a proxy of its own.
  */
 import { request } from 'undici';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest';
 import { startStandin, type Standin } from '../src/standin/index.js';
 import {
   runCli,
@@ -71,43 +72,54 @@ function expectNoSecret(text: string): void {
   expect(text).not.toContain(BASIC);
 }
 
-const tunnelsTo = (target: string): number => proxy.tunnels().filter((t) => t === target).length;
+/** A proxy of the test's own with the file's credentials (closed when it finishes): its tunnels are the test's alone. */
+async function ownProxy(test: TestContext): Promise<Tinyproxy> {
+  const own = await startTinyproxy({
+    user: USER,
+    password: PASSWORD,
+    connectPorts: [standin.port],
+  });
+  test.onTestFinished(() => own.close());
+  return own;
+}
 
-describe('through an egress proxy (tinyproxy)', () => {
-  it('gets the token and reaches the API through CONNECT tunnels; the password shows nowhere', async () => {
-    const target = `127.0.0.1:${standin.port}`;
-    const before = tunnelsTo(target);
+// Side by side on a loaded 2-core machine each test waits longer for its processes: a limit for
+// hangs, never asserted.
+describe.concurrent('through an egress proxy (tinyproxy)', { timeout: 120_000 }, () => {
+  it('gets the token and reaches the API through CONNECT tunnels; the password shows nowhere', async (test) => {
+    const own = await ownProxy(test);
     const sidecar = await startSidecarProcess(
       // The upper-case name wins over the lower-case one (a dead port here).
-      env({ HTTPS_PROXY: proxy.url(), https_proxy: 'http://127.0.0.1:1' }),
+      env({ HTTPS_PROXY: own.url(), https_proxy: 'http://127.0.0.1:1' }),
     );
     try {
       await waitReady(sidecar);
       const answer = await get(sidecar);
       expect(answer.status).toBe(200);
       // Two tunnels at least: the token endpoint's dispatcher and the API's pool.
-      expect(tunnelsTo(target)).toBeGreaterThanOrEqual(before + 2);
+      const target = `127.0.0.1:${standin.port}`;
+      expect(own.tunnels().filter((t) => t === target).length).toBeGreaterThanOrEqual(2);
       const status = JSON.parse(await admin(sidecar, '/status')) as { egress: unknown };
       expect(status.egress).toEqual({
-        proxy: `http://***@127.0.0.1:${proxy.port}`,
+        proxy: `http://***@127.0.0.1:${own.port}`,
         noProxy: [],
-        api: `through http://***@127.0.0.1:${proxy.port}`,
-        tokenEndpoint: `through http://***@127.0.0.1:${proxy.port}`,
+        api: `through http://***@127.0.0.1:${own.port}`,
+        tokenEndpoint: `through http://***@127.0.0.1:${own.port}`,
       });
       expectNoSecret(await everyOutput(sidecar, [answer.body]));
-      expectNoSecret(proxy.log());
+      expectNoSecret(own.log());
     } finally {
       await sidecar.stop();
     }
   });
 
-  it('goes direct to a host NO_PROXY names (lower-case variables), through the proxy to the rest', async () => {
-    const before = proxy.tunnels().length;
+  it('goes direct to a host NO_PROXY names (lower-case variables), through the proxy to the rest', async (test) => {
+    const own = await ownProxy(test);
     const sidecar = await startSidecarProcess(
       env({
         UPSTREAM_BASE_URL: `https://localhost:${standin.port}`,
         TOKEN_URL: `https://127.0.0.1:${standin.port}/oauth/token/`,
-        https_proxy: proxy.url(),
+        https_proxy: own.url(),
         no_proxy: 'example.internal, .localhost,localhost:1,localhost',
       }),
     );
@@ -115,7 +127,7 @@ describe('through an egress proxy (tinyproxy)', () => {
       await waitReady(sidecar);
       const answer = await get(sidecar);
       expect(answer.status).toBe(200);
-      const tunnels = proxy.tunnels().slice(before);
+      const tunnels = own.tunnels();
       expect(tunnels).toContain(`127.0.0.1:${standin.port}`);
       expect(tunnels.filter((t) => t.startsWith('localhost'))).toEqual([]);
     } finally {
@@ -148,14 +160,13 @@ describe('through an egress proxy (tinyproxy)', () => {
   it('check exits 1 with the same message: 401 to a wrong password, 407 to none', async () => {
     const wrong = proxy.url({ user: USER, password: 'not-the-Pa55' });
     const shown = `egress proxy http://***@127.0.0.1:${proxy.port} answered CONNECT`;
-    const check = await runCli(['check'], env({ HTTPS_PROXY: wrong }));
+    const [check, anonymous] = await Promise.all([
+      runCli(['check'], env({ HTTPS_PROXY: wrong })),
+      runCli(['check'], env({ HTTPS_PROXY: `http://127.0.0.1:${proxy.port}` })),
+    ]);
     expect(check.code).toBe(1);
     expect(check.stderr).toContain(`${shown} 127.0.0.1:${standin.port} with 401`);
     expect(check.stdout + check.stderr).not.toContain('not-the-Pa55');
-    const anonymous = await runCli(
-      ['check'],
-      env({ HTTPS_PROXY: `http://127.0.0.1:${proxy.port}` }),
-    );
     expect(anonymous.code).toBe(1);
     expect(anonymous.stderr).toContain('with 407: the proxy wants other credentials');
   });
@@ -282,11 +293,14 @@ describe('through an egress proxy (tinyproxy)', () => {
   });
 
   it('refuses a % in the user or password that is no percent-escape: exit 78, value not shown', async () => {
-    for (const userInfo of ['u:50%zz', 'u:50%off', 'k%ey', 'u:%ff']) {
-      const result = await runCli(
-        ['check'],
-        env({ HTTPS_PROXY: `http://${userInfo}@127.0.0.1:${proxy.port}` }),
-      );
+    const userInfos = ['u:50%zz', 'u:50%off', 'k%ey', 'u:%ff'];
+    const results = await Promise.all(
+      userInfos.map((userInfo) =>
+        runCli(['check'], env({ HTTPS_PROXY: `http://${userInfo}@127.0.0.1:${proxy.port}` })),
+      ),
+    );
+    for (const [i, result] of results.entries()) {
+      const userInfo = userInfos[i]!;
       expect(result.code, userInfo).toBe(78);
       expect(result.stderr).toContain('HTTPS_PROXY (egress.proxy)');
       expect(result.stderr).toContain('write a literal % as %25');

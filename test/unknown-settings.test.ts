@@ -21,7 +21,8 @@ function env(extra: Record<string, string> = {}): Record<string, string> {
 
 const TYPO = { CACHE_RULE: '/v1.0/contracts/=60', CLIENT_SECRT: 'typo-secret-value' };
 
-describe('unknown settings and the features in effect, from the bundle', () => {
+// Each test runs its own process: side by side (docs/testing.md "Tests side by side").
+describe.concurrent('unknown settings and the features in effect, from the bundle', () => {
   it('serve: a warning line naming CACHE_RULES, then one line with the features in effect', async () => {
     const sidecar = await startSidecarProcess(env(TYPO));
     try {

@@ -82,11 +82,15 @@ export function useStandin(client: { clientId: string; clientSecret: string }): 
   };
 }
 
-/** Run `node dist/main.js <args>` to completion (in `cwd`, default this process's). */
+/**
+ * Run `node dist/main.js <args>` to completion (in `cwd`, default this process's). `timeoutMs` is
+ * a limit for hangs: generous, since tests run side by side on a loaded machine start their
+ * processes slowly (docs/testing.md "Tests side by side").
+ */
 export function runCli(
   args: string[],
   env: Record<string, string>,
-  timeoutMs = 20_000,
+  timeoutMs = 60_000,
   cwd?: string,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
