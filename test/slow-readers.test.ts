@@ -11,13 +11,17 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { request } from 'undici';
-import { describe, expect, it } from 'vitest';
+import { Agent, request } from 'undici';
+import { afterAll, describe, expect, it } from 'vitest';
 import { startSidecarProcess, waitFor, waitReady } from './helpers/sidecar-process.js';
 import { useLimitsFixture } from './helpers/limits-fixture.js';
 import { SHIPPED_ENV, SHIPPED_NODE_FLAGS } from './helpers/shipped-runtime.js';
 
 const BIG = Buffer.alloc(1024 * 1024, 'x');
+
+/** The normal GETs' client: undici's limits for a hang, not for the sidecar's speed. */
+const patient = new Agent({ connect: { timeout: 30_000 } });
+afterAll(() => patient.close());
 
 /** Why this test cannot run, or undefined: slowhttptest is a Debian package, not an npm one. */
 function missingSlowhttptest(): string | undefined {
@@ -84,7 +88,12 @@ describe('slow readers', () => {
       const watch = setInterval(() => (maxRss = Math.max(maxRss, rssMiB(pid))), 250);
       try {
         for (let i = 0; i < 5; i++) {
-          const res = await request(`${s.proxyUrl}/v1.0/normal/${i}`, { headersTimeout: 30_000 });
+          // 30 s to connect and to answer: a limit for a hang on a loaded 2-core machine, where a
+          // SYN behind the attack's 1,000 connections can wait past undici's default 10 s.
+          const res = await request(`${s.proxyUrl}/v1.0/normal/${i}`, {
+            dispatcher: patient,
+            headersTimeout: 30_000,
+          });
           await res.body.dump();
           expect(res.statusCode).toBe(200);
         }
