@@ -1,12 +1,13 @@
 // The hostile-load figures: how long other clients wait while one client floods, storms or reads
-// slowly, and how fair share splits the API's rate (docs/benchmarks.md "Floods and storms" and
-// "Fair share"). The suite keeps the behaviour of each (test/flood.test.ts, slow-*.test.ts,
-// fair-share.test.ts); the latencies, ratios and counts are measured here, one scenario at a
-// time, against the built bundle with the image's runtime settings.
+// slowly, what the process's memory does under floods meant to grow it, and how fair share splits
+// the API's rate (docs/benchmarks.md "Floods and storms" and "Fair share"). The suite keeps the
+// behaviour of each at a small scale (test/flood.test.ts, slow-*.test.ts, cache-memory.test.ts,
+// fair-share.test.ts); the latencies, ratios, counts and memory at full scale are measured here,
+// one scenario at a time, against the built bundle with the image's runtime settings.
 //
 //   node bench/hostile-load.mjs                 # every scenario, figures and bounds
 //   node bench/hostile-load.mjs --only=flood    # one scenario (flood, h2-storm, slow-storm,
-//                                               # trickle, readers, fair-share)
+//                                               # trickle, readers, cache, fair-share)
 //   node bench/hostile-load.mjs --no-bounds     # print only; exit 0 whatever the figures
 //
 // The bounds are CI's: a loaded 2-core machine running nothing else at the time (.ci/run runs
@@ -17,7 +18,7 @@ import { connect as connectH2, constants as h2 } from 'node:http2';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Agent, request } from 'undici';
+import { Agent, Pool, request } from 'undici';
 import { ROOT, importTypeScript, makeWorkDir, percentile, runScript, say } from './lib.mjs';
 import { dockerEntrypointFlags, shippedEnv } from './shipped-runtime.mjs';
 
@@ -243,7 +244,32 @@ function answer(req, res, done) {
     counts.slow += 1;
     setTimeout(reply, SLOW_MS);
   } else if (req.url?.startsWith('/v1.0/reset/')) setTimeout(reply, 5);
-  else reply();
+  else if (req.url?.startsWith('/v1.0/cached/')) {
+    // Small JSON answers for the cache; `?vary=1` answers `Vary: X-Pad`.
+    const body = JSON.stringify({ url: req.url, data: 'x'.repeat(200) });
+    res.writeHead(200, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(body),
+      ...(req.url.includes('vary=1') ? { vary: 'X-Pad' } : {}),
+    });
+    res.end(body);
+    done();
+  } else reply();
+}
+
+/** `count` GETs through `pool`, 32 at a time; the statuses other than 200. */
+async function poolFlood(pool, count, options) {
+  let next = 0;
+  const failed = [];
+  const worker = async () => {
+    while (next < count) {
+      const res = await pool.request(options(next++));
+      await res.body.dump();
+      if (res.statusCode !== 200) failed.push(res.statusCode);
+    }
+  };
+  await Promise.all(Array.from({ length: 32 }, worker));
+  return failed;
 }
 
 const scenarios = {
@@ -293,6 +319,8 @@ const scenarios = {
   async 'h2-storm'(fx) {
     const s = await sidecar({ ...container, ...fx.env, PROXY_HTTP2: 'true' }, containerFlags);
     const before = fx.upstream.requests;
+    let peak = rssBytes(s.child.pid);
+    const watch = setInterval(() => (peak = Math.max(peak, rssBytes(s.child.pid))), 50);
     const during = [];
     let storming = true;
     const prober = (async () => {
@@ -300,6 +328,7 @@ const scenarios = {
     })();
     const sessions = await resetStorm(s, '/v1.0/reset');
     await until(async () => (await inFlight(s)) === 0, 90_000, 'the storm wound up');
+    clearInterval(watch);
     storming = false;
     await prober;
     const forwarded = fx.upstream.requests - before - during.length;
@@ -321,6 +350,7 @@ const scenarios = {
       `< ${otherBound} ms`,
       slowestOther < otherBound,
     );
+    figure('h2 storm: peak RSS', `${(peak / MIB).toFixed(0)} MiB`, '< 250 MiB', peak < 250 * MIB);
     figure(
       'h2 storm: reset streams that reached the upstream',
       `${forwarded} of 20,000`,
@@ -449,6 +479,84 @@ const scenarios = {
       attackRequests < 1_500,
     );
     await s.stop('SIGKILL');
+  },
+
+  /**
+   * Floods meant to grow the response cache: 20,000 distinct keys into the default cache, 3,000
+   * `Vary` variants carrying 12 KB request values into a 4 MiB one. RSS over the warmed-up
+   * baseline may grow by at most `cache.maxBytes` + 10 % + a slack (docs/response-cache.md
+   * "Memory": a flood's own data stays in RSS on Node 24).
+   */
+  async cache(fx) {
+    const grow = async (env, count, options) => {
+      const s = await sidecar(
+        { ...container, ...fx.env, CACHE_RULES: '/v1.0/cached/=300', ...env },
+        containerFlags,
+      );
+      const pool = new Pool(s.proxyUrl, { connections: 32 });
+      try {
+        // Warm: the connections, the code paths and the first entries exist before the baseline.
+        const failed = await poolFlood(pool, 500, (i) => options(count + i));
+        const before = rssBytes(s.child.pid);
+        failed.push(...(await poolFlood(pool, count, options)));
+        const growth = rssBytes(s.child.pid) - before;
+        const status = await (await request(`${s.adminUrl}/status`)).body.json();
+        return { growth, cache: status.cache, failed, alive: s.child.exitCode === null };
+      } finally {
+        await pool.close();
+        await s.stop();
+      }
+    };
+    const mib = (bytes) => `${(bytes / MIB).toFixed(0)} MiB`;
+
+    let run = await grow({}, 20_000, (i) => ({
+      path: `/v1.0/cached/contracts/?page=${i}`,
+      method: 'GET',
+    }));
+    figure(
+      'cache, 20,000 distinct keys: answered 200, alive',
+      `${20_000 - run.failed.length} of 20,000, ${run.alive ? 'alive' : 'exited'}`,
+      'all, alive',
+      run.failed.length === 0 && run.alive,
+    );
+    figure(
+      'cache, 20,000 distinct keys: entries held',
+      run.cache.entries,
+      '<= 10,000 (cache.maxEntries)',
+      run.cache.entries <= 10_000,
+    );
+    figure(
+      'cache, 20,000 distinct keys: RSS growth',
+      mib(run.growth),
+      '<= 100 MiB (64 MiB + 10 % + 30 MiB)',
+      run.growth <= 64 * MIB * 1.1 + 30 * MIB,
+    );
+
+    const pad = (i) => `${i}-${'p'.repeat(12 * 1024)}`;
+    run = await grow({ CACHE_MAX_BYTES: String(4 * MIB) }, 3_000, (i) => ({
+      path: `/v1.0/cached/items/?vary=1&k=${i % 300}`,
+      method: 'GET',
+      headers: { 'x-pad': pad(i) },
+    }));
+    figure(
+      'cache, 3,000 Vary variants of 12 KB: answered 200, alive',
+      `${3_000 - run.failed.length} of 3,000, ${run.alive ? 'alive' : 'exited'}`,
+      'all, alive',
+      run.failed.length === 0 && run.alive,
+    );
+    figure(
+      'cache, 3,000 Vary variants of 12 KB: held',
+      `${run.cache.entries} entries, ${mib(run.cache.bytes)}`,
+      '<= 4 MiB, < 400 entries',
+      run.cache.bytes <= 4 * MIB && run.cache.entries < 400,
+    );
+    // On Node 24 the flood's own 36 MB of header values leave 21–35 MiB in RSS.
+    figure(
+      'cache, 3,000 Vary variants of 12 KB: RSS growth',
+      mib(run.growth),
+      '<= 49 MiB (4 MiB + 10 % + 45 MiB)',
+      run.growth <= 4 * MIB * 1.1 + 45 * MIB,
+    );
   },
 
   /** Fair share at 10/s: an interactive caller's latency beside a flood, weighted shares. */

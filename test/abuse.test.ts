@@ -392,33 +392,39 @@ describe('generated request targets', () => {
   it('are rejected with a 4xx, or forwarded only under the allowed prefix', async () => {
     let n = 0;
     const tally = { forwarded: 0, rejected: 0 };
+    /** One target on its own connection; its id tells what reached the upstream. */
+    const check = async (path: string): Promise<void> => {
+      const id = `fuzz-${n++}`;
+      const answer = await exchange(
+        Buffer.concat([
+          Buffer.from('GET '),
+          Buffer.from(path, 'utf8'),
+          Buffer.from(
+            ` HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Request-Id: ${id}\r\nConnection: close\r\n\r\n`,
+          ),
+        ]),
+      );
+      const forwarded = forwardedWithId(id);
+      if (forwarded.length === 0) {
+        tally.rejected++;
+        expect(answer.status, `${path} → ${answer.head}`).toBeGreaterThanOrEqual(400);
+        expect(answer.status, `${path} → ${answer.head}`).toBeLessThan(500);
+      } else {
+        tally.forwarded++;
+        expect(forwarded).toHaveLength(1);
+        expect(
+          resolvedPath(forwarded[0]!.url),
+          `${path} forwarded as ${forwarded[0]!.url}`,
+        ).toMatch(/^\/v1\.0\//);
+      }
+    };
+    // 2,000 targets, 20 at once (each on its own connection): the sidecar answers them side by
+    // side instead of one round trip after another. A failing batch shrinks like a single target.
     await fc.assert(
-      fc.asyncProperty(target, async (path) => {
-        const id = `fuzz-${n++}`;
-        const answer = await exchange(
-          Buffer.concat([
-            Buffer.from('GET '),
-            Buffer.from(path, 'utf8'),
-            Buffer.from(
-              ` HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Request-Id: ${id}\r\nConnection: close\r\n\r\n`,
-            ),
-          ]),
-        );
-        const forwarded = forwardedWithId(id);
-        if (forwarded.length === 0) {
-          tally.rejected++;
-          expect(answer.status, `${path} → ${answer.head}`).toBeGreaterThanOrEqual(400);
-          expect(answer.status, `${path} → ${answer.head}`).toBeLessThan(500);
-        } else {
-          tally.forwarded++;
-          expect(forwarded).toHaveLength(1);
-          expect(
-            resolvedPath(forwarded[0]!.url),
-            `${path} forwarded as ${forwarded[0]!.url}`,
-          ).toMatch(/^\/v1\.0\//);
-        }
+      fc.asyncProperty(fc.array(target, { minLength: 20, maxLength: 20 }), async (paths) => {
+        await Promise.all(paths.map(check));
       }),
-      { numRuns: 2000 },
+      { numRuns: 100 },
     );
     // Everything the upstream ever saw in this file, resolved, stays under the prefix.
     for (const r of standin.apiRequests)

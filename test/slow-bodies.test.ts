@@ -1,16 +1,20 @@
 /**
- * Slow request bodies cannot hold the listener (DESIGN "Bounded work"): 1,000 connections trickle
+ * Slow request bodies cannot hold the listener (DESIGN "Bounded work"): 100 connections trickle
  * POST bodies at 10 bytes every 4 s, well inside `proxy.bodyTimeoutMs`, while a normal client asks.
  * Requests receiving their body hold at most half of `proxy.maxInFlight` (the rest are refused
  * 503), and a body averaging under `proxy.minBodyBytesPerSecond` after 10 s ends with 408. The real
- * sidecar process (the bundle) against the stand-in over HTTPS. How fast the normal client is
- * answered meanwhile is a figure of bench/hostile-load.mjs.
+ * sidecar process (the bundle) against the stand-in over HTTPS, with `proxy.maxInFlight` at 32: the
+ * 100 trickles are six times the 16 slots bodies may hold. How fast the normal client is answered
+ * beside 1,000 of them is a figure of bench/hostile-load.mjs.
  */
 import { connect, type Socket } from 'node:net';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandin, type Standin } from '../src/standin/index.js';
 import { startSidecarProcess, waitFor, waitReady, writeTemp } from './helpers/sidecar-process.js';
+
+const MAX_IN_FLIGHT = 32;
+const TRICKLES = 100;
 
 let standin: Standin;
 
@@ -22,13 +26,20 @@ afterAll(async () => {
   await standin?.close();
 });
 
+async function inFlight(adminUrl: string): Promise<number> {
+  const res = await request(`${adminUrl}/metrics`, { headersTimeout: 5_000 });
+  const text = await res.body.text();
+  return Number(/\noauth_sidecar_requests_in_flight (\d+)\n/.exec(text)?.[1] ?? NaN);
+}
+
 describe('slow request bodies', () => {
-  it('1,000 connections trickling POST bodies: normal GETs are answered, trickles beyond half the slots refused, slow bodies cut with 408', async () => {
+  it('100 connections trickling POST bodies: normal GETs are answered, trickles beyond half the slots refused, slow bodies cut with 408', async () => {
     const sidecar = await startSidecarProcess({
       UPSTREAM_BASE_URL: standin.url,
       UPSTREAM_CA_FILE: writeTemp('ca.pem', standin.caCert),
       CLIENT_ID: 'slow-client',
       CLIENT_SECRET: 'slow-secret',
+      PROXY_MAX_IN_FLIGHT: String(MAX_IN_FLIGHT),
     });
     const port = Number(new URL(sidecar.proxyUrl).port);
     const sockets: Socket[] = [];
@@ -36,7 +47,7 @@ describe('slow request bodies', () => {
     let trickle: NodeJS.Timeout | undefined;
     try {
       await waitReady(sidecar);
-      for (let i = 0; i < 1_000; i++) {
+      for (let i = 0; i < TRICKLES; i++) {
         const socket = connect(port, '127.0.0.1');
         socket.on('error', () => undefined);
         socket.on('data', (d: Buffer) =>
@@ -50,7 +61,12 @@ describe('slow request bodies', () => {
       trickle = setInterval(() => {
         for (const socket of sockets) if (!socket.destroyed) socket.write('0123456789');
       }, 4_000);
-
+      // The trickles hold every slot a body may: half of maxInFlight.
+      await waitFor(
+        async () => (await inFlight(sidecar.adminUrl)) >= MAX_IN_FLIGHT / 2,
+        30_000,
+        'half the slots held by trickles',
+      );
       for (let i = 0; i < 5; i++) {
         const res = await request(`${sidecar.proxyUrl}/v1.0/contracts/`, {
           headersTimeout: 30_000,

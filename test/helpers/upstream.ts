@@ -65,6 +65,35 @@ function establishedTo(port: number, pid: number | undefined): number {
   return count;
 }
 
+/**
+ * What the kernel holds for the established IPv4 TCP sockets with these ports (and of process
+ * `pid`), summed (`/proc/net/tcp`'s tx_queue:rx_queue): bytes not yet taken by the peer (`tx`),
+ * and bytes received that their process has not read (`rx`).
+ */
+export function kernelQueues(match: { localPort?: number; remotePort?: number; pid?: number }): {
+  tx: number;
+  rx: number;
+} {
+  const port = (n: number | undefined) =>
+    n === undefined ? '' : `:${n.toString(16).toUpperCase().padStart(4, '0')}`;
+  const inodes = match.pid === undefined ? undefined : socketInodes(match.pid);
+  const sum = { tx: 0, rx: 0 };
+  for (const line of readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
+    const fields = line.trim().split(/\s+/);
+    if (
+      fields[1]?.endsWith(port(match.localPort)) === true &&
+      fields[2]?.endsWith(port(match.remotePort)) === true &&
+      fields[3] === '01' &&
+      (inodes === undefined || inodes.has(fields[9]!))
+    ) {
+      const [tx = 0, rx = 0] = (fields[4] ?? '').split(':').map((n) => parseInt(n, 16));
+      sum.tx += tx;
+      sum.rx += rx;
+    }
+  }
+  return sum;
+}
+
 export async function startCountingUpstream(
   pki: TestPki,
   answer: (req: IncomingMessage, res: ServerResponse, done: () => void) => void,
