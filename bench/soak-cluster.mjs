@@ -13,12 +13,15 @@ const SHARING_BOUND_MS = 20_000;
 
 /**
  * What the phase needs of the soak: its work dir and cleanups, its sidecars (started and ready),
- * a new phase's bookkeeping (`begin`), its load and checks.
+ * a new phase's bookkeeping (`begin`), its load (`rate` requests per second in all, or as fast as
+ * the connections go when undefined) and checks.
  *
  * @param {{
  *   work: string, cleanups: (() => unknown)[], concurrency: number, loadSeconds: number,
+ *   rate: number | undefined,
  *   startMembers: (name: string, count: number, extra: object) => Promise<any[]>,
- *   begin: (name: string) => any, startLoad: (origin: string, connections: number) => () => Promise<void>,
+ *   begin: (name: string) => any,
+ *   startLoad: (origin: string, connections: number, rate?: number) => () => Promise<void>,
  *   check: (ok: boolean, message: string) => void, only: (phase: any, allowed: (key: string) => boolean) => void,
  *   grants: () => number, watch: (phase: any, children: { pid: number, exited: boolean }[]) => () => void,
  * }} soak
@@ -47,7 +50,8 @@ export async function clusterPhase(soak) {
     members.map((m) => m.child),
   );
   const per = Math.max(1, Math.floor(soak.concurrency / members.length));
-  const stops = members.map((m) => soak.startLoad(m.origin, per));
+  const rate = soak.rate && soak.rate / members.length;
+  const stops = members.map((m) => soak.startLoad(m.origin, per, rate));
   await sleep(soak.loadSeconds * 500);
   const keys = [...(await cluster.keysByMaster()).entries()].sort((a, b) => b[1] - a[1]);
   const busiest = keys[0][0];
@@ -64,7 +68,7 @@ export async function clusterPhase(soak) {
   phase.renewals = soak.grants() - grantsBefore;
   const stores = await Promise.all(members.map(storeOf));
   phase.sidecarLagMs = 0;
-  phase.soakLagMs = 0;
+  phase.stopSoakLag();
   soak.only(phase, (k) => /^normal:2\d\d$/.test(k));
   soak.check(
     shared,

@@ -1,5 +1,5 @@
 // Soak: the real sidecar (node dist/main.js) in front of the real stand-in over HTTPS, under
-// constant load, through four phases:
+// constant load, through these phases:
 //   a) tokens live a few seconds: many renewals, zero non-2xx, zero upstream 401s;
 //   b) the token endpoint fails half its calls and answers in 2 s: no failure while a token is valid;
 //   c) the token endpoint is down past expiry: only 503 token_unavailable, then 200s again within
@@ -20,7 +20,13 @@
 //      with STORE_MODE=cluster under steady load, the busiest master SIGKILLed: no failed request,
 //      the fleet sharing again within 20 s of the cluster being whole.
 //
-//   npm run build && node bench/soak.mjs [--duration 60] [--ci] [--node /path/to/node]
+//   npm run build && node bench/soak.mjs [--duration 60] [--ci] [--phases a-d,e,f,g,h]
+//                                        [--node /path/to/node]
+//
+// Without --ci the phases run one after the other in this process. --ci (short phases) runs them
+// in three lanes side by side (LANES), each a process of this script with --phases and its own
+// stand-in, token front, sidecars, Redis and proxy: a-d (one sidecar, its memory measured around
+// them), f then e, g then h; e, g and h send PACED_RATE requests per second so a-d keep the CPU.
 //
 // Memory method: after a warm-up (every code path taken once), the load stops, idle keep-alive
 // sockets time out, and a full GC is forced through the inspector protocol (the sidecar is started
@@ -28,6 +34,7 @@
 // open fds (/proc/<pid>/fd) are read then, and again the same way after phase d.
 // Exits 1 on any violated expectation.
 import { Buffer } from 'node:buffer';
+import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:https';
 import { join } from 'node:path';
@@ -35,6 +42,7 @@ import process from 'node:process';
 import { clearInterval, clearTimeout, setInterval, setTimeout } from 'node:timers';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool, WebSocket, request } from 'undici';
 import {
@@ -64,18 +72,23 @@ const { values: args } = parseArgs({
     node: { type: 'string', default: process.env.SOAK_NODE ?? process.execPath },
     concurrency: { type: 'string', default: '20' },
     'sidecar-flags': { type: 'string', default: process.env.SOAK_SIDECAR_FLAGS ?? '' },
+    phases: { type: 'string' },
     keep: { type: 'boolean', default: false },
   },
 });
 const CI = args.ci;
 const D = CI ? 15 : Number(args.duration);
 const PLAN = {
-  // 5 s tokens as issue 4 asks; CI runs long enough for ≥ 10 renewals (one every ~2.4 s). Shorter
-  // tokens leave less slack than this VM's occasional 1.5 s stalls and make the soak flaky.
-  a: { seconds: CI ? 30 : D, lifetime: 5 },
+  // 5 s tokens as issue 4 asks, renewed at half-life: one renewal every ~2.5 s. CI runs 16 s, ≥ 5
+  // renewals (6 expected): the handover repeated under load, each with zero non-2xx; d, e, g and h
+  // cross about 20 more handovers with zero failed requests. Shorter tokens leave less slack than
+  // this VM's occasional 1.5 s stalls and make the soak flaky.
+  a: { seconds: CI ? 16 : D, lifetime: 5, minRenewals: CI ? 5 : 10 },
   b: { seconds: CI ? 12 : D, lifetime: CI ? 6 : 10, delayMs: 2000, failRatio: 0.5 },
   c: { outageSeconds: CI ? 4 : Math.max(10, D / 3), lifetime: 3 },
-  d: { seconds: CI ? 10 : D },
+  // Each of the two abusive connections takes the four kinds in turn, one turn in ~5.7 s (the
+  // slow request waits out the 5 s upstream timeout): 8 s in CI cover a turn of each.
+  d: { seconds: CI ? 8 : D },
   e: { seconds: CI ? 20 : D, lifetime: 5, failRatio: 0.3, processes: 3 },
   // Renewal ~2.1 s before expiry (35 % of 6 s), token calls answered in 1.5 s.
   f: { seconds: CI ? 32 : Math.max(32, D), lifetime: 6, delayMs: 1500, processes: 3 },
@@ -85,6 +98,14 @@ const PLAN = {
   h: { loadSeconds: CI ? 10 : Math.max(10, D) },
 };
 const CONCURRENCY = Number(args.concurrency);
+/**
+ * Requests per second in all for phases e, g and h in CI, where they run beside a-d (LANES):
+ * steady load for their sidecars without taking the CPU from a-d, whose load runs as fast as it
+ * goes. Their expectations (no failed request but around a proxy restart, grants per renewal,
+ * sharing again after a fail-over) need requests all the time, not the most the machine can
+ * serve. Phase f keeps its load as fast as it goes (distrustPhase says why).
+ */
+const PACED_RATE = CI ? 500 : undefined;
 /**
  * The sidecar's upstream timeout. Generous: this VM stalls for up to ~1.5 s at times (CPU steal;
  * the soak process hosts the stand-in), and an ordinary request must not time out then. Phase d's
@@ -126,7 +147,14 @@ function tokenValidThroughout(start, end) {
 
 // ---- load ----
 function phaseStats(name) {
+  const soakLoop = monitorEventLoopDelay({ resolution: 10 });
+  soakLoop.enable();
   return {
+    /** Ends the watch on this process's event loop: `soakLagMs`, its longest stall in the phase. */
+    stopSoakLag() {
+      soakLoop.disable();
+      this.soakLagMs = soakLoop.max / 1e6;
+    },
     name,
     start: Date.now(),
     requests: 0,
@@ -145,6 +173,7 @@ function phaseStats(name) {
   };
 }
 let phase = phaseStats('warm-up');
+phase.stopSoakLag();
 const phases = [];
 const count = (key, start) => {
   phase.byOutcome.set(key, (phase.byOutcome.get(key) ?? 0) + 1);
@@ -237,11 +266,20 @@ async function one(pool, kind) {
   }
 }
 
-function startLoad(origin, connections) {
+/**
+ * `connections` workers, each sending its next request when the last one is answered: as fast as
+ * they go, or at `rate` requests per second in all (each worker waits out its share of a second).
+ */
+function startLoad(origin, connections, rate) {
   const pool = new Pool(origin, { connections, pipelining: 1 });
+  const spacingMs = rate ? (connections * 1000) / rate : 0;
   let running = true;
   const workers = Array.from({ length: connections }, async (_, i) => {
-    while (running) await one(pool, mix(i));
+    while (running) {
+      const next = Date.now() + spacingMs;
+      await one(pool, mix(i));
+      if (spacingMs && running) await sleep(Math.max(0, next - Date.now()));
+    }
   });
   return async () => {
     running = false;
@@ -472,6 +510,8 @@ async function distrustPhase(pki, front, frontUrl) {
   const firstRequest = standin.tokenRequests.length;
   const tokensBefore = issued().length;
   mix = () => 'normal';
+  // As fast as the connections go, also in CI: a failure costs each stuck connection one request
+  // whatever the rate, so at a fixed rate the 1-in-1,000 bound below would mean something else.
   const per = Math.max(1, Math.floor(CONCURRENCY / members.length));
   const stops = members.map((m) => startLoad(m.origin, per));
   const at = (fraction) => phase.start + PLAN.f.seconds * 1000 * fraction;
@@ -505,7 +545,7 @@ async function distrustPhase(pki, front, frontUrl) {
   for (const r of standin.apiRequests.splice(0)) if (r.status === 401) phase.upstream401++;
   phase.renewals = issued().length - tokensBefore;
   phase.sidecarLagMs = 0;
-  phase.soakLagMs = 0;
+  phase.stopSoakLag();
 
   const calls = standin.tokenRequests.slice(firstRequest);
   const presented = calls.filter((r) => r.grant === 'refresh_token' && r.refreshToken);
@@ -572,7 +612,7 @@ async function egressPhase(pki, frontUrl) {
     phase.maxFds = Math.max(phase.maxFds, fdCount(child.pid));
   }, 1000);
   mix = () => 'normal';
-  const stop = startLoad(`http://127.0.0.1:${proxyPort}`, CONCURRENCY);
+  const stop = startLoad(`http://127.0.0.1:${proxyPort}`, CONCURRENCY, PACED_RATE);
   await sleep(PLAN.g.seconds * 400);
   const downAt = Date.now();
   await proxy.stop();
@@ -581,6 +621,7 @@ async function egressPhase(pki, frontUrl) {
   await sleep(PLAN.g.seconds * 600);
   await stop();
   clearInterval(sampler);
+  phase.stopSoakLag();
   for (const r of standin.apiRequests.splice(0)) if (r.status === 401) phase.upstream401++;
   phase.renewals = issued().length - tokensBefore;
   const outputs = [
@@ -613,24 +654,23 @@ async function egressPhase(pki, frontUrl) {
       `${proxy.tunnels().length} tunnels (CONNECT) in the proxy's log`,
   );
   phase.sidecarLagMs = 0;
-  phase.soakLagMs = 0;
 }
 
-let only;
+/** Check that every outcome of phase `p` is `allowed`; name each one that is not. */
+function only(p, allowed) {
+  for (const [key, n] of p.byOutcome) {
+    if (!allowed(key)) {
+      const when = p.timings.get(key);
+      check(false, `${p.name}: ${n} × ${key}${when ? ` — first at ${when.join(', ')}` : ''}`);
+    }
+  }
+}
 
-async function main() {
-  const started = Date.now();
-  const pki = makePki(work);
-  const { startStandin } = await import(join(ROOT, 'dist', 'standin', 'index.js'));
-  standin = await startStandin({
-    clientId: 'soak-client',
-    clientSecret: 'soak-secret',
-    tokenLifetimeSeconds: PLAN.a.lifetime,
-    pki: { caCert: pki.caCert, serverCert: pki.serverCert, serverKey: pki.serverKey },
-  });
-  cleanups.push(() => standin.close());
-  const { front, url: frontUrl } = await startTokenFront(pki, standin.url);
-
+/**
+ * Phases a-d: one sidecar (started with the inspector, for the forced GC), a warm-up, a memory
+ * baseline, the four phases, memory again. Returns the two memory snapshots.
+ */
+async function singleSidecarPhases(pki, front, frontUrl) {
   const [proxyPort, adminPort] = await freePorts(2);
   const logFile = join(work, 'sidecar.log');
   const flags = args['sidecar-flags'].split(/\s+/).filter(Boolean);
@@ -673,8 +713,6 @@ async function main() {
       replayed: 'false',
     });
     mix = mixFn;
-    const soakLoop = monitorEventLoopDelay({ resolution: 10 });
-    soakLoop.enable();
     await setup();
     const stop = startLoad(origin, CONCURRENCY + (mixFn === normalOnly ? 0 : 2));
     if (typeof seconds === 'function') await seconds();
@@ -691,8 +729,7 @@ async function main() {
     // Longest event-loop stall in the phase: the sidecar's (prom-client resets it per scrape) and
     // this process's, which hosts the stand-in, the token front and the load generator.
     phase.sidecarLagMs = metricSum(after, 'oauth_sidecar_nodejs_eventloop_lag_max_seconds') * 1000;
-    soakLoop.disable();
-    phase.soakLagMs = soakLoop.max / 1e6;
+    phase.stopSoakLag();
     check(!sidecar.exited, `${name}: the sidecar exited`);
     return phase;
   };
@@ -707,15 +744,6 @@ async function main() {
     abuseTurns.set(i, turn + 1);
     return ABUSES[turn % ABUSES.length];
   };
-  only = (p, allowed) => {
-    for (const [key, n] of p.byOutcome) {
-      if (!allowed(key)) {
-        const when = p.timings.get(key);
-        check(false, `${p.name}: ${n} × ${key}${when ? ` — first at ${when.join(', ')}` : ''}`);
-      }
-    }
-  };
-
   // Warm-up: the whole mix (big bodies and aborts included) long enough for RSS to reach its
   // working size, then the baseline.
   // Time alone is not enough on a VM that stalls: also wait for enough requests (capped at 40 s).
@@ -735,7 +763,10 @@ async function main() {
   const before = await snapshot(pid, admin, inspectorUrl);
 
   const a = await runPhase('a sustained, short tokens', PLAN.a.seconds);
-  check(a.renewals >= 10, `a: ${a.renewals} renewals (want ≥ 10)`);
+  check(
+    a.renewals >= PLAN.a.minRenewals,
+    `a: ${a.renewals} renewals (want ≥ ${PLAN.a.minRenewals})`,
+  );
   only(a, (k) => /^normal:2\d\d$/.test(k));
   check(a.excused503 === 0, `a: ${a.excused503} × 503 token_unavailable`);
   check(
@@ -776,7 +807,7 @@ async function main() {
       // After the endpoint is back: wait for the first 200, or one backoff step + 1.5 s.
       const deadline = Math.max(outageInfo.stepEnd, upAt) + RECOVERY_SLACK_MS;
       while (!firstOkAfter.at && Date.now() < deadline) await sleep(50);
-      await sleep(2000); // and some 200s after it
+      await sleep(1000); // and some 200s after it
     },
     () => {
       downAt = Date.now();
@@ -872,63 +903,104 @@ async function main() {
   await health.body.dump();
   check(health.statusCode === 200 && !sidecar.exited, 'the sidecar is not healthy at the end');
 
-  // The fleet uses the same client and stand-in: stop the single sidecar so every grant counted
-  // from here on is the fleet's.
+  // The fleet uses the same client and stand-in when it runs in this process: stop the single
+  // sidecar so every grant counted from here on is the fleet's.
   await sidecar.stop();
-  await fleetPhase(pki, frontUrl, async (members) => {
-    phase = phaseStats(
-      `e fleet of ${PLAN.e.processes} sharing Redis, endpoint ${Math.round(PLAN.e.failRatio * 100)}% 503`,
-    );
-    phases.push(phase);
-    const tokensBefore = issued().length;
-    setLifetime(PLAN.e.lifetime);
-    standin.failTokenRequestsRandomly({ kind: 'status', status: 503 }, PLAN.e.failRatio);
-    mix = () => 'normal';
-    const per = Math.max(1, Math.floor(CONCURRENCY / members.length));
-    const stops = members.map((m) => startLoad(m.origin, per));
-    await sleep(PLAN.e.seconds * 1000);
-    await Promise.all(stops.map((stop) => stop()));
-    standin.clearTokenFaults();
-    for (const r of standin.apiRequests.splice(0)) if (r.status === 401) phase.upstream401++;
-    phase.renewals = issued().length - tokensBefore;
-    // Not measured for the fleet (three processes); the table shows 0.
-    phase.sidecarLagMs = 0;
-    phase.soakLagMs = 0;
-    return phase;
+  return { before, after };
+}
+
+/** The groups of phases one process can run (`--phases`): a-d share one sidecar. */
+const GROUPS = ['a-d', 'e', 'f', 'g', 'h'];
+/**
+ * `--ci` runs these lanes side by side, each a process of its own with its own stand-in, token
+ * front, sidecars, Redis and proxy (docs/testing.md "Soak"), its groups in this order. a-d and f
+ * load their sidecars as fast as the connections go, f beside the warm-up and a (b and c, which
+ * judge waits against the clock with the least slack, have only paced load beside them); e, g
+ * and h at PACED_RATE.
+ */
+const LANES = [['a-d'], ['f', 'e'], ['g', 'h']];
+
+async function main(groups) {
+  const started = Date.now();
+  const pki = makePki(work);
+  const { startStandin } = await import(join(ROOT, 'dist', 'standin', 'index.js'));
+  standin = await startStandin({
+    clientId: 'soak-client',
+    clientSecret: 'soak-secret',
+    tokenLifetimeSeconds: PLAN.a.lifetime,
+    pki: { caCert: pki.caCert, serverCert: pki.serverCert, serverKey: pki.serverKey },
   });
-  await distrustPhase(pki, front, frontUrl);
-  await egressPhase(pki, frontUrl);
-  setLifetime(PLAN.a.lifetime);
-  await clusterPhase({
-    work,
-    cleanups,
-    concurrency: CONCURRENCY,
-    loadSeconds: PLAN.h.loadSeconds,
-    startMembers: async (name, count, extra) => {
-      const members = await startFleet(pki, frontUrl, name, count, extra);
-      await fleetReady(members);
-      return members;
+  cleanups.push(() => standin.close());
+  const { front, url: frontUrl } = await startTokenFront(pki, standin.url);
+
+  let memory;
+  /** Each group of phases, run in the order `groups` names them. */
+  const runners = {
+    'a-d': async () => {
+      memory = await singleSidecarPhases(pki, front, frontUrl);
     },
-    begin: (name) => {
-      phase = phaseStats(name);
-      phases.push(phase);
-      mix = () => 'normal';
-      return phase;
-    },
-    startLoad,
-    check,
-    only,
-    grants: () => issued().length,
-    watch: (p, children) => {
-      const sampler = setInterval(() => {
-        for (const child of children.filter((c) => !c.exited)) {
-          p.maxRss = Math.max(p.maxRss, procStatusBytes(child.pid, 'VmRSS'));
-          p.maxFds = Math.max(p.maxFds, fdCount(child.pid));
-        }
-      }, 1000);
-      return () => clearInterval(sampler);
-    },
-  });
+    e: () =>
+      fleetPhase(pki, frontUrl, async (members) => {
+        phase = phaseStats(
+          `e fleet of ${PLAN.e.processes} sharing Redis, endpoint ${Math.round(PLAN.e.failRatio * 100)}% 503`,
+        );
+        phases.push(phase);
+        const tokensBefore = issued().length;
+        setLifetime(PLAN.e.lifetime);
+        standin.failTokenRequestsRandomly({ kind: 'status', status: 503 }, PLAN.e.failRatio);
+        mix = () => 'normal';
+        const per = Math.max(1, Math.floor(CONCURRENCY / members.length));
+        const rate = PACED_RATE && PACED_RATE / members.length;
+        const stops = members.map((m) => startLoad(m.origin, per, rate));
+        await sleep(PLAN.e.seconds * 1000);
+        await Promise.all(stops.map((stop) => stop()));
+        standin.clearTokenFaults();
+        for (const r of standin.apiRequests.splice(0)) if (r.status === 401) phase.upstream401++;
+        phase.renewals = issued().length - tokensBefore;
+        // Not measured for the fleet's sidecars (three processes); the table shows 0.
+        phase.sidecarLagMs = 0;
+        phase.stopSoakLag();
+        return phase;
+      }),
+    f: () => distrustPhase(pki, front, frontUrl),
+    g: () => egressPhase(pki, frontUrl),
+    h: () =>
+      clusterPhase({
+        work,
+        cleanups,
+        concurrency: CONCURRENCY,
+        loadSeconds: PLAN.h.loadSeconds,
+        startMembers: async (name, count, extra) => {
+          const members = await startFleet(pki, frontUrl, name, count, extra);
+          await fleetReady(members);
+          return members;
+        },
+        begin: (name) => {
+          phase = phaseStats(name);
+          phases.push(phase);
+          mix = () => 'normal';
+          return phase;
+        },
+        startLoad,
+        rate: PACED_RATE,
+        check,
+        only,
+        grants: () => issued().length,
+        watch: (p, children) => {
+          const sampler = setInterval(() => {
+            for (const child of children.filter((c) => !c.exited)) {
+              p.maxRss = Math.max(p.maxRss, procStatusBytes(child.pid, 'VmRSS'));
+              p.maxFds = Math.max(p.maxFds, fdCount(child.pid));
+            }
+          }, 1000);
+          return () => clearInterval(sampler);
+        },
+      }),
+  };
+  for (const group of groups) {
+    setLifetime(PLAN.a.lifetime);
+    await runners[group]();
+  }
 
   say();
   say(
@@ -943,11 +1015,14 @@ async function main() {
   }
   for (const p of phases)
     for (const note of [...p.notes, ...p.samples]) say(`- ${p.name}: ${note}`);
+  if (memory) {
+    const { before, after } = memory;
+    say(
+      `- after forced GC, settled: RSS ${fmt.mib(before.rss)} → ${fmt.mib(after.rss)}, heap used ${fmt.mib(before.heapUsed)} → ${fmt.mib(after.heapUsed)}, fds ${before.fds} → ${after.fds}, active handles ${before.handles} → ${after.handles}`,
+    );
+  }
   say(
-    `- after forced GC, settled: RSS ${fmt.mib(before.rss)} → ${fmt.mib(after.rss)}, heap used ${fmt.mib(before.heapUsed)} → ${fmt.mib(after.heapUsed)}, fds ${before.fds} → ${after.fds}, active handles ${before.handles} → ${after.handles}`,
-  );
-  say(
-    `- node ${args.node === process.execPath ? process.version : args.node}, ${((Date.now() - started) / 1000).toFixed(0)} s total${CI ? ' (--ci)' : ''}`,
+    `- node ${args.node === process.execPath ? process.version : args.node}, ${((Date.now() - started) / 1000).toFixed(0)} s total${CI ? ' (--ci)' : ''}, phases ${groups.join(', ')}`,
   );
   say();
   if (violations.length) {
@@ -956,10 +1031,59 @@ async function main() {
   } else say('PASS');
 }
 
+/** One lane: this script with `--phases`, its output kept for when every lane has ended. */
+function runLane(groups) {
+  const argv = [
+    fileURLToPath(import.meta.url),
+    '--ci',
+    `--phases=${groups.join(',')}`,
+    `--node=${args.node}`,
+    `--concurrency=${args.concurrency}`,
+    `--sidecar-flags=${args['sidecar-flags']}`,
+    ...(args.keep ? ['--keep'] : []),
+  ];
+  const started = Date.now();
+  const child = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (chunk) => (output += chunk));
+  child.stderr.on('data', (chunk) => (output += chunk));
+  cleanups.push(() => child.exitCode === null && child.signalCode === null && child.kill());
+  return new Promise((resolve) =>
+    child.once('close', (code, signal) =>
+      resolve({ groups, code: code ?? signal, output, seconds: (Date.now() - started) / 1000 }),
+    ),
+  );
+}
+
+/** `--ci`: the lanes side by side; each lane's output printed when all have ended. */
+async function lanes() {
+  const started = Date.now();
+  const results = await Promise.all(LANES.map(runLane));
+  for (const r of results) {
+    say(
+      `--- phases ${r.groups.join(', ')}: ${r.code === 0 ? 'PASS' : `FAIL (exit ${r.code})`}, ${r.seconds.toFixed(0)} s`,
+    );
+    process.stdout.write(r.output);
+  }
+  const failed = results.filter((r) => r.code !== 0);
+  say(
+    `soak --ci: ${LANES.length} lanes side by side, ${((Date.now() - started) / 1000).toFixed(0)} s; ` +
+      (failed.length ? `FAIL (${failed.map((r) => r.groups.join(', ')).join('; ')})` : 'PASS'),
+  );
+  return failed.length ? 1 : 0;
+}
+
+const groups = args.phases?.split(',') ?? GROUPS;
+const unknown = groups.filter((g) => !GROUPS.includes(g));
+if (unknown.length) {
+  console.error(`soak: unknown --phases ${unknown.join(', ')} (known: ${GROUPS.join(', ')})`);
+  process.exit(2);
+}
 await runScript(
   'soak',
   async () => {
-    await main();
+    if (CI && args.phases === undefined) return lanes();
+    await main(groups);
     return violations.length ? 1 : 0;
   },
   { cleanups, work, keep: args.keep },
