@@ -22,6 +22,10 @@ export default defineConfig({
     // `expect.poll` waits as long as `waitFor` does (test/helpers/wait.ts): its own default of 1 s is
     // a timing assertion on a loaded 2-core machine, not a limit on the behaviour.
     expect: { poll: { timeout: 10_000 } },
+    // Tests of a `describe.concurrent` block at once, in one file (vitest's default is 5): the process
+    // files' scenarios each wait on real-time conditions of their own processes, and store-distrust
+    // has nine of them; five at a time queued the last four behind the first (docs/testing.md).
+    maxConcurrency: 10,
     maxWorkers: workers,
     // As many kept as run: a worker stopped between files while others still run ends the run
     // with "Terminating worker thread" when files share workers.

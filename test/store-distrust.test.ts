@@ -249,14 +249,14 @@ describe.concurrent('what the store says is never trusted', () => {
   it(
     'a slow token endpoint: no refresh token is presented twice (the waiting member keeps no copy)',
     async () => {
-      const s = await setup(4);
+      const s = await setup(3);
       const env = { TOKEN_REFRESH_MARGIN_SECONDS: '1', TOKEN_REFRESH_FRACTION: '0.35' };
       const fleet = await Promise.all([sidecar(s, env), sidecar(s, env), sidecar(s, env)]);
-      // From the first renewal on, answers take 2 s. Renewals start ~1.5 s before expiry, or 1 s
-      // after a slow answer (the keeper's floor), so waiting members run out 0.5–1 s before the
-      // holder's answer comes. Not before the fleet is ready: a 4 s token answered in 2 s has little
-      // life left for a start-up on a loaded machine.
-      s.standin.failTokenRequests({ kind: 'delay', ms: 2_000 }, Infinity);
+      // From the first renewal on, answers take 1.5 s. Renewals start ~1.1 s before expiry, or 1 s
+      // after a slow answer (the keeper's floor), so waiting members run out 0.4–1 s before the
+      // holder's answer comes, a round every 2.5 s. Not before the fleet is ready: a 3 s token
+      // answered in 1.5 s has little life left for a start-up on a loaded machine.
+      s.standin.failTokenRequests({ kind: 'delay', ms: 1_500 }, Infinity);
       const load = drive(fleet, 150);
       // Four refresh grants: four rounds in which the waiting members run out while the holder waits
       // on the endpoint (a member that kept a copy presents it in the first such round); more

@@ -110,7 +110,7 @@ async function expectServingAgain(s: Scenario): Promise<void> {
 async function endpointOutage(fault: TokenFault, failures: number): Promise<void> {
   const s = await scenario(SECRET, fault);
   try {
-    await expectFailuresWithinCap(s, failures, 30_000);
+    await expectFailuresWithinCap(s, failures, 40_000);
     s.standin.clearTokenFaults();
     await expectServingAgain(s);
   } finally {
@@ -142,7 +142,7 @@ describe.concurrent(
         s.standin.revokeAccessTokens();
         s.standin.revokeRefreshTokens();
         expect(await proxiedStatus(s)).toBe(503);
-        await expectFailuresWithinCap(s, 7, 30_000);
+        await expectFailuresWithinCap(s, 7, 40_000);
         expect(s.sidecar.stdout.join('\n')).toContain('FIFO');
 
         unlinkSync(s.secretFile);
@@ -156,7 +156,7 @@ describe.concurrent(
     it('(d) 401 forever (a wrong secret in the file), then the file fixed', async () => {
       const s = await scenario('not-the-secret');
       try {
-        await expectFailuresWithinCap(s, 7, 30_000);
+        await expectFailuresWithinCap(s, 7, 40_000);
         expect(s.standin.tokenRequests.every((r) => r.outcome === 'rejected')).toBe(true);
 
         writeFileSync(s.secretFile, `${SECRET}\n`);

@@ -253,6 +253,7 @@ describe.concurrent('a fleet of three sidecars sharing a token through Redis', (
         async () => new Set(await tokensInUse({ ...fleet, sidecars: survivors })).size === 1,
         10_000,
         'the survivors to share the new token',
+        { everyMs: 100 },
       );
       const statuses = await load.stop();
       // Requests through the killed process fail at the socket; through the survivors, all 200.
@@ -277,6 +278,7 @@ describe.concurrent('a fleet of three sidecars sharing a token through Redis', (
           ).every((v) => v === 0),
         5_000,
         'token_store_up 0 on every process within 5 s',
+        { everyMs: 100 },
       );
       const st = await status(fleet.sidecars[1]!);
       expect(st.store).toMatchObject({ up: false, lastError: { message: expect.any(String) } });
@@ -286,6 +288,7 @@ describe.concurrent('a fleet of three sidecars sharing a token through Redis', (
           (await Promise.all(fleet.sidecars.map(ownGrants))).every((n, i) => n > grantsBefore[i]!),
         14_000,
         'a renewal of its own by every process',
+        { everyMs: 250 }, // each look renders three /metrics pages
       );
       await fleet.redis.start();
       await waitFor(
@@ -295,12 +298,14 @@ describe.concurrent('a fleet of three sidecars sharing a token through Redis', (
           ).every((v) => v === 1),
         5_000,
         'token_store_up 1 again',
+        { everyMs: 100 },
       );
       // Within renewals (6 s tokens renewed about every 3.1 s) every process uses one token.
       await waitFor(
         async () => new Set(await tokensInUse(fleet)).size === 1,
         30_000,
         'one shared token again',
+        { everyMs: 100 },
       );
       const statuses = await load.stop();
       expect(Object.keys(statuses), load.failures.join('\n')).toEqual(['200']);
