@@ -61,9 +61,15 @@ async function get(
   return { status: res.statusCode, headers: res.headers };
 }
 
+/** A refused flooding loop's pause before it asks again. */
+const refused = realClock('a flooding caller refused asks again half a slot later, not at once');
+
 /**
- * `loops` clients that send again as soon as they have an answer, whatever it was; `caller` is
- * the name each request gives (a function: a name per request).
+ * `loops` clients that send again as soon as they have an answer, or half a slot after a refusal;
+ * `caller` is the name each request gives (a function: a name per request). 30 loops keep the
+ * queue's 20 places full either way (a place frees once a slot, and a refused loop is back within
+ * half of one); asking again at once after a 429 would only spin the test process and the sidecar
+ * on refusals, CPU the other files running beside this one need.
  */
 function flood(
   sidecar: SidecarProcess,
@@ -75,7 +81,9 @@ function flood(
   const loop = async (i: number): Promise<void> => {
     for (let n = 0; !state.stopped; n++) {
       const name = typeof caller === 'function' ? caller() : caller;
-      state.answers.push(await get(sidecar, `/v1.0/contracts/?${marker}=${i}-${n}`, name));
+      const answer = await get(sidecar, `/v1.0/contracts/?${marker}=${i}-${n}`, name);
+      state.answers.push(answer);
+      if (answer.status === 429) await refused.sleep(SLOT_MS / 2);
     }
   };
   const done = Promise.all(Array.from({ length: loops }, (_, i) => loop(i)));
