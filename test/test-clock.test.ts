@@ -1,8 +1,8 @@
 /**
- * Tests check behaviour, not the clock (docs/testing.md "Time in tests"): no test asserts how long
- * something took on the real clock, and no test sleeps on it except through the helpers of
- * test/helpers/wait.ts, whose `realClock(reason)` marker names every real wait; each reason is
- * listed in docs/testing.md. Files that install vitest's fake timers may build timer promises:
+ * Tests check behaviour, not the clock (docs/testing.md "Time in tests"): no test reads how long
+ * something took on the real clock, and no test sleeps on it, except through the helpers of
+ * test/helpers/wait.ts, whose `realClock(reason)` marker names every real wait and stopwatch; each
+ * reason is listed in docs/testing.md. Files that install vitest's fake timers may build timer promises:
  * those are the fake clock's.
  */
 import { readdirSync, readFileSync } from 'node:fs';
@@ -43,6 +43,14 @@ describe('time in tests', () => {
   it('no assertion on an elapsed real time', () => {
     expect(offenders(/expect\(\s*(Date|performance)\.now\(\)\s*-/, realTimers)).toEqual([]);
     expect(offenders(/performance\.now\(\)\s*-/, everyFile)).toEqual([]);
+  });
+
+  it('elapsed real time read only through realClock(reason).stopwatch(), or to pace a sleep', () => {
+    const elapsed = /(Date|performance)\.now\(\)\s*-\s*[A-Za-z_(]/;
+    const pacing = /\.sleep\(/;
+    expect(
+      offenders(elapsed, realTimers).filter((line) => !pacing.test(line.slice(line.indexOf(': ')))),
+    ).toEqual([]);
   });
 
   it('no bare sleep on the real clock: waitFor or realClock(reason) from test/helpers/wait.ts', () => {

@@ -43,16 +43,27 @@ export async function waitFor(
 export interface RealClock {
   readonly reason: string;
   sleep(ms: number): Promise<void>;
+  /**
+   * Milliseconds of real time from this call on, read with `ms()`: for a bound on the wall clock
+   * that is itself the behaviour under test (a contract's "within 20 s"), or a count the real
+   * clock decides (a rate limit's refills while a burst runs). The only way a test reads elapsed
+   * time: test/test-clock.test.ts refuses `Date.now() - start` elsewhere.
+   */
+  stopwatch(): { ms(): number };
 }
 
 /**
- * The marker of a test that lets real time pass: `realClock('why')`. Grep for `realClock(` to
- * list them; docs/testing.md gives each reason. Nothing may be asserted about how long it took.
+ * The marker of a test that lets real time pass or reads how much did: `realClock('why')`. Grep
+ * for `realClock(` to list them; docs/testing.md gives each reason.
  */
 export function realClock(reason: string): RealClock {
   if (reason.trim() === '') throw new Error('realClock needs a reason');
   return {
     reason,
     sleep: (ms) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms))),
+    stopwatch() {
+      const started = performance.now();
+      return { ms: () => performance.now() - started };
+    },
   };
 }
