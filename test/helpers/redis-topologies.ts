@@ -260,13 +260,20 @@ export async function startRedisSentinels(
       procs.push(spawnRedisServer([file, '--sentinel'], port));
       sentinelPorts.push(port);
     }
+    // Sentinels find each other by hello messages every 2 s and the replica by the primary's
+    // INFO every 10 s: 60 s is a limit for a hang. 20 s ran out once with the repeat script's
+    // busy loop pinned beside the suite.
     for (const port of sentinelPorts) {
-      await until(`sentinel ${port} to see the replica and the other sentinels`, async () => {
-        const reply = await send(port, ['SENTINEL', 'MASTER', name], auth);
-        const fields = reply.split('\r\n');
-        const value = (key: string) => fields[fields.indexOf(key) + 2];
-        return value('num-slaves') === '1' && value('num-other-sentinels') === '2';
-      });
+      await until(
+        `sentinel ${port} to see the replica and the other sentinels`,
+        async () => {
+          const reply = await send(port, ['SENTINEL', 'MASTER', name], auth);
+          const fields = reply.split('\r\n');
+          const value = (key: string) => fields[fields.indexOf(key) + 2];
+          return value('num-slaves') === '1' && value('num-other-sentinels') === '2';
+        },
+        60_000,
+      );
     }
   } catch (error) {
     await closeAll();
