@@ -218,6 +218,29 @@ export function sentinelEnv(sentinels: Pick<RedisSentinels, 'url' | 'primaryName
 export async function startRedisSentinels(
   options: { sentinelPassword?: string } = {},
 ): Promise<RedisSentinels> {
+  // As for the cluster: a port freePorts handed out can be taken before redis-server binds it (by
+  // another file's process, or an outgoing connection's ephemeral port); that server exits at
+  // once, and the setup is started again on fresh ports.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startRedisSentinelsOnce(options);
+    } catch (error) {
+      if (!(error instanceof NodeExited) || attempt === 3) throw error;
+    }
+  }
+}
+
+/** Throws {@link NodeExited} when one of `procs` has exited (its output says why). */
+function expectAlive(procs: readonly Proc[]): void {
+  const exited = procs.find((p) => p.child.exitCode !== null);
+  if (exited !== undefined) {
+    throw new NodeExited(`redis-server on ${exited.port} exited: ${exited.output}`);
+  }
+}
+
+async function startRedisSentinelsOnce(
+  options: { sentinelPassword?: string } = {},
+): Promise<RedisSentinels> {
   const auth = options.sentinelPassword;
   const missing = missingRedisServer();
   if (missing !== undefined) throw new Error(missing);
@@ -235,11 +258,12 @@ export async function startRedisSentinels(
   procs.push(data(replicaPort, ['--replicaof', '127.0.0.1', String(primaryPort)]));
   const sentinelPorts: number[] = [];
   try {
-    await until(
-      'the replica in sync',
-      async () =>
-        infoField(await send(replicaPort, ['INFO', 'replication']), 'master_link_status') === 'up',
-    );
+    await until('the replica in sync', async () => {
+      expectAlive(procs);
+      return (
+        infoField(await send(replicaPort, ['INFO', 'replication']), 'master_link_status') === 'up'
+      );
+    });
     for (let i = 0; i < 3; i++) {
       const port = sentinelFree[i]!;
       const file = join(dir, `sentinel-${port}.conf`);
@@ -261,12 +285,12 @@ export async function startRedisSentinels(
       sentinelPorts.push(port);
     }
     // Sentinels find each other by hello messages every 2 s and the replica by the primary's
-    // INFO every 10 s: 60 s is a limit for a hang. 20 s ran out once with the repeat script's
-    // busy loop pinned beside the suite.
+    // INFO every 10 s: 60 s is a limit for a hang.
     for (const port of sentinelPorts) {
       await until(
         `sentinel ${port} to see the replica and the other sentinels`,
         async () => {
+          expectAlive(procs);
           const reply = await send(port, ['SENTINEL', 'MASTER', name], auth);
           const fields = reply.split('\r\n');
           const value = (key: string) => fields[fields.indexOf(key) + 2];
