@@ -58,12 +58,19 @@ export interface RedisCluster {
 export async function startRedisCluster(
   options: { masters?: number; replicas?: number } = {},
 ): Promise<RedisCluster> {
-  // A port freePorts handed out can be taken by another test's process before redis-server binds
-  // it (12 ports for a 3+3 cluster, test files in parallel): such a node exits at once, and the
-  // cluster is started again on fresh ports. Any other failure is thrown as it is.
+  return onFreshPorts(() => startRedisClusterOnce(options));
+}
+
+/**
+ * `start`, again on fresh ports (at most 3 attempts) when one of its servers exited before it was
+ * ready: a port freePorts handed out can be taken before redis-server binds it (by another test's
+ * process or an outgoing connection's ephemeral port; 12 ports for a 3+3 cluster, test files in
+ * parallel). Any other failure is thrown as it is.
+ */
+async function onFreshPorts<T>(start: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startRedisClusterOnce(options);
+      return await start();
     } catch (error) {
       if (!(error instanceof NodeExited) || attempt === 3) throw error;
     }
@@ -218,16 +225,7 @@ export function sentinelEnv(sentinels: Pick<RedisSentinels, 'url' | 'primaryName
 export async function startRedisSentinels(
   options: { sentinelPassword?: string } = {},
 ): Promise<RedisSentinels> {
-  // As for the cluster: a port freePorts handed out can be taken before redis-server binds it (by
-  // another file's process, or an outgoing connection's ephemeral port); that server exits at
-  // once, and the setup is started again on fresh ports.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await startRedisSentinelsOnce(options);
-    } catch (error) {
-      if (!(error instanceof NodeExited) || attempt === 3) throw error;
-    }
-  }
+  return onFreshPorts(() => startRedisSentinelsOnce(options));
 }
 
 /** Throws {@link NodeExited} when one of `procs` has exited (its output says why). */
