@@ -273,7 +273,9 @@ describe.concurrent('through an egress proxy (tinyproxy)', { timeout: 120_000 },
       expect(answer.status).toBe(503);
       expect(answer.body).toContain(`egress proxy http://***@127.0.0.1:${late.port}`);
       await late.start();
-      await waitReady(sidecar, 15_000);
+      // A limit for a hang: the next token attempt can be up to the 8 s recovery cap away, and
+      // 15 s ran out once on Node 24 in a fresh-clone CI with this file's tests side by side.
+      await waitReady(sidecar, 30_000);
       expect((await get(sidecar)).status).toBe(200);
     } finally {
       await sidecar.stop();
