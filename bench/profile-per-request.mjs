@@ -21,7 +21,8 @@
 // everything they call).
 import { readFileSync, readdirSync } from 'node:fs';
 import { SourceMap } from 'node:module';
-import { basename, join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import process from 'node:process';
 import { parseArgs } from 'node:util';
 
@@ -60,7 +61,11 @@ const maps = new Map();
 for (const dir of args.dist.flatMap((d) => [d, join(d, 'chunks')])) {
   for (const f of readdirSync(dir)) {
     if (f.endsWith('.js.map')) {
-      maps.set(f.slice(0, -4), new SourceMap(JSON.parse(readFileSync(join(dir, f), 'utf8'))));
+      // By path: both builds have a cli.js (and chunks of one content share a hashed name).
+      maps.set(
+        resolve(dir, f.slice(0, -4)),
+        new SourceMap(JSON.parse(readFileSync(join(dir, f), 'utf8'))),
+      );
     }
   }
 }
@@ -68,7 +73,8 @@ for (const dir of args.dist.flatMap((d) => [d, join(d, 'chunks')])) {
 /** A frame's source file: src/…, a package's file, node's own module, or V8's pseudo-frame. */
 function fileOf({ url, lineNumber, columnNumber, functionName }) {
   if (url === '') return functionName.startsWith('(') ? functionName : `(native) ${functionName}`;
-  const source = maps.get(basename(url))?.findEntry(lineNumber, columnNumber)?.originalSource;
+  const path = url.startsWith('file://') ? fileURLToPath(url) : url;
+  const source = maps.get(path)?.findEntry(lineNumber, columnNumber)?.originalSource;
   if (source) return source.replace(/^(\.\.\/)+/, '').replace(/^.*node_modules\//, '');
   return url.replace(/^file:\/\/.*node_modules\//, '').replace(/^file:\/\//, '');
 }
