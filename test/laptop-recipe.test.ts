@@ -9,6 +9,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
+import { closed } from './helpers/command.js';
 import { MAIN, tempDir, waitFor } from './helpers/sidecar-process.js';
 
 const ROOT = join(import.meta.dirname, '..');
@@ -42,7 +43,7 @@ function run(command: string, cwd: string, env: Record<string, string> = {}) {
   const output = { text: '' };
   child.stdout.on('data', (d: Buffer) => (output.text += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output.text += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+  const exited = closed(child).then((code) => (typeof code === 'number' ? code : null));
   const stop = async (): Promise<void> => {
     if (child.exitCode === null) process.kill(-child.pid!, 'SIGTERM');
     await exited;

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { Agent, request } from 'undici';
 import { describe, expect, it } from 'vitest';
+import { closed } from './helpers/command.js';
 import { freePort } from './helpers/redis-server.js';
 import { MAIN, runCli, tempDir, waitFor } from './helpers/sidecar-process.js';
 
@@ -20,7 +21,7 @@ function startStandinProcess(dir: string, port: number) {
   const output = { text: '' };
   child.stdout.on('data', (d: Buffer) => (output.text += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output.text += d.toString()));
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  const exited = closed(child).then(() => undefined);
   const stop = async (): Promise<void> => {
     if (child.exitCode === null) child.kill('SIGTERM');
     await exited;

@@ -1,4 +1,29 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
+
+/**
+ * Resolves once `child` has exited and its stdout and stderr are read to their end (node's
+ * 'close'). 'exit' can come first: when this worker's event loop was busy while the child ran,
+ * the child's last output may still sit unread in the pipes (test/child-output.test.ts).
+ */
+export function closed(child: ChildProcess): Promise<number | string> {
+  return new Promise((resolve) =>
+    child.once('close', (code: number | null, signal: NodeJS.Signals | null) =>
+      resolve(code ?? signal ?? 'unknown'),
+    ),
+  );
+}
+
+/** A child's whole output and exit code, once both are known (`closed`). */
+export async function outputOf(
+  child: ChildProcess,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  const ended = await closed(child);
+  return { code: typeof ended === 'number' ? ended : null, stdout, stderr };
+}
 
 /** A started command whose output is collected; `stop` sends SIGTERM and waits for its exit. */
 export interface Command {
@@ -22,9 +47,7 @@ export function startCommand(
   let err = '';
   child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-  const exited = new Promise<number | string>((resolve) =>
-    child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')),
-  );
+  const exited = closed(child);
   return {
     stdout: () => out,
     stderr: () => err,

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll } from 'vitest';
 import { startStandin, type Standin } from '../../src/standin/index.js';
+import { closed, outputOf } from './command.js';
 import { waitFor } from './wait.js';
 
 export { waitFor };
@@ -93,26 +94,28 @@ export function runCli(
   timeoutMs = 60_000,
   cwd?: string,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [MAIN, ...args], {
+    cwd,
+    env: { PATH: process.env.PATH ?? '', ...env },
+  });
+  const output = outputOf(child);
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, ...args], {
-      cwd,
-      env: { PATH: process.env.PATH ?? '', ...env },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    let hung = false;
     const timer = setTimeout(() => {
+      hung = true;
       child.kill('SIGKILL');
-      reject(
-        new Error(
-          `oauth-sidecar ${args.join(' ')} did not exit within ${timeoutMs} ms\n${stdout}\n${stderr}`,
-        ),
-      );
     }, timeoutMs);
-    child.on('exit', (code) => {
+    void output.then((result) => {
       clearTimeout(timer);
-      resolve({ code, stdout, stderr });
+      if (!hung) {
+        resolve(result);
+        return;
+      }
+      const { stdout, stderr } = result;
+      const shown = `${stdout}\n${stderr}`;
+      reject(
+        new Error(`oauth-sidecar ${args.join(' ')} did not exit within ${timeoutMs} ms\n${shown}`),
+      );
     });
   });
 }
@@ -138,7 +141,7 @@ export function startDemo(env: Record<string, string> = {}): DemoProcess {
   const output = { text: '' };
   child.stdout.on('data', (d: Buffer) => (output.text += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output.text += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const exited = closed(child).then((code) => (typeof code === 'number' ? code : null));
   return { child, output, exited };
 }
 
@@ -159,9 +162,7 @@ export async function startSidecarProcess(
   const stdout: string[] = [];
   const stderr: string[] = [];
   let partial = '';
-  const exited = new Promise<number | string>((resolve) =>
-    child.on('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')),
-  );
+  const exited = closed(child);
   const listening = new Promise<{ proxy: string; admin: string }>((resolve, reject) => {
     child.stdout.on('data', (d: Buffer) => {
       const lines = (partial + d.toString()).split('\n');
