@@ -140,7 +140,9 @@ describe.concurrent('the bundle, through every lazily loaded part', { timeout: 6
       ['--config', file],
     );
     try {
-      await waitReady(sidecar);
+      // A limit for a hang: the token comes through tinyproxy with the Redis store, tracing and
+      // coverage on, in a process started beside the file's other tests.
+      await waitReady(sidecar, 30_000);
       const first = await request(`${sidecar.proxyUrl}/v1.0/contracts/`);
       await first.body.text();
       expect(first.statusCode).toBe(200);
@@ -210,7 +212,7 @@ describe.concurrent('the bundle, through every lazily loaded part', { timeout: 6
       ['--config', file],
     );
     try {
-      await waitReady(sidecar);
+      await waitReady(sidecar, 30_000);
       const ok = await request(`${sidecar.proxyUrl}/v1.0/contracts/`, {
         headers: { authorization: `Bearer ${token}` },
       });
