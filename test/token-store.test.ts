@@ -449,15 +449,24 @@ describe('coordinator', () => {
   // A token request's bound, and with it the lease TTL (timeoutMs + 2 s): the grants below take
   // 10–300 ms, and the tests that wait out a dead holder's lease wait 2.25 s of the store's clock.
   const settings = { refreshMarginSeconds: 60, refreshFraction: 0.2, timeoutMs: 250 };
+  // Store commands bounded at 5 s, not 500 ms: a poll that timed out on a loaded machine would
+  // make a follower grant without the store, which is right then but not what these tests are about.
+  const fleetConnection = () => storeConnection(redis.url, 5_000);
 
-  /** `aheadMs`: this process's clock runs ahead of the others' (time passed for it alone). */
-  function coordinator(connection: StoreConnection, aheadMs = 0) {
+  /**
+   * `aheadMs`: this process's clock runs ahead of the others' (time passed for it alone).
+   * `beforeSleep`: called before each of the coordinator's waits (its polls of a lease holder).
+   */
+  function coordinator(connection: StoreConnection, aheadMs = 0, beforeSleep = async () => {}) {
     return createTokenCoordinator({
       store: tokenStore(connection),
       health: () => connection.health(),
       settings,
       now: () => Date.now() + aheadMs,
-      sleep: (ms) => redisClock.sleep(ms),
+      sleep: async (ms) => {
+        await beforeSleep();
+        await redisClock.sleep(ms);
+      },
       logger,
     });
   }
@@ -487,9 +496,9 @@ describe('coordinator', () => {
   it('three processes at once: one grant, two adopt the same generation', async () => {
     const counter = { n: 0, sources: [] as RefreshSource[] };
     const fleet = [
-      coordinator(storeConnection()),
-      coordinator(storeConnection()),
-      coordinator(storeConnection()),
+      coordinator(fleetConnection()),
+      coordinator(fleetConnection()),
+      coordinator(fleetConnection()),
     ];
     const results = await Promise.all(
       fleet.map((c) => c.obtain({ held: undefined }, granter(counter, 300))),
@@ -502,7 +511,7 @@ describe('coordinator', () => {
 
   it('the lease holder renews with the shared refresh token; a process holding the current token renews', async () => {
     const counter = { n: 0, sources: [] as RefreshSource[] };
-    const a = coordinator(storeConnection());
+    const a = coordinator(fleetConnection());
     const first = await a.obtain({ held: undefined }, granter(counter));
     expect(first.kind).toBe('granted');
     const again = await a.obtain({ held: { accessToken: 'tok-1' } }, granter(counter));
@@ -516,8 +525,8 @@ describe('coordinator', () => {
 
   it('a 401 deletes the entry once; a second process with the same rejected token adopts the new one', async () => {
     const counter = { n: 0, sources: [] as RefreshSource[] };
-    const a = coordinator(storeConnection());
-    const b = coordinator(storeConnection());
+    const a = coordinator(fleetConnection());
+    const b = coordinator(fleetConnection());
     await a.obtain({ held: undefined }, granter(counter));
     const renewed = await a.obtain({ held: undefined, rejectedToken: 'tok-1' }, granter(counter));
     expect(renewed.kind).toBe('granted');
@@ -532,9 +541,9 @@ describe('coordinator', () => {
 
   it('a follower whose holder dies gets lease-lost after one lease TTL, then takes the lease', async () => {
     const counter = { n: 0, sources: [] as RefreshSource[] };
-    const dead = tokenStore(storeConnection());
+    const dead = tokenStore(fleetConnection());
     await dead.takeLease(settings.timeoutMs + 2_000); // a holder that never publishes
-    const b = coordinator(storeConnection());
+    const b = coordinator(fleetConnection());
     const waited = await b.obtain({ held: undefined }, granter(counter));
     expect(waited.kind).toBe('lease-lost');
     expect(counter.n).toBe(0);
@@ -543,9 +552,9 @@ describe('coordinator', () => {
 
   it('a follower whose own token expires before the late holder publishes renews alone then, not after the lease', async () => {
     const counter = { n: 0, sources: [] as RefreshSource[] };
-    const stuck = tokenStore(storeConnection());
+    const stuck = tokenStore(fleetConnection());
     await stuck.takeLease(10_000); // a holder that is late (its endpoint hangs) or gone
-    const b = coordinator(storeConnection());
+    const b = coordinator(fleetConnection());
     const started = Date.now();
     const held = { accessToken: 'tok-held', expiresAt: started + 800 };
     const result = await b.obtain({ held }, granter(counter, 10));
@@ -557,12 +566,19 @@ describe('coordinator', () => {
 
   it('a follower whose token has already expired waits for the holder as before (no grant of its own in an outage)', async () => {
     const counter = { n: 0, sources: [] as RefreshSource[] };
-    const holder = tokenStore(storeConnection());
-    await holder.takeLease(settings.timeoutMs + 2_000); // the fleet's one attempt, still running
-    const b = coordinator(storeConnection());
+    const holder = tokenStore(fleetConnection());
+    // The fleet's one attempt, still running; its holder leaves without publishing after the
+    // follower has polled three times.
+    const { lease } = await holder.takeLease(settings.timeoutMs + 2_000);
+    let polls = 0;
+    const b = coordinator(fleetConnection(), 0, async () => {
+      polls += 1;
+      if (polls === 4) await holder.release(lease!);
+    });
     const held = { accessToken: 'tok-expired', expiresAt: Date.now() - 1_000 };
     const result = await b.obtain({ held }, granter(counter, 10));
     expect(result.kind).toBe('lease-lost');
+    expect(polls).toBe(4);
     expect(counter.n).toBe(0);
   });
 
@@ -577,10 +593,10 @@ describe('coordinator', () => {
 
   it('does not adopt a set that is itself due for renewal', async () => {
     const counter = { n: 0, sources: [] as RefreshSource[] };
-    const a = coordinator(storeConnection());
+    const a = coordinator(fleetConnection());
     // 4 s lifetime: due at half of it; a fresh process 2.1 s later renews instead of adopting.
     await a.obtain({ held: undefined }, granter(counter, 10, 4));
-    const b = coordinator(storeConnection(), 2_100);
+    const b = coordinator(fleetConnection(), 2_100);
     expect((await b.obtain({ held: undefined }, granter(counter, 10, 4))).kind).toBe('granted');
   });
 });
