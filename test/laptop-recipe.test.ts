@@ -43,7 +43,7 @@ function run(command: string, cwd: string, env: Record<string, string> = {}) {
   const output = { text: '' };
   child.stdout.on('data', (d: Buffer) => (output.text += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output.text += d.toString()));
-  const exited = closed(child).then((code) => (typeof code === 'number' ? code : null));
+  const exited = closed(child).then(({ code }) => code);
   const stop = async (): Promise<void> => {
     if (child.exitCode === null) process.kill(-child.pid!, 'SIGTERM');
     await exited;

@@ -1,16 +1,27 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 
+/** How a child ended: node's 'close' gives one of the two. */
+export interface Ended {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
 /**
  * Resolves once `child` has exited and its stdout and stderr are read to their end (node's
  * 'close'). 'exit' can come first: when this worker's event loop was busy while the child ran,
  * the child's last output may still sit unread in the pipes (test/child-output.test.ts).
  */
-export function closed(child: ChildProcess): Promise<number | string> {
+export function closed(child: ChildProcess): Promise<Ended> {
   return new Promise((resolve) =>
     child.once('close', (code: number | null, signal: NodeJS.Signals | null) =>
-      resolve(code ?? signal ?? 'unknown'),
+      resolve({ code, signal }),
     ),
   );
+}
+
+/** The exit code, or the signal's name when a signal ended the child (as an expectation prints it). */
+export function exitOf({ code, signal }: Ended): number | string {
+  return code ?? signal ?? 'neither code nor signal';
 }
 
 /** A child's whole output and exit code, once both are known (`closed`). */
@@ -21,8 +32,8 @@ export async function outputOf(
   let stderr = '';
   child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  const ended = await closed(child);
-  return { code: typeof ended === 'number' ? ended : null, stdout, stderr };
+  const { code } = await closed(child);
+  return { code, stdout, stderr };
 }
 
 /** A started command whose output is collected; `stop` sends SIGTERM and waits for its exit. */
@@ -47,7 +58,7 @@ export function startCommand(
   let err = '';
   child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-  const exited = closed(child);
+  const exited = closed(child).then(exitOf);
   return {
     stdout: () => out,
     stderr: () => err,

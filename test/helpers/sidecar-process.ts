@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll } from 'vitest';
 import { startStandin, type Standin } from '../../src/standin/index.js';
-import { closed, outputOf } from './command.js';
+import { closed, exitOf, outputOf } from './command.js';
 import { waitFor } from './wait.js';
 
 export { waitFor };
@@ -141,7 +141,7 @@ export function startDemo(env: Record<string, string> = {}): DemoProcess {
   const output = { text: '' };
   child.stdout.on('data', (d: Buffer) => (output.text += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output.text += d.toString()));
-  const exited = closed(child).then((code) => (typeof code === 'number' ? code : null));
+  const exited = closed(child).then(({ code }) => code);
   return { child, output, exited };
 }
 
@@ -162,7 +162,7 @@ export async function startSidecarProcess(
   const stdout: string[] = [];
   const stderr: string[] = [];
   let partial = '';
-  const exited = closed(child);
+  const exited = closed(child).then(exitOf);
   const listening = new Promise<{ proxy: string; admin: string }>((resolve, reject) => {
     child.stdout.on('data', (d: Buffer) => {
       const lines = (partial + d.toString()).split('\n');
