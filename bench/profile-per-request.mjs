@@ -216,6 +216,15 @@ if (skipped.length > 0) console.log(`left out: ${skipped.join(', ')}`);
 const names = [...targets.keys()].sort();
 const base = args.base ?? (targets.has('sidecar-bearer') ? 'sidecar-bearer' : names[0]);
 const target = args.target ?? (targets.has('sidecar-callers') ? 'sidecar-callers' : names[1]);
+for (const name of [base, target]) {
+  if (name !== undefined && !targets.has(name)) {
+    console.error(
+      `no profile of ${name} is left to compare (kept: ${names.join(', ') || 'none'}); ` +
+        'a sampler starved by --cpu-prof-interval on a busy machine: lower --min-coverage',
+    );
+    process.exit(1);
+  }
+}
 const perRequest = (name, key, k) =>
   (targets.get(name)[key].get(k) ?? 0) / targets.get(name).requests;
 const cell = (us) => us.toFixed(2).padStart(16);
