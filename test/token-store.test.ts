@@ -450,7 +450,7 @@ describe('coordinator', () => {
   // 10–300 ms, and the tests that wait out a dead holder's lease wait 2.25 s of the store's clock.
   const settings = { refreshMarginSeconds: 60, refreshFraction: 0.2, timeoutMs: 250 };
   // Store commands bounded at 5 s, not 500 ms: a poll that timed out on a loaded machine would
-  // make a follower grant without the store, which is right then but not what these tests are about.
+  // make a follower grant without the store, which is right then but not what these tests test.
   const fleetConnection = () => storeConnection(redis.url, 5_000);
 
   /**

@@ -19,7 +19,7 @@ export function closed(child: ChildProcess): Promise<Ended> {
   );
 }
 
-/** The exit code, or the signal's name when a signal ended the child (as an expectation prints it). */
+/** The exit code, or the name of the signal that ended the child (as an expectation prints it). */
 export function exitOf({ code, signal }: Ended): number | string {
   return code ?? signal ?? 'neither code nor signal';
 }
