@@ -259,28 +259,36 @@ export const fmt = {
 
 /**
  * Run a bench script's `main` and exit: 0, or 1 when `main` resolves to 1 (an expectation was
- * violated), or 2 when it throws. Cleanups run in reverse order, each best effort. The work
- * directory is removed unless `keep` is set or the run crashed (its logs are the evidence).
+ * violated), or 2 when it throws, or 130 / 143 on SIGINT / SIGTERM (Ctrl-C, a kill): the
+ * processes the run started go with it instead of serving on. Cleanups run once, in reverse
+ * order, each best effort. The work directory is removed unless `keep` is set or the run crashed
+ * (its logs are the evidence).
  */
 export async function runScript(name, main, { cleanups, work, keep }) {
+  let finishing;
+  const finish = (exitCode) =>
+    (finishing ??= (async () => {
+      for (const cleanup of cleanups.reverse()) {
+        try {
+          await cleanup();
+        } catch {
+          // best effort: the next cleanup still runs
+        }
+      }
+      if (!keep && exitCode !== 2) rmSync(work, { recursive: true, force: true });
+      await sleep(10);
+      process.exit(exitCode);
+    })());
+  process.once('SIGINT', () => void finish(130));
+  process.once('SIGTERM', () => void finish(143));
   let exitCode = 0;
   try {
     exitCode = (await main()) === 1 ? 1 : 0;
   } catch (err) {
     process.stderr.write(`${name} failed: ${err.stack ?? err}\n(logs in ${work})\n`);
     exitCode = 2;
-  } finally {
-    for (const cleanup of cleanups.reverse()) {
-      try {
-        await cleanup();
-      } catch {
-        // best effort: the next cleanup still runs
-      }
-    }
-    if (!keep && exitCode !== 2) rmSync(work, { recursive: true, force: true });
-    await sleep(10);
-    process.exit(exitCode);
   }
+  await finish(exitCode);
 }
 
 /**

@@ -5,7 +5,7 @@
 //   npm run build && node bench/run.mjs [--rounds 4] [--duration 10] [--rate 1000]
 //     [--rate-duration 5] [--connections 50] [--node /path/to/node] [--sidecar-flags "..."] [--peer-flags "..."]
 //     [--alt-dist ../other-worktree/dist] [--alt-flags "..."] [--alt-node-options "..."] [--alt-traced] [--alt-callers]
-//     [--traced-env K=V,...] [--fresh [--warm-up SECONDS]]
+//     [--traced-env K=V,...] [--fresh [--warm-up SECONDS]] [--together]
 //     [--targets direct,nginx,sidecar,sidecar-warn,sidecar-limit,sidecar-callers,sidecar-bearer,sidecar-traced,sidecar-egress,floor,floor-shipped,http-proxy,hono]
 //     [--footprint-tracing] [--footprint-egress]
 //     [--no-pin]
@@ -40,6 +40,8 @@ import { promisify } from 'node:util';
 import { parseArgs } from 'node:util';
 import { request } from 'undici';
 import { roundOrder } from './order.mjs';
+import { needsStandin } from './targets.mjs';
+import { measureWindows } from './windows.mjs';
 import { startTinyproxy } from './tinyproxy.mjs';
 import {
   CLK_TCK,
@@ -95,6 +97,12 @@ const { values: args } = parseArgs({
      * can be trusted").
      */
     fresh: { type: 'boolean', default: false },
+    /**
+     * The 2 KB windows of a round at once, one wrk per target, the proxies sharing the proxy CPU
+     * (bench/windows.mjs): noise that comes and goes hits every target of the pair alike. With
+     * --fresh every target is started anew and all are warmed up at once before the window.
+     */
+    together: { type: 'boolean', default: false },
     /** Seconds of load that warm a restarted target up (--fresh); default: a round's duration. */
     'warm-up': { type: 'string' },
     /** `sidecar-alt` traces as `sidecar-traced` does (A/B of two builds' tracing). */
@@ -508,15 +516,7 @@ async function main() {
     await waitForStatus(`${admin}/readyz`, { isAlive: () => !proc.exited });
     return { proc, admin, base: `http://127.0.0.1:${port}` };
   };
-  if (
-    wanted.has('sidecar') ||
-    wanted.has('sidecar-warn') ||
-    wanted.has('sidecar-limit') ||
-    wanted.has('sidecar-callers') ||
-    wanted.has('sidecar-traced') ||
-    wanted.has('sidecar-egress') ||
-    !args['no-footprint']
-  ) {
+  if (needsStandin([...wanted], { footprint: !args['no-footprint'] })) {
     const { startStandin } = await import(join(ROOT, 'dist', 'standin', 'index.js'));
     standin = await startStandin({
       clientId: 'bench-client',
@@ -728,8 +728,11 @@ async function startPeers(wanted, add, { upstream, pki, imageFlags, imageEnv }) 
   }
 }
 
-/** Every target answers both bodies in full, and warms up (JIT, upstream keep-alive pools). */
-async function warmUp(targets, agent, seconds = 2) {
+/**
+ * Every target answers both bodies in full, and warms up (JIT, upstream keep-alive pools): one
+ * after another, or all at once (--together).
+ */
+async function warmUp(targets, agent, seconds = 2, together = false) {
   const expected2kb = Buffer.byteLength(contractsJson());
   for (const t of targets) {
     for (const [path, size] of [
@@ -744,7 +747,12 @@ async function warmUp(targets, agent, seconds = 2) {
         );
       }
     }
-    await wrk(`${t.base}${BODY_2KB}`, seconds, CONNECTIONS, t.headers);
+    if (!together) await wrk(`${t.base}${BODY_2KB}`, seconds, CONNECTIONS, t.headers);
+  }
+  if (together) {
+    await Promise.all(
+      targets.map((t) => wrk(`${t.base}${BODY_2KB}`, seconds, CONNECTIONS, t.headers)),
+    );
   }
 }
 
@@ -765,27 +773,39 @@ async function runRounds(targets, agent, { standin, tokenCalls, metricBase: base
     const order = roundOrder(targets, r);
     const round = { order: order.map((t) => t.name), results: {} };
     for (const t of order) round.results[t.name] = {};
-    say(`round ${r + 1}/${ROUNDS}: ${round.order.join(' → ')}`);
-    for (const t of order) {
-      if (args.fresh && r > 0 && t.restart) {
-        // Each target anew just before its own window: warmed up and then left idle while
-        // another target warms, a process read 12 % dearer (A/A, docs/benchmarks.md). At least
-        // as long as a round: a shorter warm-up leaves JIT compilation (the compiler threads
-        // count in the process's CPU) inside the measured window, more of it for more code.
-        // The old process's count first; the new one's own start-up grant is not counted.
-        if (t === sidecar) tokenCalls.metric += (await tokenMetric(t)) - metricBase;
-        await t.restart();
-        if (t === sidecar) metricBase = await tokenMetric(t);
-        await warmUp([t], agent, WARM_UP);
-      }
-      const pids = t.pids();
+    say(`round ${r + 1}/${ROUNDS}: ${round.order.join(args.together ? ' + ' : ' → ')}`);
+    // Each target anew (--fresh) just before its own window, or all of them before the round's
+    // one window (--together): warmed up and not then left idle while another target warms (a
+    // process left so read 12 % dearer, A/A, docs/benchmarks.md). At least as long as a round:
+    // a shorter warm-up leaves JIT compilation (the compiler threads count in the process's CPU)
+    // inside the measured window, more of it for more code. The old process's token count
+    // first; the new one's own start-up grant is not counted.
+    const restart = async (t) => {
+      if (t === sidecar) tokenCalls.metric += (await tokenMetric(t)) - metricBase;
+      await t.restart();
+      if (t === sidecar) metricBase = await tokenMetric(t);
+    };
+    const fresh = args.fresh && r > 0 ? order.filter((t) => t.restart) : [];
+    const slots = args.together ? [order] : order.map((t) => [t]);
+    for (const slot of slots) {
+      const anew = slot.filter((t) => fresh.includes(t));
+      for (const t of anew) await restart(t);
+      if (anew.length > 0) await warmUp(anew, agent, WARM_UP, args.together);
       const standin0 = standin?.tokenRequests.length ?? 0;
-      const cpu0 = cpuOf(pids);
-      const result = await wrk(`${t.base}${BODY_2KB}`, DURATION, CONNECTIONS, t.headers);
-      const cpuMs = ((cpuOf(pids) - cpu0) * 1000) / CLK_TCK;
-      if (tokenCalls && t.admin) tokenCalls.standin += standin.tokenRequests.length - standin0;
-      result.cpuUsPerRequest = pids.length ? (cpuMs * 1000) / result.requests : NaN;
-      round.results[t.name].kb2 = result;
+      const windows = await measureWindows(slot, {
+        cpu: (t) => cpuOf(t.pids()),
+        load: (t) => wrk(`${t.base}${BODY_2KB}`, DURATION, CONNECTIONS, t.headers),
+        together: args.together,
+      });
+      if (tokenCalls && slot.some((t) => t.admin)) {
+        tokenCalls.standin += standin.tokenRequests.length - standin0;
+      }
+      slot.forEach((t, i) => {
+        const { result, cpu } = windows[i];
+        const cpuMs = (cpu * 1000) / CLK_TCK;
+        result.cpuUsPerRequest = t.pids().length ? (cpuMs * 1000) / result.requests : NaN;
+        round.results[t.name].kb2 = result;
+      });
     }
     if (args['only-2kb']) {
       for (const t of order) {

@@ -1,0 +1,4 @@
+export declare function needsStandin(
+  targets: readonly string[],
+  options: { footprint: boolean },
+): boolean;
