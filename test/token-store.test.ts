@@ -20,7 +20,11 @@ import { TOKEN_SCRIPTS, createTokenSetStore, type TokenSetStore } from '../src/f
 import { createLogger } from '../src/telemetry/logger.js';
 import type { GrantOutcome, RefreshSource } from '../src/token/coordination.js';
 import { createTokenCoordinator } from '../src/token/shared.js';
-import { startRedisServer, type RedisServer } from './helpers/redis-server.js';
+import {
+  startRedisServer,
+  TEST_STORE_COMMAND_TIMEOUT_MS,
+  type RedisServer,
+} from './helpers/redis-server.js';
 import { realClock, waitFor } from './helpers/wait.js';
 
 /** Leases and TTLs run on the redis-server's own clock: the coordinator's waits are real. */
@@ -451,7 +455,7 @@ describe('coordinator', () => {
   const settings = { refreshMarginSeconds: 60, refreshFraction: 0.2, timeoutMs: 250 };
   // Store commands bounded at 5 s, not 500 ms: a poll that timed out on a loaded machine would
   // make a follower grant without the store, which is right then but not what these tests test.
-  const fleetConnection = () => storeConnection(redis.url, 5_000);
+  const fleetConnection = () => storeConnection(redis.url, TEST_STORE_COMMAND_TIMEOUT_MS);
 
   /**
    * `aheadMs`: this process's clock runs ahead of the others' (time passed for it alone).

@@ -6,7 +6,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../clock.js';
 import { createLogger } from '../telemetry/logger.js';
-import { startRedisServer, type RedisServer } from '../../test/helpers/redis-server.js';
+import {
+  startRedisServer,
+  TEST_STORE_COMMAND_TIMEOUT_MS,
+  type RedisServer,
+} from '../../test/helpers/redis-server.js';
 import { createStoreCache, type StoreCache, CACHE_SCRIPTS } from './cache-entries.js';
 import { createStoreConnection, type StoreConnection } from './connection.js';
 import type { SharedAnswer } from './ports.js';
@@ -25,6 +29,7 @@ function member(
     url: redis.url,
     logger,
     clock: systemClock,
+    commandTimeoutMs: TEST_STORE_COMMAND_TIMEOUT_MS,
     scripts: CACHE_SCRIPTS,
   });
   connections.push(connection);

@@ -10,7 +10,11 @@ import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../clock.js';
 import { createLogger } from '../telemetry/logger.js';
-import { startRedisServer, type RedisServer } from '../../test/helpers/redis-server.js';
+import {
+  startRedisServer,
+  TEST_STORE_COMMAND_TIMEOUT_MS,
+  type RedisServer,
+} from '../../test/helpers/redis-server.js';
 import {
   STORE_SCRIPTS,
   createStoreConnection,
@@ -27,6 +31,7 @@ function storeWith(scripts: readonly StoreScript[]) {
     url: redis.url,
     logger: createLogger({ level: 'silent' }),
     clock: systemClock,
+    commandTimeoutMs: TEST_STORE_COMMAND_TIMEOUT_MS,
     scripts,
   });
   connections.push(connection);

@@ -1,7 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../clock.js';
 import { createLogger } from '../telemetry/logger.js';
-import { startRedisServer, type RedisServer } from '../../test/helpers/redis-server.js';
+import {
+  startRedisServer,
+  TEST_STORE_COMMAND_TIMEOUT_MS,
+  type RedisServer,
+} from '../../test/helpers/redis-server.js';
 import { waitFor } from '../../test/helpers/wait.js';
 import { createStoreConnection, type StoreConnection } from './connection.js';
 import { createStoreQuota, QUOTA_SCRIPTS } from './quota.js';
@@ -25,6 +29,7 @@ function connect(): StoreConnection {
     url: redis.url,
     logger,
     clock: systemClock,
+    commandTimeoutMs: TEST_STORE_COMMAND_TIMEOUT_MS,
     scripts: QUOTA_SCRIPTS,
   });
   connections.push(connection);

@@ -6,7 +6,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../clock.js';
 import { createLogger } from '../telemetry/logger.js';
-import { startRedisServer, type RedisServer } from '../../test/helpers/redis-server.js';
+import {
+  startRedisServer,
+  TEST_STORE_COMMAND_TIMEOUT_MS,
+  type RedisServer,
+} from '../../test/helpers/redis-server.js';
 import { createStoreConnection, defineScript, type StoreConnection } from './connection.js';
 import { OVERSIZED, TYPED_READS_LUA } from './typed-reads.js';
 
@@ -39,6 +43,7 @@ beforeAll(async () => {
     url: redis.url,
     logger: createLogger({ level: 'silent' }),
     clock: systemClock,
+    commandTimeoutMs: TEST_STORE_COMMAND_TIMEOUT_MS,
     scripts: [PROBE],
   });
 });

@@ -131,6 +131,13 @@ export function waitUntilUp(
   return waitFor(ready, timeoutMs, what, { everyMs: 20, retryErrors: true });
 }
 
+/**
+ * `commandTimeoutMs` for a store connection in a test that does not test a slow store: the
+ * shipped 500 ms bound, on a machine running the whole suite, once failed a script call that a
+ * quiet machine answers in a millisecond. The tests of the bound set their own (token-store).
+ */
+export const TEST_STORE_COMMAND_TIMEOUT_MS = 5_000;
+
 /** Start `redis-server` on a free 127.0.0.1 port and wait until it answers PING. */
 export async function startRedisServer(options: { password?: string } = {}): Promise<RedisServer> {
   const missing = missingRedisServer();
