@@ -164,7 +164,8 @@ describe('STORE_MODE=cluster on a real Redis Cluster', () => {
       const { cluster } = topologies();
       // Two of the three under load; the third only keeps its connection.
       const [one, two] = members as [SidecarProcess, SidecarProcess];
-      expect(await sharedOnce([one, two])).toBe(true);
+      // Sharing before the kill within 20 s, as in the Sentinel test below.
+      await secondsUntilSharing([one, two]);
       const load = steadyLoad([one, two]);
       await waitFor(() => Promise.resolve(load.answered() >= 20), 20_000, 'the load to run');
       const byMaster = [...(await cluster.keysByMaster()).entries()].sort((a, b) => b[1] - a[1]);
@@ -205,7 +206,10 @@ describe('STORE_MODE=sentinel behind real Sentinels', () => {
         nodes: [`127.0.0.1:${primary}`],
         up: true,
       });
-      expect(await sharedOnce(members)).toBe(true);
+      // Sharing before the kill, as after it: within 20 s, not at the first question. On a machine
+      // running the whole suite one store call can pass the shipped 500 ms bound, and the cache
+      // takes that as a miss by design (docs/response-cache.md "Shared tier").
+      await secondsUntilSharing(members);
       const load = steadyLoad(members);
       await waitFor(() => Promise.resolve(load.answered() >= 20), 20_000, 'the load to run');
       await sentinels.kill(primary);
