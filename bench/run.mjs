@@ -734,6 +734,7 @@ async function startPeers(wanted, add, { upstream, pki, imageFlags, imageEnv }) 
  */
 async function warmUp(targets, agent, seconds = 2, together = false) {
   const expected2kb = Buffer.byteLength(contractsJson());
+  const warm = (t) => wrk(`${t.base}${BODY_2KB}`, seconds, CONNECTIONS, t.headers);
   for (const t of targets) {
     for (const [path, size] of [
       [BODY_2KB, expected2kb],
@@ -747,13 +748,9 @@ async function warmUp(targets, agent, seconds = 2, together = false) {
         );
       }
     }
-    if (!together) await wrk(`${t.base}${BODY_2KB}`, seconds, CONNECTIONS, t.headers);
+    if (!together) await warm(t);
   }
-  if (together) {
-    await Promise.all(
-      targets.map((t) => wrk(`${t.base}${BODY_2KB}`, seconds, CONNECTIONS, t.headers)),
-    );
-  }
+  if (together) await Promise.all(targets.map(warm));
 }
 
 /** The token requests a sidecar target's own metric counts. */
