@@ -3,7 +3,7 @@ import pino from 'pino';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { systemClock } from '../clock.js';
 import { CallerKeys, UNKNOWN_KID_INTERVAL_MS, type JwksSource } from './keys.js';
-import { CallerVerifier } from './verifier.js';
+import { CallerVerifier, CLOCK_TOLERANCE_SECONDS } from './verifier.js';
 
 const ISSUER = 'https://issuer.test';
 const logger = pino({ level: 'silent' });
@@ -164,6 +164,32 @@ describe('CallerVerifier', () => {
     expect(await verdict).toMatchObject({ subject: 'app' });
     // The second time: synchronous, no signature check.
     expect(verifier.check(token)).toMatchObject({ subject: 'app' });
+    callerKeys.stop();
+  });
+
+  it('remembers a token as long as jose accepts it: through the leeway after its exp', async () => {
+    const { callerKeys } = setup([first.jwk]);
+    let now = Date.now();
+    const verifier = new CallerVerifier({
+      issuer: ISSUER,
+      audience: 'oauth-sidecar',
+      getKey: callerKeys.getKey,
+      clock: { now: () => now },
+    });
+    await callerKeys.start();
+    const exp = Math.floor(now / 1000) + 60;
+    const token = await first.sign('app', { exp });
+    // First seen already past its exp but inside the leeway: accepted, and remembered.
+    const late = await first.sign('late', { exp: Math.floor(now / 1000) - 10 });
+    expect(await verifier.check(late)).toMatchObject({ subject: 'late' });
+    expect(verifier.check(late)).toMatchObject({ subject: 'late' });
+    expect(await verifier.check(token)).toMatchObject({ subject: 'app' });
+    // Past its exp, inside the leeway: still a lookup (synchronous), not a signature check.
+    now = (exp + CLOCK_TOLERANCE_SECONDS) * 1000 - 1;
+    expect(verifier.check(token)).toMatchObject({ subject: 'app' });
+    // At the end of the leeway: verified again, and refused, as jose refuses it.
+    now += 1;
+    expect(await verifier.check(token)).toBe('expired');
     callerKeys.stop();
   });
 

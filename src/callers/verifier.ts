@@ -2,8 +2,9 @@
  * A caller's token verified offline with jose (docs/configuration.md "Caller identity"):
  * signature under RS256, ES256 or PS256 only, `iss`, `aud`, `exp` and `sub` required, `nbf`/`iat`
  * honoured with CLOCK_TOLERANCE_SECONDS of leeway, tokens over MAX_TOKEN_BYTES refused unparsed. A
- * verified token is remembered by its SHA-256 until its `exp` (at most MAX_REMEMBERED of them),
- * so a caller that reuses its token costs a hash and a lookup, not a signature check.
+ * verified token is remembered by its SHA-256 for as long as jose accepts it (until its `exp` plus
+ * the leeway; at most MAX_REMEMBERED of them), so a caller that reuses its token costs a hash and a
+ * lookup, not a signature check.
  */
 import { hash as digest } from 'node:crypto';
 import { errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
@@ -28,9 +29,10 @@ export type CallerCheck =
   | 'not_yet_valid'
   | 'keys_unavailable';
 
-/** A verified caller: its `sub`, and when its token expires (ms since the epoch). */
+/** A verified caller: its `sub`, and when jose stops accepting its token (ms since the epoch). */
 export interface VerifiedCaller {
   readonly subject: string;
+  /** The token's `exp` plus CLOCK_TOLERANCE_SECONDS: from then on it is refused as expired. */
   readonly expiresAt: number;
 }
 
@@ -84,7 +86,10 @@ export class CallerVerifier {
         currentDate: new Date(clock.now()),
       });
       if (typeof payload.sub !== 'string' || typeof payload.exp !== 'number') return 'claims';
-      const verified = { subject: payload.sub, expiresAt: payload.exp * 1000 };
+      // Remembered while jose would accept it again: a token used through the leeway after its
+      // `exp` stays a lookup instead of a signature check per request.
+      const expiresAt = (payload.exp + CLOCK_TOLERANCE_SECONDS) * 1000;
+      const verified = { subject: payload.sub, expiresAt };
       this.#remembered.set(hash, verified);
       return verified;
     } catch (error) {
