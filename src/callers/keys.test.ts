@@ -3,7 +3,7 @@ import pino from 'pino';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { systemClock } from '../clock.js';
 import { CallerKeys, UNKNOWN_KID_INTERVAL_MS, type JwksSource } from './keys.js';
-import { CallerVerifier, CLOCK_TOLERANCE_SECONDS } from './verifier.js';
+import { CallerVerifier, CLOCK_TOLERANCE_SECONDS, REFUSAL_MEMORY_MS } from './verifier.js';
 
 const ISSUER = 'https://issuer.test';
 const logger = pino({ level: 'silent' });
@@ -190,6 +190,85 @@ describe('CallerVerifier', () => {
     // At the end of the leeway: verified again, and refused, as jose refuses it.
     now += 1;
     expect(await verifier.check(token)).toBe('expired');
+    callerKeys.stop();
+  });
+
+  it('refuses a token it refused for its bytes again from memory, for 60 s or until the keys change', async () => {
+    const { callerKeys } = setup([first.jwk]);
+    let now = Date.now();
+    const verifier = new CallerVerifier({
+      issuer: ISSUER,
+      audience: 'oauth-sidecar',
+      getKey: callerKeys.getKey,
+      clock: { now: () => now },
+    });
+    await callerKeys.start();
+    const impostor = await signer('k1');
+    const refused: [string, string][] = [
+      ['expired', await first.sign('a', { exp: Math.floor(now / 1000) - 120 })],
+      ['signature', await impostor.sign('a')],
+      ['claims', await first.sign('a', { aud: 'another' })],
+      ['malformed', 'not.a.jwt'],
+    ];
+    for (const [check, token] of refused) {
+      expect(await verifier.check(token)).toBe(check);
+      // The same token again (a client stuck with it, retrying): refused at once, no jose.
+      expect(verifier.check(token)).toBe(check);
+    }
+    now += REFUSAL_MEMORY_MS - 1;
+    expect(verifier.check(refused[0]![1])).toBe('expired');
+    now += 1;
+    for (const [check, token] of refused) {
+      const again = verifier.check(token);
+      expect(again).toBeInstanceOf(Promise);
+      expect(await again).toBe(check);
+    }
+    verifier.forget();
+    expect(verifier.check(refused[1]![1])).toBeInstanceOf(Promise);
+    callerKeys.stop();
+  });
+
+  it('keeps no refusal that time or a fetch may undo: not yet valid, unknown key, keys unavailable', async () => {
+    const { state, callerKeys, verifier } = setup([first.jwk]);
+    await callerKeys.start();
+    const early = await first.sign('a', { nbf: Math.floor(Date.now() / 1000) + 300 });
+    const unknown = await (await signer('k-unknown')).sign('a');
+    expect(await verifier.check(early)).toBe('not_yet_valid');
+    expect(verifier.check(early)).toBeInstanceOf(Promise);
+    expect(await verifier.check(unknown)).toBe('unknown_key');
+    expect(verifier.check(unknown)).toBeInstanceOf(Promise);
+    const down = setup([first.jwk]);
+    down.state.down = true;
+    const token = await first.sign('a');
+    expect(await down.verifier.check(token)).toBe('keys_unavailable');
+    expect(down.verifier.check(token)).toBeInstanceOf(Promise);
+    expect(state.fetches).toBeGreaterThan(0);
+    callerKeys.stop();
+    down.callerKeys.stop();
+  });
+
+  it('holds at most maxRefusals refusals, and a flood of them pushes out no verified token', async () => {
+    const { callerKeys } = setup([first.jwk]);
+    const verifier = new CallerVerifier({
+      issuer: ISSUER,
+      audience: 'oauth-sidecar',
+      getKey: callerKeys.getKey,
+      clock: systemClock,
+      maxRemembered: 2,
+      maxRefusals: 3,
+    });
+    await callerKeys.start();
+    const good = await first.sign('app');
+    expect(await verifier.check(good)).toMatchObject({ subject: 'app' });
+    const garbage = Array.from({ length: 10 }, (_, i) => `not.a.jwt${i}`);
+    for (const token of garbage) expect(await verifier.check(token)).toBe('malformed');
+    expect(verifier.check(good)).toMatchObject({ subject: 'app' });
+    expect(garbage.map((token) => verifier.check(token) instanceof Promise)).toEqual([
+      ...Array<boolean>(7).fill(true),
+      false,
+      false,
+      false,
+    ]);
     callerKeys.stop();
   });
 

@@ -4,7 +4,10 @@
  * honoured with CLOCK_TOLERANCE_SECONDS of leeway, tokens over MAX_TOKEN_BYTES refused unparsed. A
  * verified token is remembered by its SHA-256 for as long as jose accepts it (until its `exp` plus
  * the leeway; at most MAX_REMEMBERED of them), so a caller that reuses its token costs a hash and a
- * lookup, not a signature check.
+ * lookup, not a signature check. A token refused for what its bytes and the keys decide (malformed,
+ * algorithm, signature, claims, expired) is refused again from memory for REFUSAL_MEMORY_MS (at
+ * most MAX_REFUSALS of them, apart from the verified ones), so a client stuck with an expired token
+ * costs a lookup per retry, not a signature check.
  */
 import { hash as digest } from 'node:crypto';
 import { errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
@@ -16,6 +19,20 @@ export const ALGORITHMS = ['RS256', 'ES256', 'PS256'];
 export const MAX_TOKEN_BYTES = 8 * 1024;
 export const CLOCK_TOLERANCE_SECONDS = 30;
 export const MAX_REMEMBERED = 10_000;
+export const MAX_REFUSALS = 1_000;
+export const REFUSAL_MEMORY_MS = 60_000;
+
+/**
+ * The refusals the token and the key set alone decide. Not `not_yet_valid` (time makes it valid),
+ * `unknown_key` (a fetch may bring the key) or `keys_unavailable` (the keys' source may come back).
+ */
+const FINAL_REFUSALS: ReadonlySet<string> = new Set<CallerCheck>([
+  'malformed',
+  'algorithm',
+  'signature',
+  'claims',
+  'expired',
+]);
 
 /** Which check refused a token: the request line's `callerCheck`, the metric's `result`. */
 export type CallerCheck =
@@ -42,15 +59,25 @@ export interface VerifierOptions {
   getKey: JWTVerifyGetKey;
   clock: Pick<Clock, 'now'>;
   maxRemembered?: number;
+  maxRefusals?: number;
+}
+
+/** A token refused before, and until when that is remembered (ms since the epoch). */
+interface Refusal {
+  readonly check: CallerCheck;
+  readonly until: number;
 }
 
 export class CallerVerifier {
   readonly #options: VerifierOptions;
   readonly #remembered: LRUCache<string, VerifiedCaller>;
+  /** Apart from the verified tokens: a flood of refused ones never pushes a verified one out. */
+  readonly #refused: LRUCache<string, Refusal>;
 
   constructor(options: VerifierOptions) {
     this.#options = options;
     this.#remembered = new LRUCache({ max: options.maxRemembered ?? MAX_REMEMBERED });
+    this.#refused = new LRUCache({ max: options.maxRefusals ?? MAX_REFUSALS });
   }
 
   /**
@@ -66,12 +93,21 @@ export class CallerVerifier {
       if (known.expiresAt > this.#options.clock.now()) return known;
       this.#remembered.delete(hash);
     }
+    const refused = this.#refused.get(hash);
+    if (refused !== undefined) {
+      if (refused.until > this.#options.clock.now()) return refused.check;
+      this.#refused.delete(hash);
+    }
     return this.#verify(token, hash);
   }
 
-  /** The key set changed: a token verified under a key now gone must be verified again. */
+  /**
+   * The key set changed: a token verified under a key now gone must be verified again, and one
+   * refused under the old keys may verify under the new ones.
+   */
   forget(): void {
     this.#remembered.clear();
+    this.#refused.clear();
   }
 
   async #verify(token: string, hash: string): Promise<VerifiedCaller | CallerCheck> {
@@ -85,7 +121,9 @@ export class CallerVerifier {
         clockTolerance: CLOCK_TOLERANCE_SECONDS,
         currentDate: new Date(clock.now()),
       });
-      if (typeof payload.sub !== 'string' || typeof payload.exp !== 'number') return 'claims';
+      if (typeof payload.sub !== 'string' || typeof payload.exp !== 'number') {
+        return this.#refuse(hash, 'claims');
+      }
       // Remembered while jose would accept it again: a token used through the leeway after its
       // `exp` stays a lookup instead of a signature check per request.
       const expiresAt = (payload.exp + CLOCK_TOLERANCE_SECONDS) * 1000;
@@ -93,8 +131,16 @@ export class CallerVerifier {
       this.#remembered.set(hash, verified);
       return verified;
     } catch (error) {
-      return checkOf(error);
+      return this.#refuse(hash, checkOf(error));
     }
+  }
+
+  /** A refusal its token will meet again is remembered for REFUSAL_MEMORY_MS. */
+  #refuse(hash: string, check: CallerCheck): CallerCheck {
+    if (FINAL_REFUSALS.has(check)) {
+      this.#refused.set(hash, { check, until: this.#options.clock.now() + REFUSAL_MEMORY_MS });
+    }
+    return check;
   }
 }
 
