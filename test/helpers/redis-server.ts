@@ -204,6 +204,12 @@ export async function startRedisServer(options: { password?: string } = {}): Pro
   };
 }
 
+/**
+ * How long `send` waits for a reply: a test's own setup or inspection, not a test of the store's
+ * speed, so generous (a clean-clone CI once saw a SET take over 2 s with the suite running).
+ */
+const SEND_TIMEOUT_MS = 10_000;
+
 /** One command over a fresh connection (RESP2), raw reply. Test helper only: no pipelining. */
 export function send(port: number, args: string[], password?: string): Promise<string> {
   const encode = (parts: string[]): string =>
@@ -214,8 +220,8 @@ export function send(port: number, args: string[], password?: string): Promise<s
     let data = '';
     const timer = setTimeout(() => {
       socket.destroy();
-      reject(new Error(`redis ${args[0]}: no answer`));
-    }, 2_000);
+      reject(new Error(`redis ${args[0]}: no answer within ${SEND_TIMEOUT_MS} ms`));
+    }, SEND_TIMEOUT_MS);
     socket.on('error', (error) => {
       clearTimeout(timer);
       reject(error);
