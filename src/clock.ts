@@ -70,3 +70,23 @@ export function setLongTimeout(clock: Clock, fn: () => void, ms: number): LongTi
     },
   };
 }
+
+/**
+ * `work`, or a rejection once `ms` have passed (`<what> did not finish within <ms> ms`); the work
+ * itself is left to finish unobserved. For work whose own limits a hung mount or peer may defeat.
+ */
+export function withDeadline<T>(
+  work: Promise<T>,
+  clock: Clock,
+  ms: number,
+  what: string,
+): Promise<T> {
+  let timer: TimerHandle | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = clock.setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
+    timer.unref?.();
+  });
+  return Promise.race([work, deadline]).finally(() => {
+    if (timer !== undefined) clock.clearTimeout(timer);
+  });
+}

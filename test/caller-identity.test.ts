@@ -13,7 +13,11 @@ import {
   type JWK,
   type KeyObject,
 } from 'jose';
+import { execFileSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPki } from '../src/standin/index.js';
@@ -388,6 +392,33 @@ describe('caller keys', () => {
       await late.close();
     }
   }, 45_000);
+
+  it('refuses a FIFO as its bearer file at once, naming it, instead of waiting on it forever', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'caller-fifo-'));
+    const fifo = join(dir, 'token');
+    execFileSync('mkfifo', [fifo]);
+    const gateway = await startSidecarProcess(gatewayEnv({ CALLER_JWT_BEARER_FILE: fifo }));
+    try {
+      let lastError: unknown;
+      await waitFor(
+        async () => {
+          const status = await request(`${gateway.adminUrl}/status`);
+          const body = (await status.body.json()) as { callers?: { lastError?: string } };
+          lastError = body.callers?.lastError;
+          return lastError !== undefined;
+        },
+        15_000,
+        '/status callers.lastError to name the bearer file',
+      );
+      expect(lastError).toBe(`${fifo}: cannot read (is a FIFO (named pipe), not a regular file)`);
+      const readyz = await request(`${gateway.adminUrl}/readyz`);
+      expect(readyz.statusCode).toBe(503);
+      expect(await readyz.body.text()).toContain('no caller keys yet');
+    } finally {
+      await gateway.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
 
   it('keeps verifying under the keys held once the JWKS server is gone', async () => {
     await issuer.close();

@@ -78,6 +78,21 @@ describe('urlSource', () => {
     expect(reads).toEqual(['/var/run/token', '/var/run/token']);
   });
 
+  it('says which bearer file could not be read, and asks nothing without it', async () => {
+    const jwks = urlSource({
+      jwt: {
+        issuer: `${ISSUER}/`,
+        keys: { kind: 'url', url: 'https://keys.example/jwks' },
+        bearerFile: '/var/run/token',
+      },
+      dispatcher: agent,
+      readFile: () => Promise.reject(new Error('is a FIFO (named pipe), not a regular file')),
+    });
+    await expect(jwks.fetch()).rejects.toThrow(
+      '/var/run/token: cannot read (is a FIFO (named pipe), not a regular file)',
+    );
+  });
+
   it('sends no bearer when no bearer file is configured', async () => {
     const seen = serve('https://keys.example', '/jwks', KEYS);
     await source({ kind: 'url', url: 'https://keys.example/jwks' }, null).fetch();

@@ -43,7 +43,12 @@ async function getJson(
 ): Promise<unknown> {
   const headers: Record<string, string> = { accept: 'application/json' };
   if (how.bearerFile !== undefined) {
-    const token = (await how.readFile(how.bearerFile)).trim();
+    let token: string;
+    try {
+      token = (await how.readFile(how.bearerFile)).trim();
+    } catch (error) {
+      throw new Error(`${how.bearerFile}: cannot read (${describeCause(error)})`, { cause: error });
+    }
     if (token !== '') headers.authorization = `Bearer ${token}`;
   }
   let answer;

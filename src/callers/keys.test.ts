@@ -2,7 +2,13 @@ import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
 import pino from 'pino';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { systemClock } from '../clock.js';
-import { CallerKeys, UNKNOWN_KID_INTERVAL_MS, type JwksSource } from './keys.js';
+import {
+  ATTEMPT_DEADLINE_MS,
+  CallerKeys,
+  RETRY_MS,
+  UNKNOWN_KID_INTERVAL_MS,
+  type JwksSource,
+} from './keys.js';
 import { CallerVerifier, CLOCK_TOLERANCE_SECONDS, REFUSAL_MEMORY_MS } from './verifier.js';
 
 const ISSUER = 'https://issuer.test';
@@ -28,14 +34,18 @@ async function signer(kid: string, alg: 'RS256' | 'ES256' = 'ES256'): Promise<Si
   };
 }
 
-/** A key set the test edits, counting fetches; `down` makes every fetch fail. */
+/**
+ * A key set the test edits, counting fetches; `down` makes every fetch fail, `hung` makes every
+ * fetch wait forever (a mount or peer that never answers).
+ */
 function fakeSource(keys: JWK[]) {
-  const state = { keys, fetches: 0, down: false };
+  const state = { keys, fetches: 0, down: false, hung: false };
   const source: JwksSource = {
     description: 'test',
     fetch() {
       state.fetches += 1;
       if (state.down) return Promise.reject(new Error('connection refused'));
+      if (state.hung) return new Promise<never>(() => undefined);
       return Promise.resolve({ keys: [...state.keys] });
     },
   };
@@ -128,6 +138,31 @@ describe('CallerKeys', () => {
     expect(callerKeys.ready).toBe(true);
     expect(await subjectOf(verifier, await first.sign('still'))).toBe('still');
     expect(callerKeys.ageSeconds()).toBeGreaterThanOrEqual(3_600);
+    callerKeys.stop();
+  });
+
+  it('ends a fetch that never answers at ATTEMPT_DEADLINE_MS: a waiting request is answered, and it retries', async () => {
+    const { state, callerKeys, verifier } = setup([first.jwk]);
+    await callerKeys.start();
+    state.hung = true;
+    await vi.advanceTimersByTimeAsync(UNKNOWN_KID_INTERVAL_MS);
+    // A token under a kid not held: its request waits for the fetch, which never answers.
+    let verdict: string | undefined;
+    void subjectOf(verifier, await (await signer('k-new')).sign('a')).then((v) => (verdict = v));
+    await vi.advanceTimersByTimeAsync(ATTEMPT_DEADLINE_MS - 1);
+    expect(verdict).toBeUndefined();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(verdict).toBe('unknown_key');
+    expect(callerKeys.status().lastError).toBe(
+      `fetching the caller keys did not finish within ${ATTEMPT_DEADLINE_MS} ms`,
+    );
+    // The keys held still serve, and the next attempt comes after the retry delay.
+    expect(await subjectOf(verifier, await first.sign('held'))).toBe('held');
+    const fetches = state.fetches;
+    state.hung = false;
+    await vi.advanceTimersByTimeAsync(RETRY_MS);
+    expect(state.fetches).toBe(fetches + 1);
+    expect(callerKeys.status().lastError).toBeUndefined();
     callerKeys.stop();
   });
 

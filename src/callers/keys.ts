@@ -5,7 +5,7 @@
  * keep serving through an outage of their source. Time comes from the injected clock.
  */
 import { createLocalJWKSet, errors, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
-import type { Clock, TimerHandle } from '../clock.js';
+import { withDeadline, type Clock, type TimerHandle } from '../clock.js';
 import { errorText } from '../errors.js';
 import type { Logger } from '../telemetry/logger.js';
 
@@ -24,6 +24,12 @@ export const REFRESH_MS = 5 * 60_000;
 /** First retry after a failed fetch; doubles up to MAX_RETRY_MS. */
 export const RETRY_MS = 1_000;
 export const MAX_RETRY_MS = 30_000;
+/**
+ * One fetch, whatever its source does (a mount or peer that never answers): then it fails, the
+ * requests waiting for it go on, and it is retried. Above a URL source's own limits (10 s a
+ * document, discovery then keys).
+ */
+export const ATTEMPT_DEADLINE_MS = 30_000;
 
 /** No key set held yet: nothing can be verified. */
 export class KeysUnavailableError extends Error {
@@ -151,7 +157,14 @@ export class CallerKeys {
     this.#lastAttempt = this.#clock.now();
     let delay: number;
     try {
-      this.#apply(await this.#source.fetch());
+      this.#apply(
+        await withDeadline(
+          this.#source.fetch(),
+          this.#clock,
+          ATTEMPT_DEADLINE_MS,
+          'fetching the caller keys',
+        ),
+      );
       this.#failures = 0;
       this.#lastError = undefined;
       delay = this.#refreshMs;

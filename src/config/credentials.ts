@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { constants, type Stats } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { inspect } from 'node:util';
-import { systemClock, type Clock } from '../clock.js';
+import { systemClock, withDeadline, type Clock } from '../clock.js';
 import type { ClientCredentials, CredentialsConfig, CredentialsReader } from './types.js';
 
 /** Reads a whole text file; injected so tests and callers can substitute their own I/O. */
@@ -300,6 +300,7 @@ export function createCredentialsReader(
       readClientCredentials(credentials, readFile),
       clock,
       timeoutMs,
+      'reading the credentials',
     );
     const fingerprint = credentialsFingerprint(current);
     if (previous !== undefined && previous !== fingerprint) {
@@ -323,19 +324,4 @@ export function credentialsFingerprint(credentials: ClientCredentials): string {
     .update(credentials.clientSecret)
     .digest('hex')
     .slice(0, 8);
-}
-
-/** `work`, or a rejection once `ms` have passed; the work itself is left to finish unobserved. */
-function withDeadline<T>(work: Promise<T>, clock: Clock, ms: number): Promise<T> {
-  let timer: ReturnType<Clock['setTimeout']> | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = clock.setTimeout(
-      () => reject(new Error(`reading the credentials did not finish within ${ms} ms`)),
-      ms,
-    );
-    timer.unref?.();
-  });
-  return Promise.race([work, deadline]).finally(() => {
-    if (timer !== undefined) clock.clearTimeout(timer);
-  });
 }

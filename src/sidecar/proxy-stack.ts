@@ -3,7 +3,6 @@
  * the response cache, the quota guard and the forwarder behind the proxy listener. The proxy
  * integration tests start it too.
  */
-import { readFile } from 'node:fs/promises';
 import type { SecureContext } from 'node:tls';
 import type { Dispatcher } from 'undici';
 import type { Clock } from '../clock.js';
@@ -12,6 +11,7 @@ import type { SharedCacheEntries } from '../fleet/ports.js';
 import type { RequestLog } from '../http/request-log.js';
 import { startProxy, type RunningProxy } from '../http/start-proxy.js';
 import type { CallerAuth } from '../callers/index.js';
+import { readTextFile } from '../config/credentials.js';
 import { proxyFor } from '../config/egress.js';
 import { createApiDispatcher, createDispatcher } from '../proxy/dispatcher.js';
 import type { ForwardStage } from '../proxy/forwarder.js';
@@ -66,7 +66,7 @@ async function callersFor(config: Config, parts: ProxyStackParts): Promise<Calle
   if (jwt.keys.kind !== 'file') {
     const target = jwt.keys.kind === 'url' ? jwt.keys.url : jwt.issuer;
     dispatcher = await createDispatcher({
-      ca: jwt.caFile === undefined ? undefined : await readFile(jwt.caFile, 'utf8'),
+      ca: jwt.caFile === undefined ? undefined : await readTextFile(jwt.caFile),
       http2: false,
       proxy: proxyFor(config.egress, target),
     });
@@ -75,7 +75,9 @@ async function callersFor(config: Config, parts: ProxyStackParts): Promise<Calle
   }
   const auth = startCallerAuth(callers, {
     dispatcher,
-    readFile: (path) => readFile(path, 'utf8'),
+    // Regular files only, as credentials are read: a FIFO or device would block a libuv thread
+    // at each attempt, forever (four of them, and DNS and file reads stall for the whole process).
+    readFile: readTextFile,
     clock: parts.clock,
     logger: parts.logger.child({ component: 'callers' }),
     counts: (keys) => parts.metrics.callerAuth(keys),
