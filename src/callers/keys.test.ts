@@ -9,7 +9,12 @@ import {
   UNKNOWN_KID_INTERVAL_MS,
   type JwksSource,
 } from './keys.js';
-import { CallerVerifier, CLOCK_TOLERANCE_SECONDS, REFUSAL_MEMORY_MS } from './verifier.js';
+import {
+  CallerVerifier,
+  CLOCK_TOLERANCE_SECONDS,
+  REFUSAL_MEMORY_MS,
+  type VerifierOptions,
+} from './verifier.js';
 
 const ISSUER = 'https://issuer.test';
 const logger = pino({ level: 'silent' });
@@ -52,7 +57,11 @@ function fakeSource(keys: JWK[]) {
   return { state, source };
 }
 
-function setup(keys: JWK[]) {
+/** Keys from a fake source, and a verifier over them (its clock and limits as given). */
+function setup(
+  keys: JWK[],
+  options: Partial<Pick<VerifierOptions, 'clock' | 'maxRemembered' | 'maxRefusals'>> = {},
+) {
   const { state, source } = fakeSource(keys);
   const callerKeys = new CallerKeys({ source, clock: systemClock, logger });
   const verifier = new CallerVerifier({
@@ -60,6 +69,7 @@ function setup(keys: JWK[]) {
     audience: 'oauth-sidecar',
     getKey: callerKeys.getKey,
     clock: systemClock,
+    ...options,
   });
   return { state, callerKeys, verifier };
 }
@@ -203,14 +213,8 @@ describe('CallerVerifier', () => {
   });
 
   it('remembers a token as long as jose accepts it: through the leeway after its exp', async () => {
-    const { callerKeys } = setup([first.jwk]);
     let now = Date.now();
-    const verifier = new CallerVerifier({
-      issuer: ISSUER,
-      audience: 'oauth-sidecar',
-      getKey: callerKeys.getKey,
-      clock: { now: () => now },
-    });
+    const { callerKeys, verifier } = setup([first.jwk], { clock: { now: () => now } });
     await callerKeys.start();
     const exp = Math.floor(now / 1000) + 60;
     const token = await first.sign('app', { exp });
@@ -229,14 +233,8 @@ describe('CallerVerifier', () => {
   });
 
   it('refuses a token it refused for its bytes again from memory, for 60 s or until the keys change', async () => {
-    const { callerKeys } = setup([first.jwk]);
     let now = Date.now();
-    const verifier = new CallerVerifier({
-      issuer: ISSUER,
-      audience: 'oauth-sidecar',
-      getKey: callerKeys.getKey,
-      clock: { now: () => now },
-    });
+    const { callerKeys, verifier } = setup([first.jwk], { clock: { now: () => now } });
     await callerKeys.start();
     const impostor = await signer('k1');
     const refused: [string, string][] = [
@@ -283,15 +281,7 @@ describe('CallerVerifier', () => {
   });
 
   it('holds at most maxRefusals refusals, and a flood of them pushes out no verified token', async () => {
-    const { callerKeys } = setup([first.jwk]);
-    const verifier = new CallerVerifier({
-      issuer: ISSUER,
-      audience: 'oauth-sidecar',
-      getKey: callerKeys.getKey,
-      clock: systemClock,
-      maxRemembered: 2,
-      maxRefusals: 3,
-    });
+    const { callerKeys, verifier } = setup([first.jwk], { maxRemembered: 2, maxRefusals: 3 });
     await callerKeys.start();
     const good = await first.sign('app');
     expect(await verifier.check(good)).toMatchObject({ subject: 'app' });
