@@ -169,10 +169,11 @@ async function call(
   path: string,
   authorization?: string,
   method: 'GET' | 'POST' = 'GET',
+  fields: Record<string, string> = {},
 ): Promise<Answer> {
   const res = await request(`${sidecar.proxyUrl}${path}`, {
     method,
-    headers: authorization === undefined ? {} : { authorization },
+    headers: authorization === undefined ? fields : { authorization, ...fields },
     ...(method === 'POST' && { body: '{}' }),
   });
   const text = await res.body.text();
@@ -295,16 +296,19 @@ describe('caller rules', () => {
     const lookalike = await mint(ec, { sub: 'system:serviceaccount:research-x:notebook' });
     const unlisted = await mint(rsa, { sub: 'system:serviceaccount:other:app' });
     const reports = await mint(rsa, {});
-    const cases: [string, string, string, 'GET' | 'POST', number][] = [
+    const tunnel = { 'x-http-method-override': 'DELETE' };
+    const cases: [string, string, string, 'GET' | 'POST', number, Record<string, string>?][] = [
       ['exact', reports, '/v1.0/contracts/', 'GET', 200],
       ['prefix', research, '/v1.0/contracts/', 'GET', 200],
       ['prefix-other-path', research, '/v1.0/netforwards/', 'GET', 403],
       ['prefix-post', research, '/v1.0/contracts/', 'POST', 403],
+      // A GET-only caller may not tunnel a DELETE through the override field the API may honour.
+      ['prefix-tunnel', research, '/v1.0/contracts/', 'GET', 403, tunnel],
       ['lookalike', lookalike, '/v1.0/contracts/', 'GET', 403],
       ['unlisted', unlisted, '/v1.0/contracts/', 'GET', 403],
     ];
-    for (const [name, token, path, method, status] of cases) {
-      const answer = await call(`${path}?m=rule-${name}`, `Bearer ${token}`, method);
+    for (const [name, token, path, method, status, fields] of cases) {
+      const answer = await call(`${path}?m=rule-${name}`, `Bearer ${token}`, method, fields);
       expect({ name, status: answer.status }).toEqual({ name, status });
       if (status === 403) {
         expect(answer.code).toBe('caller_forbidden');

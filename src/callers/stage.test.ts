@@ -43,9 +43,14 @@ function setup(answers: Record<string, Answer>) {
   return { stage, counted, seen, rules };
 }
 
-function exchange(authorization: string | undefined, method = 'GET', target = '/v1.0/x') {
+function exchange(
+  authorization: string | undefined,
+  method = 'GET',
+  target = '/v1.0/x',
+  fields: Record<string, string> = {},
+) {
   return {
-    req: { headers: authorization === undefined ? {} : { authorization } },
+    req: { headers: authorization === undefined ? fields : { authorization, ...fields } },
     method,
     target,
   } as unknown as ExchangeView;
@@ -122,6 +127,30 @@ describe('callerStage', () => {
     expect(await run(stage, elsewhere)).toBe('caller_forbidden');
     expect(await run(stage, exchange('Bearer reader', 'GET', '/v1.0/x'))).toBeUndefined();
     expect(counted).toEqual(['forbidden', 'forbidden', 'forbidden', 'remembered']);
+  });
+
+  it('forbids a method tunnelled through an override field that the rule does not allow', async () => {
+    const { stage, counted } = setup({
+      reader: caller('svc:readers:app'),
+      reports: caller('svc:reports'),
+    });
+    for (const [field, value] of [
+      ['x-http-method-override', 'DELETE'],
+      ['x-http-method', 'put'],
+      ['x-method-override', 'GET, POST'],
+    ] as const) {
+      const tunnelled = exchange('Bearer reader', 'GET', '/v1.0/x', { [field]: value });
+      expect(await run(stage, tunnelled)).toBe('caller_forbidden');
+      expect(tunnelled.callerCheck).toBe('forbidden');
+    }
+    // A method the rule allows, and a rule without a method limit, let it through.
+    const same = exchange('Bearer reader', 'GET', '/v1.0/x', { 'x-http-method-override': 'get' });
+    expect(await run(stage, same)).toBeUndefined();
+    const unlimited = exchange('Bearer reports', 'GET', '/v1.0/x', {
+      'x-http-method-override': 'DELETE',
+    });
+    expect(await run(stage, unlimited)).toBeUndefined();
+    expect(counted).toEqual(['forbidden', 'forbidden', 'forbidden', 'remembered', 'remembered']);
   });
 
   it('walks the rules once per verified caller: a remembered token costs no rule matching', async () => {

@@ -8,6 +8,7 @@
  */
 import type { CallerRule } from '../config/types.js';
 import { SidecarError } from '../errors.js';
+import { overrideOutside } from '../http-fields/method-override.js';
 import type { ExchangeView, ForwardStage } from '../proxy/stages.js';
 import { ruleAllows, type CallerRules } from './rules.js';
 import type { CallerCheck, CallerVerifier, VerifiedCaller } from './verifier.js';
@@ -45,6 +46,22 @@ function bearerOf(value: string | undefined): string | undefined {
   return token === '' || token.includes(' ') ? undefined : token;
 }
 
+/**
+ * Why `rule` does not allow the request, or undefined when it does. A rule that limits methods
+ * must allow every method an override field (`X-HTTP-Method-Override`, ...) names as well: the
+ * fields are forwarded, and an API that honours them would act on that method.
+ */
+function refusalBy(rule: CallerRule, exchange: ExchangeView): string | undefined {
+  if (!ruleAllows(rule, exchange.method, exchange.target)) {
+    return `caller ${rule.caller} may not ${exchange.method} this path`;
+  }
+  if (rule.methods === undefined) return undefined;
+  const tunnelled = overrideOutside(exchange.req.headers, rule.methods);
+  return tunnelled === undefined
+    ? undefined
+    : `caller ${rule.caller} may not tunnel another method through ${tunnelled.field}`;
+}
+
 export function callerStage(parts: CallerStageParts): ForwardStage {
   const { verifier, rules, counts } = parts;
   /**
@@ -77,15 +94,11 @@ export function callerStage(parts: CallerStageParts): ForwardStage {
     if (typeof verdict === 'string') refuse(exchange, verdict);
     const rule = ruleFor(verdict);
     if (rule !== undefined) exchange.caller = rule.caller;
-    if (rule === undefined || !ruleAllows(rule, exchange.method, exchange.target)) {
+    const refusal = rule === undefined ? 'no rule admits this caller' : refusalBy(rule, exchange);
+    if (refusal !== undefined) {
       exchange.callerCheck = 'forbidden';
       counts.count('forbidden');
-      throw new SidecarError(
-        'caller_forbidden',
-        rule === undefined
-          ? 'no rule admits this caller'
-          : `caller ${rule.caller} may not ${exchange.method} this path`,
-      );
+      throw new SidecarError('caller_forbidden', refusal);
     }
     counts.count(result);
     return undefined;

@@ -71,13 +71,6 @@ export function normalizedPath(path: string): string {
   });
 }
 
-/** Request fields that tunnel another method through a GET: such a GET is never cached. */
-export const METHOD_OVERRIDE_FIELDS = [
-  'x-http-method-override',
-  'x-http-method',
-  'x-method-override',
-] as const;
-
 /** How long past its freshness an answer may still answer (RFC 5861), in seconds. */
 export interface StaleWindows {
   ifError: number;

@@ -6,7 +6,7 @@ import type { CacheRule } from '../../config/types.js';
 import { hasNoBody } from '../request-body.js';
 import type { ExchangeView } from '../stages.js';
 import type { RequestDirective } from '../../http-fields/cache-control.js';
-import { METHOD_OVERRIDE_FIELDS } from './directives.js';
+import { METHOD_OVERRIDE_FIELDS } from '../../http-fields/method-override.js';
 import type { RequestHeaders, StoredAnswer } from './entries.js';
 import type { Flight } from './flights.js';
 import { CACHE_NAME } from './serve.js';
