@@ -9,7 +9,7 @@ import type { Clock } from '../clock.js';
 import type { CallerJwtConfig, CallerRule } from '../config/types.js';
 import type { ForwardStage } from '../proxy/stages.js';
 import type { Logger } from '../telemetry/logger.js';
-import { fileSource, urlSource, type ReadText } from './jwks-source.js';
+import { fileSource, oneReadAtATime, urlSource, type ReadText } from './jwks-source.js';
 import { CallerKeys, type CallerKeysStatus } from './keys.js';
 import { CallerRules } from './rules.js';
 import { callerStage, type CallerAuthCounts } from './stage.js';
@@ -42,10 +42,11 @@ export function startCallerAuth(
   parts: CallerAuthParts,
 ): CallerAuth {
   const { jwt } = config;
+  const readFile = oneReadAtATime(parts.readFile);
   const source =
     jwt.keys.kind === 'file'
-      ? fileSource(jwt.keys.file, parts.readFile)
-      : urlSource({ jwt, dispatcher: parts.dispatcher!, readFile: parts.readFile });
+      ? fileSource(jwt.keys.file, readFile)
+      : urlSource({ jwt, dispatcher: parts.dispatcher!, readFile });
   const keys = new CallerKeys({
     source,
     clock: parts.clock,

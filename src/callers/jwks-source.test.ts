@@ -1,7 +1,13 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MockAgent } from 'undici';
 import type { CallerJwtConfig } from '../config/types.js';
-import { discoveryUrl, fileSource, MAX_JWKS_BYTES, urlSource } from './jwks-source.js';
+import {
+  discoveryUrl,
+  fileSource,
+  MAX_JWKS_BYTES,
+  oneReadAtATime,
+  urlSource,
+} from './jwks-source.js';
 
 const ISSUER = 'https://issuer.example';
 const KEYS = { keys: [{ kty: 'EC', kid: 'k1', crv: 'P-256', x: 'x', y: 'y' }] };
@@ -151,6 +157,29 @@ describe('urlSource', () => {
 });
 
 describe('fileSource', () => {
+  it('starts no second read of a file while the first still hangs', async () => {
+    let finish: (text: string) => void = () => undefined;
+    let reads = 0;
+    const jwks = fileSource(
+      '/etc/jwks.json',
+      oneReadAtATime(() => {
+        reads += 1;
+        return new Promise<string>((resolve) => (finish = resolve));
+      }),
+    );
+    const hung = jwks.fetch();
+    await expect(jwks.fetch()).rejects.toThrow(
+      '/etc/jwks.json: cannot read (its previous read has not finished (a hung mount?))',
+    );
+    expect(reads).toBe(1);
+    finish(JSON.stringify(KEYS));
+    expect(await hung).toEqual(KEYS);
+    const next = jwks.fetch();
+    finish(JSON.stringify(KEYS));
+    expect(await next).toEqual(KEYS);
+    expect(reads).toBe(2);
+  });
+
   it('reads the file at each fetch, so a changed file is seen', async () => {
     let text = JSON.stringify(KEYS);
     const jwks = fileSource('/etc/jwks.json', () => Promise.resolve(text));

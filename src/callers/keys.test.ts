@@ -7,6 +7,7 @@ import {
   CallerKeys,
   RETRY_MS,
   UNKNOWN_KID_INTERVAL_MS,
+  UNKNOWN_KID_WAIT_MS,
   type JwksSource,
 } from './keys.js';
 import {
@@ -151,18 +152,22 @@ describe('CallerKeys', () => {
     callerKeys.stop();
   });
 
-  it('ends a fetch that never answers at ATTEMPT_DEADLINE_MS: a waiting request is answered, and it retries', async () => {
+  it('ends a fetch that never answers at ATTEMPT_DEADLINE_MS, a request waiting for it sooner, and retries', async () => {
     const { state, callerKeys, verifier } = setup([first.jwk]);
     await callerKeys.start();
     state.hung = true;
     await vi.advanceTimersByTimeAsync(UNKNOWN_KID_INTERVAL_MS);
     // A token under a kid not held: its request waits for the fetch, which never answers.
+    // It waits UNKNOWN_KID_WAIT_MS at most, then is refused: it holds no slot for the fetch's time.
     let verdict: string | undefined;
     void subjectOf(verifier, await (await signer('k-new')).sign('a')).then((v) => (verdict = v));
-    await vi.advanceTimersByTimeAsync(ATTEMPT_DEADLINE_MS - 1);
+    await vi.advanceTimersByTimeAsync(UNKNOWN_KID_WAIT_MS - 1);
     expect(verdict).toBeUndefined();
     await vi.advanceTimersByTimeAsync(1);
     expect(verdict).toBe('unknown_key');
+    // The fetch itself is given up at ATTEMPT_DEADLINE_MS.
+    expect(callerKeys.status().lastError).toBeUndefined();
+    await vi.advanceTimersByTimeAsync(ATTEMPT_DEADLINE_MS - UNKNOWN_KID_WAIT_MS);
     expect(callerKeys.status().lastError).toBe(
       `fetching the caller keys did not finish within ${ATTEMPT_DEADLINE_MS} ms`,
     );
@@ -173,6 +178,18 @@ describe('CallerKeys', () => {
     await vi.advanceTimersByTimeAsync(RETRY_MS);
     expect(state.fetches).toBe(fetches + 1);
     expect(callerKeys.status().lastError).toBeUndefined();
+    callerKeys.stop();
+  });
+
+  it('counts a malformed key set as a failed fetch: the keys age, so the stale-keys alert can fire', async () => {
+    const { state, callerKeys } = setup([first.jwk]);
+    await callerKeys.start();
+    state.keys = [first.jwk, null as unknown as JWK];
+    await vi.advanceTimersByTimeAsync(3_600_000);
+    expect(state.fetches).toBeGreaterThan(2);
+    expect(callerKeys.status().lastError).toMatch(/malformed/i);
+    expect(callerKeys.status().kids).toEqual(['k1']);
+    expect(callerKeys.ageSeconds()).toBeGreaterThanOrEqual(3_600);
     callerKeys.stop();
   });
 
@@ -297,6 +314,44 @@ describe('CallerVerifier', () => {
     callerKeys.stop();
   });
 
+  it('remembers no verdict reached while the key set changed under it', async () => {
+    const { callerKeys, verifier } = setup([first.jwk]);
+    await callerKeys.start();
+    const token = await first.sign('app');
+    const forged = await (await signer('k1')).sign('app');
+    const pending = [verifier.check(token), verifier.check(forged)];
+    expect(pending.map((verdict) => verdict instanceof Promise)).toEqual([true, true]);
+    // The keys change while both are being checked (jose awaits the signature check).
+    verifier.forget();
+    const verdicts = await Promise.all(pending.map((verdict) => Promise.resolve(verdict)));
+    expect(verdicts).toMatchObject([{ subject: 'app' }, 'signature']);
+    // Neither verdict is kept: both are checked again, under the keys now held.
+    expect(verifier.check(token)).toBeInstanceOf(Promise);
+    expect(verifier.check(forged)).toBeInstanceOf(Promise);
+    callerKeys.stop();
+  });
+
+  it('tries each key a token without a kid matches, as jose documents', async () => {
+    const unnamed = async () => {
+      const { publicKey, privateKey } = await generateKeyPair('ES256');
+      const jwk = { ...(await exportJWK(publicKey)), alg: 'ES256', use: 'sig' };
+      const sign = () => {
+        const now = Math.floor(Date.now() / 1000);
+        return new SignJWT({ iss: ISSUER, aud: 'oauth-sidecar', sub: 'app', exp: now + 3600 })
+          .setProtectedHeader({ alg: 'ES256' })
+          .sign(privateKey);
+      };
+      return { jwk, sign };
+    };
+    const [one, two, stranger] = await Promise.all([unnamed(), unnamed(), unnamed()]);
+    const { callerKeys, verifier } = setup([one.jwk, two.jwk]);
+    await callerKeys.start();
+    expect(await verifier.check(await two.sign())).toMatchObject({ subject: 'app' });
+    expect(await verifier.check(await one.sign())).toMatchObject({ subject: 'app' });
+    expect(await verifier.check(await stranger.sign())).toBe('signature');
+    callerKeys.stop();
+  });
+
   it('names the check that refused a token', async () => {
     const { callerKeys, verifier } = setup([first.jwk]);
     await callerKeys.start();
@@ -304,6 +359,7 @@ describe('CallerVerifier', () => {
     const cases: [string, Promise<string> | string][] = [
       ['expired', first.sign('a', { exp: now - 120 })],
       ['not_yet_valid', first.sign('a', { nbf: now + 300 })],
+      ['not_yet_valid', first.sign('a', { iat: now + 300 })],
       ['claims', first.sign('a', { exp: undefined })],
       ['claims', first.sign('a', { aud: 'another' })],
       ['claims', first.sign('a', { iss: 'https://elsewhere.test' })],

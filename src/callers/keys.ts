@@ -19,6 +19,11 @@ export interface JwksSource {
 
 /** A token under an unknown `kid` fetches the keys at most once per this long. */
 export const UNKNOWN_KID_INTERVAL_MS = 30_000;
+/**
+ * Longest a request under an unknown `kid` waits for the fetch it triggered or found running: a
+ * slow key source must not let made-up tokens hold `proxy.maxInFlight` slots.
+ */
+export const UNKNOWN_KID_WAIT_MS = 5_000;
 /** Background refresh of a key set that was fetched. */
 export const REFRESH_MS = 5 * 60_000;
 /** First retry after a failed fetch; doubles up to MAX_RETRY_MS. */
@@ -134,15 +139,23 @@ export class CallerKeys {
     }
   };
 
-  /** True when a fetch ran (or was running) for this request; false while throttled. */
+  /**
+   * True when a fetch ran (or was running) for this request and ended within UNKNOWN_KID_WAIT_MS;
+   * false while throttled or when the fetch takes longer (the request is refused, not held).
+   */
   async #fetchForUnknownKid(): Promise<boolean> {
-    if (this.#inFlight !== undefined) {
-      await this.#inFlight;
-      return true;
+    if (
+      this.#inFlight === undefined &&
+      this.#clock.now() - this.#lastAttempt < UNKNOWN_KID_INTERVAL_MS
+    ) {
+      return false;
     }
-    if (this.#clock.now() - this.#lastAttempt < UNKNOWN_KID_INTERVAL_MS) return false;
-    await this.#fetch();
-    return true;
+    try {
+      await withDeadline(this.#fetch(), this.#clock, UNKNOWN_KID_WAIT_MS, 'the key fetch');
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /** One fetch at a time; the next one is scheduled from its outcome. */
@@ -199,9 +212,13 @@ export class CallerKeys {
       throw new Error('the key set holds no keys');
     }
     const text = JSON.stringify(jwks.keys);
+    if (text !== this.#held) this.#replace(jwks, text);
+    // Only a set taken counts as fetched: a malformed one leaves the keys (and the alert) aging.
     this.#fetchedAt = this.#clock.now();
-    if (text === this.#held) return;
-    // Throws on a malformed set: the keys held stay.
+  }
+
+  /** A new key set; throws on a malformed one (jose's own check), and the keys held stay. */
+  #replace(jwks: JSONWebKeySet, text: string): void {
     const getKey = createLocalJWKSet(jwks);
     const first = this.#getKey === undefined;
     this.#getKey = getKey;

@@ -10,7 +10,7 @@
  * costs a lookup per retry, not a signature check.
  */
 import { hash as digest } from 'node:crypto';
-import { errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { errors, jwtVerify, type JWTVerifyGetKey, type JWTVerifyResult } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { Clock } from '../clock.js';
 import { KeysUnavailableError } from './keys.js';
@@ -21,6 +21,8 @@ export const CLOCK_TOLERANCE_SECONDS = 30;
 export const MAX_REMEMBERED = 10_000;
 export const MAX_REFUSALS = 1_000;
 export const REFUSAL_MEMORY_MS = 60_000;
+/** Keys a token without a `kid` is tried under when several match it. */
+export const MAX_KEYS_TRIED = 4;
 
 /**
  * The refusals the token and the key set alone decide. Not `not_yet_valid` (time makes it valid),
@@ -73,6 +75,8 @@ export class CallerVerifier {
   readonly #remembered: LRUCache<string, VerifiedCaller>;
   /** Apart from the verified tokens: a flood of refused ones never pushes a verified one out. */
   readonly #refused: LRUCache<string, Refusal>;
+  /** Counts `forget()`s: a verdict reached across one (the keys changed meanwhile) is not kept. */
+  #generation = 0;
 
   constructor(options: VerifierOptions) {
     this.#options = options;
@@ -106,38 +110,71 @@ export class CallerVerifier {
    * refused under the old keys may verify under the new ones.
    */
   forget(): void {
+    this.#generation += 1;
     this.#remembered.clear();
     this.#refused.clear();
   }
 
   async #verify(token: string, hash: string): Promise<VerifiedCaller | CallerCheck> {
-    const { issuer, audience, getKey, clock } = this.#options;
+    const now = this.#options.clock.now();
+    const generation = this.#generation;
     try {
-      const { payload } = await jwtVerify(token, getKey, {
-        algorithms: ALGORITHMS,
-        issuer,
-        audience,
-        requiredClaims: ['exp', 'sub'],
-        clockTolerance: CLOCK_TOLERANCE_SECONDS,
-        currentDate: new Date(clock.now()),
-      });
+      const { payload } = await this.#jwtVerify(token, now);
       if (typeof payload.sub !== 'string' || typeof payload.exp !== 'number') {
-        return this.#refuse(hash, 'claims');
+        return this.#refuse(hash, 'claims', generation);
+      }
+      // jose judges `iat` only beside a maximum age: one in the future is not yet valid either.
+      if (typeof payload.iat === 'number' && payload.iat > now / 1000 + CLOCK_TOLERANCE_SECONDS) {
+        return 'not_yet_valid';
       }
       // Remembered while jose would accept it again: a token used through the leeway after its
       // `exp` stays a lookup instead of a signature check per request.
       const expiresAt = (payload.exp + CLOCK_TOLERANCE_SECONDS) * 1000;
       const verified = { subject: payload.sub, expiresAt };
-      this.#remembered.set(hash, verified);
+      // Checked under keys since replaced (a revoked one, maybe): this request's verdict only.
+      if (generation === this.#generation) this.#remembered.set(hash, verified);
       return verified;
     } catch (error) {
-      return this.#refuse(hash, checkOf(error));
+      return this.#refuse(hash, checkOf(error), generation);
+    }
+  }
+
+  /**
+   * jose's verdict. A token without a `kid` that several keys match is tried under each, as jose
+   * documents for `JWKSMultipleMatchingKeys`, at most MAX_KEYS_TRIED of them (each try is a
+   * signature check, and a made-up token is refused after as many).
+   */
+  async #jwtVerify(token: string, now: number): Promise<JWTVerifyResult> {
+    const { issuer, audience, getKey } = this.#options;
+    const options = {
+      algorithms: ALGORITHMS,
+      issuer,
+      audience,
+      requiredClaims: ['exp', 'sub'],
+      clockTolerance: CLOCK_TOLERANCE_SECONDS,
+      currentDate: new Date(now),
+    };
+    try {
+      return await jwtVerify(token, getKey, options);
+    } catch (error) {
+      if (!(error instanceof errors.JWKSMultipleMatchingKeys)) throw error;
+      let tried = 0;
+      for await (const key of error) {
+        try {
+          return await jwtVerify(token, key, options);
+        } catch (inner) {
+          if (!(inner instanceof errors.JWSSignatureVerificationFailed)) throw inner;
+        }
+        tried += 1;
+        if (tried === MAX_KEYS_TRIED) break;
+      }
+      throw new errors.JWSSignatureVerificationFailed();
     }
   }
 
   /** A refusal its token will meet again is remembered for REFUSAL_MEMORY_MS. */
-  #refuse(hash: string, check: CallerCheck): CallerCheck {
-    if (FINAL_REFUSALS.has(check)) {
+  #refuse(hash: string, check: CallerCheck, generation: number): CallerCheck {
+    if (FINAL_REFUSALS.has(check) && generation === this.#generation) {
       this.#refused.set(hash, { check, until: this.#options.clock.now() + REFUSAL_MEMORY_MS });
     }
     return check;
