@@ -37,6 +37,15 @@ export function oneReadAtATime(readFile: ReadText): ReadText {
   };
 }
 
+/** `path`'s text, or an error naming it: `<path>: cannot read (<why>)`. */
+async function readNamingFile(readFile: ReadText, path: string): Promise<string> {
+  try {
+    return await readFile(path);
+  } catch (error) {
+    throw new Error(`${path}: cannot read (${describeCause(error)})`, { cause: error });
+  }
+}
+
 export interface UrlSourceOptions {
   jwt: Pick<CallerJwtConfig, 'issuer' | 'keys' | 'bearerFile'>;
   dispatcher: Dispatcher;
@@ -61,12 +70,7 @@ async function getJson(
 ): Promise<unknown> {
   const headers: Record<string, string> = { accept: 'application/json' };
   if (how.bearerFile !== undefined) {
-    let token: string;
-    try {
-      token = (await how.readFile(how.bearerFile)).trim();
-    } catch (error) {
-      throw new Error(`${how.bearerFile}: cannot read (${describeCause(error)})`, { cause: error });
-    }
+    const token = (await readNamingFile(how.readFile, how.bearerFile)).trim();
     if (token !== '') headers.authorization = `Bearer ${token}`;
   }
   let answer;
@@ -140,12 +144,7 @@ export function fileSource(file: string, readFile: ReadText): JwksSource {
   return {
     description: file,
     async fetch() {
-      let text: string;
-      try {
-        text = await readFile(file);
-      } catch (error) {
-        throw new Error(`${file}: cannot read (${describeCause(error)})`, { cause: error });
-      }
+      const text = await readNamingFile(readFile, file);
       try {
         return JSON.parse(text) as JSONWebKeySet;
       } catch {

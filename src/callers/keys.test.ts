@@ -25,16 +25,18 @@ interface Signer {
   sign(sub: string, claims?: Record<string, unknown>): Promise<string>;
 }
 
-async function signer(kid: string, alg: 'RS256' | 'ES256' = 'ES256'): Promise<Signer> {
+/** A key and tokens under it; `kid` undefined: neither the key nor its tokens name one. */
+async function signer(kid: string | undefined, alg: 'RS256' | 'ES256' = 'ES256'): Promise<Signer> {
   const { publicKey, privateKey } = await generateKeyPair(alg);
-  const jwk = { ...(await exportJWK(publicKey)), kid, alg, use: 'sig' };
+  const named = kid === undefined ? {} : { kid };
+  const jwk = { ...(await exportJWK(publicKey)), ...named, alg, use: 'sig' };
   return {
     jwk,
     sign: (sub, claims = {}) => {
       const now = Math.floor(Date.now() / 1000);
       const payload = { iss: ISSUER, aud: 'oauth-sidecar', sub, iat: now, exp: now + 3600 };
       return new SignJWT({ ...payload, ...claims })
-        .setProtectedHeader({ alg, kid })
+        .setProtectedHeader({ alg, ...named })
         .sign(privateKey);
     },
   };
@@ -332,23 +334,16 @@ describe('CallerVerifier', () => {
   });
 
   it('tries each key a token without a kid matches, as jose documents', async () => {
-    const unnamed = async () => {
-      const { publicKey, privateKey } = await generateKeyPair('ES256');
-      const jwk = { ...(await exportJWK(publicKey)), alg: 'ES256', use: 'sig' };
-      const sign = () => {
-        const now = Math.floor(Date.now() / 1000);
-        return new SignJWT({ iss: ISSUER, aud: 'oauth-sidecar', sub: 'app', exp: now + 3600 })
-          .setProtectedHeader({ alg: 'ES256' })
-          .sign(privateKey);
-      };
-      return { jwk, sign };
-    };
-    const [one, two, stranger] = await Promise.all([unnamed(), unnamed(), unnamed()]);
+    const [one, two, stranger] = await Promise.all([
+      signer(undefined),
+      signer(undefined),
+      signer(undefined),
+    ]);
     const { callerKeys, verifier } = setup([one.jwk, two.jwk]);
     await callerKeys.start();
-    expect(await verifier.check(await two.sign())).toMatchObject({ subject: 'app' });
-    expect(await verifier.check(await one.sign())).toMatchObject({ subject: 'app' });
-    expect(await verifier.check(await stranger.sign())).toBe('signature');
+    expect(await verifier.check(await two.sign('app'))).toMatchObject({ subject: 'app' });
+    expect(await verifier.check(await one.sign('app'))).toMatchObject({ subject: 'app' });
+    expect(await verifier.check(await stranger.sign('app'))).toBe('signature');
     callerKeys.stop();
   });
 

@@ -64,10 +64,10 @@ export interface VerifierOptions {
   maxRefusals?: number;
 }
 
-/** A token refused before, and until when that is remembered (ms since the epoch). */
+/** A token refused before, and when that stops being remembered (ms since the epoch). */
 interface Refusal {
   readonly check: CallerCheck;
-  readonly until: number;
+  readonly expiresAt: number;
 }
 
 export class CallerVerifier {
@@ -92,17 +92,22 @@ export class CallerVerifier {
     if (token.length > MAX_TOKEN_BYTES) return 'malformed';
     // The one-shot digest: no Hash object per request, unlike createHash().update().digest().
     const hash = digest('sha256', token, 'base64');
-    const known = this.#remembered.get(hash);
-    if (known !== undefined) {
-      if (known.expiresAt > this.#options.clock.now()) return known;
-      this.#remembered.delete(hash);
-    }
-    const refused = this.#refused.get(hash);
-    if (refused !== undefined) {
-      if (refused.until > this.#options.clock.now()) return refused.check;
-      this.#refused.delete(hash);
-    }
+    const known = this.#unexpired(this.#remembered, hash);
+    if (known !== undefined) return known;
+    const refused = this.#unexpired(this.#refused, hash);
+    if (refused !== undefined) return refused.check;
     return this.#verify(token, hash);
+  }
+
+  /** `cache`'s entry for `hash` until its `expiresAt`; one past it is dropped. */
+  #unexpired<V extends { readonly expiresAt: number }>(
+    cache: LRUCache<string, V>,
+    hash: string,
+  ): V | undefined {
+    const entry = cache.get(hash);
+    if (entry === undefined || entry.expiresAt > this.#options.clock.now()) return entry;
+    cache.delete(hash);
+    return undefined;
   }
 
   /**
@@ -125,7 +130,7 @@ export class CallerVerifier {
       }
       // jose judges `iat` only beside a maximum age: one in the future is not yet valid either.
       if (typeof payload.iat === 'number' && payload.iat > now / 1000 + CLOCK_TOLERANCE_SECONDS) {
-        return 'not_yet_valid';
+        return this.#refuse(hash, 'not_yet_valid', generation);
       }
       // Remembered while jose would accept it again: a token used through the leeway after its
       // `exp` stays a lookup instead of a signature check per request.
@@ -175,7 +180,8 @@ export class CallerVerifier {
   /** A refusal its token will meet again is remembered for REFUSAL_MEMORY_MS. */
   #refuse(hash: string, check: CallerCheck, generation: number): CallerCheck {
     if (FINAL_REFUSALS.has(check) && generation === this.#generation) {
-      this.#refused.set(hash, { check, until: this.#options.clock.now() + REFUSAL_MEMORY_MS });
+      const expiresAt = this.#options.clock.now() + REFUSAL_MEMORY_MS;
+      this.#refused.set(hash, { check, expiresAt });
     }
     return check;
   }
