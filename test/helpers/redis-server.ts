@@ -138,11 +138,18 @@ export function waitUntilUp(
  */
 export const TEST_STORE_COMMAND_TIMEOUT_MS = 5_000;
 
-/** Start `redis-server` on a free 127.0.0.1 port and wait until it answers PING. */
+/** A redis-server could not bind the port it was given: another process took it after freePort. */
+class PortTaken extends Error {}
+
+/**
+ * Start `redis-server` on a free 127.0.0.1 port and wait until it answers PING. A port found free
+ * can be taken before redis-server binds it (another test's process, an outgoing connection's
+ * ephemeral port): the first start tries again on a fresh port, at most 3 times.
+ */
 export async function startRedisServer(options: { password?: string } = {}): Promise<RedisServer> {
   const missing = missingRedisServer();
   if (missing !== undefined) throw new Error(missing);
-  const port = await freePort();
+  let port = 0;
   const dir = mkdtempSync(join(tmpdir(), 'oauth-sidecar-redis-'));
   let child: ChildProcess | undefined;
 
@@ -155,7 +162,8 @@ export async function startRedisServer(options: { password?: string } = {}): Pro
       return (await send(port, ['PING'], options.password)).includes('PONG');
     };
     await waitUntilUp('redis-server to answer PING', answers, 10_000).catch((error: Error) => {
-      throw new Error(`${error.message}:\n${proc.output}`);
+      const Thrown = proc.output.includes('Address already in use') ? PortTaken : Error;
+      throw new Thrown(`${error.message}:\n${proc.output}`);
     });
   };
 
@@ -171,7 +179,15 @@ export async function startRedisServer(options: { password?: string } = {}): Pro
     clearTimeout(timer);
   };
 
-  await launch();
+  for (let attempt = 1; ; attempt++) {
+    port = await freePort();
+    try {
+      await launch();
+      break;
+    } catch (error) {
+      if (!(error instanceof PortTaken) || attempt === 3) throw error;
+    }
+  }
   const auth = options.password;
   return {
     port,
