@@ -1,13 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MockAgent } from 'undici';
 import type { CallerJwtConfig } from '../config/types.js';
-import {
-  discoveryUrl,
-  fileSource,
-  MAX_JWKS_BYTES,
-  oneReadAtATime,
-  urlSource,
-} from './jwks-source.js';
+import { oneReadAtATime } from '../config/credentials.js';
+import { discoveryUrl, fileSource, MAX_JWKS_BYTES, urlSource } from './jwks-source.js';
 
 const ISSUER = 'https://issuer.example';
 const KEYS = { keys: [{ kty: 'EC', kid: 'k1', crv: 'P-256', x: 'x', y: 'y' }] };

@@ -19,24 +19,6 @@ export const JWKS_TIMEOUT_MS = 10_000;
 
 export type ReadText = (path: string) => Promise<string>;
 
-/**
- * `readFile`, one read of a file at a time: while one is still pending (a hung mount: the key
- * fetch's deadline gave up on it, the read did not end), the next fails at once instead of
- * starting another, so a hung mount holds one libuv thread, not one more at every retry.
- */
-export function oneReadAtATime(readFile: ReadText): ReadText {
-  const pending = new Set<string>();
-  return async (path) => {
-    if (pending.has(path)) throw new Error('its previous read has not finished (a hung mount?)');
-    pending.add(path);
-    try {
-      return await readFile(path);
-    } finally {
-      pending.delete(path);
-    }
-  };
-}
-
 /** `path`'s text, or an error naming it: `<path>: cannot read (<why>)`. */
 async function readNamingFile(readFile: ReadText, path: string): Promise<string> {
   try {

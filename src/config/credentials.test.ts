@@ -247,24 +247,41 @@ describe('bounded credential reading', () => {
     expect(error.message).not.toContain('s\xe9cret');
   });
 
-  it('fails a read still pending after 5 s; the next call starts its own read', async () => {
+  it('fails a read still pending after 5 s; while it hangs, later calls fail at once without another read', async () => {
     vi.useFakeTimers();
     try {
-      let calls = 0;
-      const readFile = vi.fn(() => {
-        calls += 1;
-        // The first read hangs forever (a hung mount); later ones answer.
-        return calls <= 2 ? new Promise<string>(() => undefined) : Promise.resolve('value');
-      });
-      const read = createCredentialsReader(files('/secret'), readFile, { clock: systemClock });
-      const first = read().then(
-        () => undefined,
-        (e: unknown) => e as Error,
+      const hung = new Map<string, (text: string) => void>();
+      let answer = true;
+      const readFile = vi.fn(
+        (path: string) =>
+          // A hung mount: reads hang until the test ends them; then they answer.
+          new Promise<string>((resolve) => {
+            if (answer) hung.set(path, resolve);
+            else resolve('value');
+          }),
       );
+      const read = createCredentialsReader(files('/secret'), readFile, { clock: systemClock });
+      const failure = (promise: Promise<unknown>) =>
+        promise.then(
+          () => undefined,
+          (e: unknown) => (e as Error).message,
+        );
+      const first = failure(read());
       await vi.advanceTimersByTimeAsync(4999);
       expect(readFile).toHaveBeenCalledTimes(2);
       await vi.advanceTimersByTimeAsync(1);
-      expect((await first)?.message).toBe('reading the credentials did not finish within 5000 ms');
+      expect(await first).toBe('reading the credentials did not finish within 5000 ms');
+      // Each retry used to start two more reads: one more libuv thread per hung file each time.
+      for (let retry = 0; retry < 5; retry++) {
+        expect(await failure(read())).toBe(
+          `client id file ${join(dir, 'id')}: cannot read (its previous read has not finished (a hung mount?))`,
+        );
+      }
+      expect(readFile).toHaveBeenCalledTimes(2);
+      // The mount comes back: the hung reads end, and the next call reads again.
+      answer = false;
+      for (const end of hung.values()) end('stale');
+      await vi.advanceTimersByTimeAsync(0);
       await expect(read()).resolves.toEqual({ clientId: 'value', clientSecret: 'value' });
       expect(readFile).toHaveBeenCalledTimes(4);
     } finally {

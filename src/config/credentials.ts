@@ -43,6 +43,27 @@ export const readTextFile: ReadTextFile = async (path) => {
   }
 };
 
+/**
+ * `readFile`, one read of a file at a time: while one is still pending (a hung NFS or FUSE mount:
+ * the attempt's deadline gave up on it, the read did not end), the next fails at once instead of
+ * starting another. A hung mount then holds one of libuv's threads (4 by default, shared with DNS
+ * lookups and every other file read), not one more at every retry.
+ */
+export function oneReadAtATime(readFile: ReadTextFile): ReadTextFile {
+  const pending = new Set<string>();
+  return async (path) => {
+    if (pending.has(path)) {
+      throw new FileReadError('its previous read has not finished (a hung mount?)');
+    }
+    pending.add(path);
+    try {
+      return await readFile(path);
+    } finally {
+      pending.delete(path);
+    }
+  };
+}
+
 function fileKind(stats: Stats): string {
   if (stats.isFIFO()) return 'is a FIFO (named pipe)';
   if (stats.isCharacterDevice() || stats.isBlockDevice()) return 'is a device';
@@ -281,7 +302,8 @@ export async function readClientCredentials(
  * {@link credentialsFingerprint} differs from the previous successful read (not on the first one).
  *
  * Each read is bounded by `timeoutMs` (5 s): a read still pending then (a hung mount) fails this
- * call, and the next call starts a read of its own instead of waiting for it.
+ * call, and while it hangs later calls fail at once ({@link oneReadAtATime}) instead of waiting
+ * for it or starting another read of the same file.
  */
 export function createCredentialsReader(
   credentials: CredentialsConfig,
@@ -294,10 +316,11 @@ export function createCredentialsReader(
 ): CredentialsReader {
   const clock = options.clock ?? systemClock;
   const timeoutMs = options.timeoutMs ?? CREDENTIALS_READ_TIMEOUT_MS;
+  const readOnce = oneReadAtATime(readFile);
   let previous: string | undefined;
   return async () => {
     const current = await withDeadline(
-      readClientCredentials(credentials, readFile),
+      readClientCredentials(credentials, readOnce),
       clock,
       timeoutMs,
       'reading the credentials',
