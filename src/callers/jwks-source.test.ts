@@ -1,8 +1,17 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { MockAgent } from 'undici';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { oneReadAtATime, readTextFile } from '../config/credentials.js';
 import type { CallerJwtConfig } from '../config/types.js';
-import { oneReadAtATime } from '../config/credentials.js';
-import { discoveryUrl, fileSource, MAX_JWKS_BYTES, urlSource } from './jwks-source.js';
+import {
+  discoveryUrl,
+  fileSource,
+  MAX_BEARER_FILE_BYTES,
+  MAX_JWKS_BYTES,
+  urlSource,
+} from './jwks-source.js';
 
 const ISSUER = 'https://issuer.example';
 const KEYS = { keys: [{ kty: 'EC', kid: 'k1', crv: 'P-256', x: 'x', y: 'y' }] };
@@ -51,7 +60,9 @@ function source(
   return urlSource({
     jwt: { issuer: `${ISSUER}/`, keys, bearerFile: bearerFile ?? undefined },
     dispatcher: agent,
-    readFile: (path) => {
+    readFile: (path, maxBytes) => {
+      // A projected token is a few KiB: a bearer file is read with a bound of its own.
+      expect(maxBytes).toBe(MAX_BEARER_FILE_BYTES);
       reads.push(path);
       return Promise.resolve(`${BEARER}\n`);
     },
@@ -182,6 +193,22 @@ describe('fileSource', () => {
     expect(await jwks.fetch()).toEqual(KEYS);
     text = JSON.stringify({ keys: [] });
     expect(await jwks.fetch()).toEqual({ keys: [] });
+  });
+
+  it('refuses a key file larger than an answer may be', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'oauth-sidecar-jwks-'));
+    try {
+      const file = join(dir, 'jwks.json');
+      const text = JSON.stringify(KEYS);
+      await writeFile(file, text.padEnd(MAX_JWKS_BYTES));
+      expect(await fileSource(file, readTextFile).fetch()).toEqual(KEYS);
+      await writeFile(file, text.padEnd(MAX_JWKS_BYTES + 1));
+      await expect(fileSource(file, readTextFile).fetch()).rejects.toThrow(
+        `${file}: cannot read (is ${MAX_JWKS_BYTES + 1} bytes, more than the ${MAX_JWKS_BYTES} read)`,
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('says which file could not be read or parsed', async () => {

@@ -7,6 +7,7 @@
  */
 import type { JSONWebKeySet } from 'jose';
 import type { Dispatcher } from 'undici';
+import type { ReadTextFile } from '../config/credentials.js';
 import type { CallerJwtConfig } from '../config/types.js';
 import { describeCause } from '../safe-text.js';
 import { getOnce } from '../token/wire.js';
@@ -14,15 +15,18 @@ import type { JwksSource } from './keys.js';
 
 /** Largest key set or discovery document read. */
 export const MAX_JWKS_BYTES = 1024 * 1024;
+/** Largest `callers.jwt.bearerFile` read (a projected service-account token is a few KiB). */
+export const MAX_BEARER_FILE_BYTES = 64 * 1024;
 /** One fetch, connect to last byte. */
 export const JWKS_TIMEOUT_MS = 10_000;
 
-export type ReadText = (path: string) => Promise<string>;
+/** A whole text file, refused when larger than `maxBytes` (config/credentials.ts `readTextFile`). */
+export type ReadText = ReadTextFile;
 
 /** `path`'s text, or an error naming it: `<path>: cannot read (<why>)`. */
-async function readNamingFile(readFile: ReadText, path: string): Promise<string> {
+async function readNamingFile(readFile: ReadText, path: string, maxBytes: number): Promise<string> {
   try {
-    return await readFile(path);
+    return await readFile(path, maxBytes);
   } catch (error) {
     throw new Error(`${path}: cannot read (${describeCause(error)})`, { cause: error });
   }
@@ -52,7 +56,9 @@ async function getJson(
 ): Promise<unknown> {
   const headers: Record<string, string> = { accept: 'application/json' };
   if (how.bearerFile !== undefined) {
-    const token = (await readNamingFile(how.readFile, how.bearerFile)).trim();
+    const token = (
+      await readNamingFile(how.readFile, how.bearerFile, MAX_BEARER_FILE_BYTES)
+    ).trim();
     if (token !== '') headers.authorization = `Bearer ${token}`;
   }
   let answer;
@@ -121,12 +127,15 @@ export function urlSource(options: UrlSourceOptions): JwksSource {
   };
 }
 
-/** A mounted JWKS (`callers.jwt.jwksFile`): read at each refresh, so a changed file is seen. */
+/**
+ * A mounted JWKS (`callers.jwt.jwksFile`): read at each refresh, so a changed file is seen; one
+ * larger than MAX_JWKS_BYTES is refused, as an answer that large is.
+ */
 export function fileSource(file: string, readFile: ReadText): JwksSource {
   return {
     description: file,
     async fetch() {
-      const text = await readNamingFile(readFile, file);
+      const text = await readNamingFile(readFile, file, MAX_JWKS_BYTES);
       try {
         return JSON.parse(text) as JSONWebKeySet;
       } catch {

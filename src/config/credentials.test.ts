@@ -12,6 +12,7 @@ import {
   credentialsFingerprint,
   parseCredentialsCsv,
   parseCsv,
+  readTextFile,
 } from './credentials.js';
 
 let dir: string;
@@ -203,6 +204,16 @@ describe('parseCsv / parseCredentialsCsv', () => {
 describe('bounded credential reading', () => {
   const files = (secretFile: string) =>
     ({ source: 'files', clientIdFile: join(dir, 'id'), clientSecretFile: secretFile }) as const;
+
+  it('refuses a file larger than the bound it is read with, and reads one at the bound', async () => {
+    const file = join(dir, 'keys.json');
+    await writeFile(file, 'x'.repeat(1024));
+    expect(await readTextFile(file, 1024)).toHaveLength(1024);
+    await expect(readTextFile(file, 1023)).rejects.toThrow(
+      'is 1024 bytes, more than the 1023 read',
+    );
+    expect(await readTextFile(file)).toHaveLength(1024);
+  });
 
   it('refuses a FIFO at once instead of blocking on it', async () => {
     await writeFile(join(dir, 'id'), 'client-id\n');

@@ -11,8 +11,11 @@ import { inspect } from 'node:util';
 import { systemClock, withDeadline, type Clock } from '../clock.js';
 import type { ClientCredentials, CredentialsConfig, CredentialsReader } from './types.js';
 
-/** Reads a whole text file; injected so tests and callers can substitute their own I/O. */
-export type ReadTextFile = (path: string) => Promise<string>;
+/**
+ * Reads a whole text file, refusing one larger than `maxBytes` when given; injected so tests and
+ * callers can substitute their own I/O.
+ */
+export type ReadTextFile = (path: string, maxBytes?: number) => Promise<string>;
 
 /** Longest one read of the credentials may take (a hung NFS or FUSE mount); then the attempt fails. */
 export const CREDENTIALS_READ_TIMEOUT_MS = 5_000;
@@ -30,14 +33,20 @@ export class FileReadError extends Error {
  * once: reading one can block forever. UTF-16 and other non-UTF-8 content is refused with a
  * message saying so, instead of being parsed as garbage.
  */
-export const readTextFile: ReadTextFile = async (path) => {
+export const readTextFile: ReadTextFile = async (path, maxBytes) => {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
   const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
     const stats = await handle.stat();
     if (stats.isDirectory()) throw new FileReadError('is a directory');
     if (!stats.isFile()) throw new FileReadError(`${fileKind(stats)}, not a regular file`);
-    return decodeText(await handle.readFile());
+    const tooLarge = (size: number) =>
+      new FileReadError(`is ${size} bytes, more than the ${maxBytes} read`);
+    if (maxBytes !== undefined && stats.size > maxBytes) throw tooLarge(stats.size);
+    const bytes = await handle.readFile();
+    // Grown since the stat: still refused.
+    if (maxBytes !== undefined && bytes.length > maxBytes) throw tooLarge(bytes.length);
+    return decodeText(bytes);
   } finally {
     await handle.close();
   }
@@ -51,13 +60,13 @@ export const readTextFile: ReadTextFile = async (path) => {
  */
 export function oneReadAtATime(readFile: ReadTextFile): ReadTextFile {
   const pending = new Set<string>();
-  return async (path) => {
+  return async (path, maxBytes) => {
     if (pending.has(path)) {
       throw new FileReadError('its previous read has not finished (a hung mount?)');
     }
     pending.add(path);
     try {
-      return await readFile(path);
+      return await readFile(path, maxBytes);
     } finally {
       pending.delete(path);
     }
