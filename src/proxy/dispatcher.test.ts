@@ -1,10 +1,14 @@
+import { createServer as createHttpsServer } from 'node:https';
+import { EventEmitter } from 'node:events';
+import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import * as undici from 'undici';
 import { request } from 'undici';
+import deepBuildConnector from 'undici/lib/core/connect.js';
 import DeepAgent from 'undici/lib/dispatcher/agent.js';
 import DeepPool from 'undici/lib/dispatcher/pool.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPki, startStandin, type Standin } from '../standin/index.js';
-import { createUpstreamDispatcher, trustContext } from './dispatcher.js';
+import { createUpstreamDispatcher, socketCap, trustContext } from './dispatcher.js';
 import { statusesOfGets } from '../../test/helpers/upstream.js';
 
 describe('undici\'s classes by path (docs/design.md "Exceptions", src/types/undici-deep.d.ts)', () => {
@@ -15,9 +19,104 @@ describe('undici\'s classes by path (docs/design.md "Exceptions", src/types/undi
     );
   });
 
+  it('buildConnector is the very function the undici package exports', () => {
+    expect(deepBuildConnector).toBe(undici.buildConnector);
+  });
+
   it('Agent is the very class the undici package exports: an upgrade that moves it fails here', () => {
     expect(DeepAgent).toBe(undici.Agent);
     expect(createUpstreamDispatcher({ http2: false })).toBeInstanceOf(undici.Agent);
+  });
+});
+
+describe('the upstream connection cap', () => {
+  it('socketCap: a connection beyond the cap waits for an open one to close; a failed one frees its place', () => {
+    const sockets: EventEmitter[] = [];
+    let fail = false;
+    const connect: undici.buildConnector.connector = (_options, callback) => {
+      if (fail) {
+        callback(new Error('ECONNRESET'), null);
+        return;
+      }
+      const socket = new EventEmitter();
+      sockets.push(socket);
+      callback(null, socket as Socket);
+    };
+    const capped = socketCap(connect, 2);
+    const got: string[] = [];
+    const dial = (name: string) =>
+      capped({ hostname: 'a', protocol: 'https:', port: '443' }, (...[error]) => {
+        got.push(error === null ? name : `${name} failed`);
+      });
+    dial('a');
+    dial('b');
+    dial('c');
+    expect(got).toEqual(['a', 'b']);
+    sockets[0]!.emit('close');
+    expect(got).toEqual(['a', 'b', 'c']);
+    fail = true;
+    dial('d');
+    sockets[1]!.emit('close');
+    expect(got).toEqual(['a', 'b', 'c', 'd failed']);
+    fail = false;
+    dial('e');
+    expect(got).toEqual(['a', 'b', 'c', 'd failed', 'e']);
+    dial('f');
+    expect(got).toHaveLength(5);
+  });
+
+  it('holds the cap when connection attempts fail while requests wait', async () => {
+    const pki = await createTestPki();
+    const api = createHttpsServer({ cert: pki.serverCert, key: pki.serverKey }, (_req, res) =>
+      res.end('ok'),
+    );
+    // In front of the API: the first `resets` connections are reset (a failed connection
+    // attempt); the others are handed to the API, and counted while open.
+    let resets = 2;
+    let open = 0;
+    let maxOpen = 0;
+    const front = createNetServer((socket) => {
+      if (resets > 0) {
+        resets -= 1;
+        socket.resetAndDestroy();
+        return;
+      }
+      open += 1;
+      maxOpen = Math.max(maxOpen, open);
+      socket.on('close', () => (open -= 1));
+      api.emit('connection', socket);
+    });
+    await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
+    const origin = `https://127.0.0.1:${(front.address() as AddressInfo).port}`;
+    const dispatcher = createUpstreamDispatcher({
+      ca: pki.caCert,
+      http2: false,
+      connections: 2,
+      origin,
+    });
+    try {
+      let failed = 0;
+      let firstFailure: () => void = () => undefined;
+      const failedOnce = new Promise<void>((resolve) => (firstFailure = resolve));
+      const get = () =>
+        request(`${origin}/`, { dispatcher }).then(
+          (answer) => answer.body.text(),
+          () => {
+            failed += 1;
+            firstFailure();
+          },
+        );
+      // Requests wait in the pool when an attempt fails; more come after it.
+      const first = Array.from({ length: 20 }, get);
+      await failedOnce;
+      await Promise.all([...first, ...Array.from({ length: 20 }, get)]);
+      expect(failed).toBeGreaterThan(0);
+      expect(maxOpen).toBeLessThanOrEqual(2);
+    } finally {
+      await dispatcher.close();
+      front.close();
+      api.close();
+    }
   });
 });
 
