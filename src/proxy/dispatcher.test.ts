@@ -8,7 +8,8 @@ import DeepAgent from 'undici/lib/dispatcher/agent.js';
 import DeepPool from 'undici/lib/dispatcher/pool.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPki, startStandin, type Standin } from '../standin/index.js';
-import { createUpstreamDispatcher, socketCap, trustContext } from './dispatcher.js';
+import { socketCap } from './connection-cap.js';
+import { createUpstreamDispatcher, trustContext } from './dispatcher.js';
 import { statusesOfGets } from '../../test/helpers/upstream.js';
 
 describe('undici\'s classes by path (docs/design.md "Exceptions", src/types/undici-deep.d.ts)', () => {
@@ -42,7 +43,7 @@ describe('the upstream connection cap', () => {
       sockets.push(socket);
       callback(null, socket as Socket);
     };
-    const capped = socketCap(connect, 2);
+    const capped = socketCap(2)(connect);
     const got: string[] = [];
     const dial = (name: string) =>
       capped({ hostname: 'a', protocol: 'https:', port: '443' }, (...[error]) => {

@@ -1,5 +1,5 @@
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
-import type { buildConnector as BuildConnector, Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 // By path, not `from 'undici'`: the package index also loads fetch, WebSocket, EventSource, the
 // cache stores and the mock agents: idle RSS in every pod (docs/benchmarks.md "Footprint"). Typed
 // in src/types/undici-deep.d.ts; dispatcher.test.ts fails if an undici upgrade moves them
@@ -8,6 +8,7 @@ import buildConnector from 'undici/lib/core/connect.js';
 import Agent from 'undici/lib/dispatcher/agent.js';
 import Pool from 'undici/lib/dispatcher/pool.js';
 import { proxyFor } from '../config/egress.js';
+import { keepFailedClients, socketCap } from './connection-cap.js';
 import type { Config } from '../config/types.js';
 
 /** Idle keep-alive sockets close after this long by default: under most servers' 5 s. */
@@ -56,48 +57,11 @@ export function createUpstreamDispatcher(options: UpstreamDispatcherOptions): Di
   };
   if (options.origin === undefined) return new Agent({ ...settings, connect: tls });
   const connect = buildConnector({ ...tls, allowH2: options.http2 });
-  const pool = new Pool(new URL(options.origin).origin, {
-    ...settings,
-    connect: options.connections === undefined ? connect : socketCap(connect, options.connections),
-  });
-  // undici's Pool drops a client whose connection attempt failed from its list (its listener of
-  // its own 'connectionError'), yet the client still takes the pool's queued requests and dials
-  // again, while the next request makes it a replacement: one socket more than `connections` per
-  // failed attempt under load. Kept, the client is one of the `connections` and dials again when it
-  // has work (undici's behaviour before 7.5.0); a Pool with `connections` holds no more clients.
-  pool.removeAllListeners('connectionError');
-  return pool;
-}
-
-/**
- * `connect`, with at most `max` of its sockets open at once; a connection asked for beyond that
- * waits for one to close. The hard bound under the Pool's own count of clients, which is
- * bookkeeping undici may get wrong (above). At most one connection waits per client (a client
- * dials once at a time), and the Pool holds at most `connections` clients.
- */
-export function socketCap(
-  connect: BuildConnector.connector,
-  max: number,
-): BuildConnector.connector {
-  let open = 0;
-  const waiting: (() => void)[] = [];
-  const release = (): void => {
-    open -= 1;
-    waiting.shift()?.();
-  };
-  return (options, callback) => {
-    const start = (): void => {
-      open += 1;
-      connect(options, (...args) => {
-        const [error, socket] = args;
-        if (error === null) socket.once('close', release);
-        else release();
-        callback(...args);
-      });
-    };
-    if (open < max) start();
-    else waiting.push(start);
-  };
+  const capped =
+    options.connections === undefined ? connect : socketCap(options.connections)(connect);
+  return keepFailedClients(
+    new Pool(new URL(options.origin).origin, { ...settings, connect: capped }),
+  );
 }
 
 /**

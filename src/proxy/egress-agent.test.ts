@@ -3,6 +3,7 @@
  * chosen status or opens the tunnel) and the stand-in over HTTPS; the real forward proxy runs in
  * test/egress-proxy.test.ts.
  */
+import diagnostics from 'node:diagnostics_channel';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { connect, type Socket } from 'node:net';
@@ -21,20 +22,41 @@ interface TestProxy {
   seen: { target: string; auth: string | undefined }[];
   /** The answer to CONNECT: 200 opens the tunnel. */
   answer: number;
+  /** This many CONNECTs to come are reset instead of answered (a failed connection attempt). */
+  resets: number;
+  /** Tunnels open now, and the most open at once. */
+  open: number;
+  maxOpen: number;
   server: Server;
 }
 
 async function startTestProxy(): Promise<TestProxy> {
-  const proxy: TestProxy = { url: '', seen: [], answer: 200, server: createServer() };
+  const proxy: TestProxy = {
+    url: '',
+    seen: [],
+    answer: 200,
+    resets: 0,
+    open: 0,
+    maxOpen: 0,
+    server: createServer(),
+  };
   const sockets = new Set<Socket>();
   proxy.server.on('connect', (req: IncomingMessage, client: Socket, head: Buffer) => {
     sockets.add(client);
     const target = req.url ?? '';
     proxy.seen.push({ target, auth: req.headers['proxy-authorization'] });
+    if (proxy.resets > 0) {
+      proxy.resets -= 1;
+      client.resetAndDestroy();
+      return;
+    }
     if (proxy.answer !== 200) {
       client.end(`HTTP/1.1 ${proxy.answer} No\r\ncontent-length: 0\r\n\r\n`);
       return;
     }
+    proxy.open += 1;
+    proxy.maxOpen = Math.max(proxy.maxOpen, proxy.open);
+    client.once('close', () => (proxy.open -= 1));
     const [host, port] = [target.slice(0, target.lastIndexOf(':')), target.split(':').pop()];
     const upstream = connect(Number(port), host, () => {
       client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
@@ -64,6 +86,8 @@ afterEach(async () => {
   await Promise.all(dispatchers.splice(0).map((d) => d.destroy()));
   proxy.seen = [];
   proxy.answer = 200;
+  proxy.resets = 0;
+  proxy.maxOpen = proxy.open;
 });
 afterAll(async () => {
   proxy.server.closeAllConnections();
@@ -158,6 +182,65 @@ describe('the egress dispatcher', () => {
     const answers = await statusesOfGets(`${standin.url}/v1.0/contracts/`, dispatcher);
     expect(answers.every((status) => status === 401)).toBe(true);
     expect(proxy.seen.length).toBeLessThanOrEqual(2);
+  });
+
+  it('holds the pool limit through the tunnel when tunnels fail while requests wait', async () => {
+    // An origin that keeps every connection open: a tunnel closes only when the sidecar closes it.
+    const pki = await createTestPki();
+    const origin = createHttpsServer({ cert: pki.serverCert, key: pki.serverKey }, (_req, res) =>
+      res.end('ok'),
+    );
+    await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
+    const url = `https://127.0.0.1:${(origin.address() as { port: number }).port}`;
+    const dispatcher = await createDispatcher({
+      ca: trustContext(pki.caCert),
+      http2: false,
+      connections: 2,
+      origin: url,
+      proxy: proxy.url,
+    });
+    dispatchers.push(dispatcher);
+    proxy.resets = 2;
+    // Counted where the sockets are (undici's diagnostics channel): the proxy would see a tunnel's
+    // close later than the sidecar, which may dial the next one meanwhile.
+    let open = 0;
+    let maxOpen = 0;
+    const onConnected = (message: unknown): void => {
+      const { connectParams, socket } = message as {
+        connectParams: { port: string };
+        socket: Socket;
+      };
+      // The origin's connections (inside tunnels), not the ones to the proxy that carry them.
+      if (String(connectParams.port) !== new URL(url).port) return;
+      open += 1;
+      maxOpen = Math.max(maxOpen, open);
+      socket.once('close', () => (open -= 1));
+    };
+    diagnostics.subscribe('undici:client:connected', onConnected);
+    try {
+      let failed = 0;
+      let firstFailure: () => void = () => undefined;
+      const failedOnce = new Promise<void>((resolve) => (firstFailure = resolve));
+      const get = () =>
+        request(`${url}/`, { dispatcher }).then(
+          (answer) => answer.body.text(),
+          () => {
+            failed += 1;
+            firstFailure();
+          },
+        );
+      // Requests wait in the pool when a tunnel fails; more come after it.
+      const first = Array.from({ length: 20 }, get);
+      await failedOnce;
+      await Promise.all([...first, ...Array.from({ length: 20 }, get)]);
+      expect(failed).toBeGreaterThan(0);
+      expect(maxOpen).toBeLessThanOrEqual(2);
+    } finally {
+      diagnostics.unsubscribe('undici:client:connected', onConnected);
+      await dispatcher.destroy();
+      origin.closeAllConnections();
+      origin.close();
+    }
   });
 
   it.each([407, 403, 502])('names the proxy and its %i answer to CONNECT', async (status) => {

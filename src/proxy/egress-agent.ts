@@ -8,9 +8,10 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { SecureContext } from 'node:tls';
-import { Client, ProxyAgent, type Dispatcher } from 'undici';
+import { Client, Pool, ProxyAgent, type Dispatcher } from 'undici';
 import { shownProxy } from '../config/egress.js';
 import { EgressProxyError } from '../errors.js';
+import { keepFailedClients, socketCap } from './connection-cap.js';
 
 export interface EgressDispatcherOptions {
   /** The proxy URL (may hold user and password: sent as `Proxy-Authorization: Basic`). */
@@ -99,13 +100,29 @@ export const keepRepeatedHeaders: Dispatcher.DispatcherComposeInterceptor =
       handler,
     );
 
-/** A dispatcher whose connections are tunnels through `options.proxy`. */
+/**
+ * A dispatcher whose connections are tunnels through `options.proxy`. Its agent's Pools (one per
+ * origin, remade when one has gone idle) share one {@link socketCap}: at most `connections`
+ * tunnels to the origin at once, however many Pools the agent holds meanwhile.
+ */
 export function createEgressDispatcher(options: EgressDispatcherOptions): Dispatcher {
   const shown = shownProxy(options.proxy);
   const tls = options.secureContext === undefined ? {} : { secureContext: options.secureContext };
+  const cap = options.connections === null ? undefined : socketCap(options.connections);
   return new ProxyAgent({
     uri: options.proxy,
     clientFactory: (url, opts) => new TunnelClient(url, opts, shown),
+    factory: (origin, opts: Pool.Options) => {
+      const { connect } = opts;
+      return keepFailedClients(
+        new Pool(
+          origin,
+          cap === undefined || typeof connect !== 'function'
+            ? opts
+            : { ...opts, connect: cap(connect) },
+        ),
+      );
+    },
     // TLS to the origin inside the tunnel: the same trust and h2 offer as a direct connection.
     requestTls: { ...tls, allowH2: options.http2 },
     proxyTls: tls,
