@@ -14,7 +14,7 @@ import { EgressProxyError } from '../errors.js';
 import { createTestPki, startStandin, type Standin } from '../standin/index.js';
 import { createDispatcher, trustContext } from './dispatcher.js';
 import { createEgressDispatcher, headerObject, keepRepeatedHeaders } from './egress-agent.js';
-import { statusesOfGets } from '../../test/helpers/upstream.js';
+import { getsAcrossAFailure, statusesOfGets } from '../../test/helpers/upstream.js';
 
 interface TestProxy {
   url: string;
@@ -218,22 +218,7 @@ describe('the egress dispatcher', () => {
     };
     diagnostics.subscribe('undici:client:connected', onConnected);
     try {
-      let failed = 0;
-      let firstFailure: () => void = () => undefined;
-      const failedOnce = new Promise<void>((resolve) => (firstFailure = resolve));
-      const get = () =>
-        request(`${url}/`, { dispatcher }).then(
-          (answer) => answer.body.text(),
-          () => {
-            failed += 1;
-            firstFailure();
-          },
-        );
-      // Requests wait in the pool when a tunnel fails; more come after it.
-      const first = Array.from({ length: 20 }, get);
-      await failedOnce;
-      await Promise.all([...first, ...Array.from({ length: 20 }, get)]);
-      expect(failed).toBeGreaterThan(0);
+      expect(await getsAcrossAFailure(`${url}/`, dispatcher)).toBeGreaterThan(0);
       expect(maxOpen).toBeLessThanOrEqual(2);
     } finally {
       diagnostics.unsubscribe('undici:client:connected', onConnected);

@@ -193,3 +193,25 @@ export function statusesOfGets(url: string, dispatcher: Dispatcher, count = 10):
     ),
   );
 }
+
+/**
+ * 20 GETs of `url` at once and, once one has failed (a connection attempt the test made fail), 20
+ * more: requests wait in the pool when an attempt fails, and more come after it. How many failed.
+ */
+export async function getsAcrossAFailure(url: string, dispatcher: Dispatcher): Promise<number> {
+  let failed = 0;
+  let firstFailure: () => void = () => undefined;
+  const failedOnce = new Promise<void>((resolve) => (firstFailure = resolve));
+  const get = () =>
+    request(url, { dispatcher }).then(
+      (answer) => answer.body.text(),
+      () => {
+        failed += 1;
+        firstFailure();
+      },
+    );
+  const first = Array.from({ length: 20 }, get);
+  await failedOnce;
+  await Promise.all([...first, ...Array.from({ length: 20 }, get)]);
+  return failed;
+}
