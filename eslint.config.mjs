@@ -26,7 +26,11 @@ const undiciInternals = {
 };
 
 /** The files docs/design.md "Exceptions" lets import undici by module path (and their guard). */
-export const UNDICI_BY_PATH = ['src/proxy/dispatcher.ts', 'src/proxy/dispatcher.test.ts'];
+export const UNDICI_BY_PATH = [
+  'src/proxy/dispatcher.ts',
+  'src/proxy/connection-cap.ts',
+  'src/proxy/dispatcher.test.ts',
+];
 
 const proxySeesNoKeeper = {
   group: ['../token/*', '../token', '../http/*', '../http'],

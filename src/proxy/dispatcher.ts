@@ -6,9 +6,8 @@ import type { Dispatcher } from 'undici';
 // (package.json pins `~7.30`).
 import buildConnector from 'undici/lib/core/connect.js';
 import Agent from 'undici/lib/dispatcher/agent.js';
-import Pool from 'undici/lib/dispatcher/pool.js';
 import { proxyFor } from '../config/egress.js';
-import { keepFailedClients, socketCap } from './connection-cap.js';
+import { cappedPool, socketCap } from './connection-cap.js';
 import type { Config } from '../config/types.js';
 
 /** Idle keep-alive sockets close after this long by default: under most servers' 5 s. */
@@ -57,11 +56,8 @@ export function createUpstreamDispatcher(options: UpstreamDispatcherOptions): Di
   };
   if (options.origin === undefined) return new Agent({ ...settings, connect: tls });
   const connect = buildConnector({ ...tls, allowH2: options.http2 });
-  const capped =
-    options.connections === undefined ? connect : socketCap(options.connections)(connect);
-  return keepFailedClients(
-    new Pool(new URL(options.origin).origin, { ...settings, connect: capped }),
-  );
+  const cap = options.connections === undefined ? undefined : socketCap(options.connections);
+  return cappedPool(new URL(options.origin).origin, { ...settings, connect }, cap);
 }
 
 /**

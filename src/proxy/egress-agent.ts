@@ -8,10 +8,10 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { SecureContext } from 'node:tls';
-import { Client, Pool, ProxyAgent, type Dispatcher } from 'undici';
+import { Client, ProxyAgent, type Dispatcher, type Pool } from 'undici';
 import { shownProxy } from '../config/egress.js';
 import { EgressProxyError } from '../errors.js';
-import { keepFailedClients, socketCap } from './connection-cap.js';
+import { cappedPool, socketCap } from './connection-cap.js';
 
 export interface EgressDispatcherOptions {
   /** The proxy URL (may hold user and password: sent as `Proxy-Authorization: Basic`). */
@@ -112,17 +112,7 @@ export function createEgressDispatcher(options: EgressDispatcherOptions): Dispat
   return new ProxyAgent({
     uri: options.proxy,
     clientFactory: (url, opts) => new TunnelClient(url, opts, shown),
-    factory: (origin, opts: Pool.Options) => {
-      const { connect } = opts;
-      return keepFailedClients(
-        new Pool(
-          origin,
-          cap === undefined || typeof connect !== 'function'
-            ? opts
-            : { ...opts, connect: cap(connect) },
-        ),
-      );
-    },
+    factory: (origin, opts: Pool.Options) => cappedPool(String(origin), opts, cap),
     // TLS to the origin inside the tunnel: the same trust and h2 offer as a direct connection.
     requestTls: { ...tls, allowH2: options.http2 },
     proxyTls: tls,
