@@ -9,8 +9,8 @@ import type { Clock } from '../clock.js';
 import type { CallerJwtConfig, CallerRule } from '../config/types.js';
 import type { ForwardStage } from '../proxy/stages.js';
 import type { Logger } from '../telemetry/logger.js';
-import { oneReadAtATime } from '../config/credentials.js';
-import { fileSource, urlSource, type ReadText } from './jwks-source.js';
+import { oneReadAtATime, type ReadTextFile } from '../config/credentials.js';
+import { fileSource, urlSource } from './jwks-source.js';
 import { CallerKeys, type CallerKeysStatus } from './keys.js';
 import { CallerRules } from './rules.js';
 import { callerStage, type CallerAuthCounts } from './stage.js';
@@ -30,7 +30,7 @@ export interface CallerAuth {
 export interface CallerAuthParts {
   /** For a JWKS URL or discovery: trusts `callers.jwt.caFile` besides the system roots. */
   dispatcher: Dispatcher | undefined;
-  readFile: ReadText;
+  readFile: ReadTextFile;
   clock: Clock;
   logger: Logger;
   /** Counts `oauth_sidecar_caller_auth_total`, given the keys to read their age from. */

@@ -20,11 +20,12 @@ export const MAX_BEARER_FILE_BYTES = 64 * 1024;
 /** One fetch, connect to last byte. */
 export const JWKS_TIMEOUT_MS = 10_000;
 
-/** A whole text file, refused when larger than `maxBytes` (config/credentials.ts `readTextFile`). */
-export type ReadText = ReadTextFile;
-
 /** `path`'s text, or an error naming it: `<path>: cannot read (<why>)`. */
-async function readNamingFile(readFile: ReadText, path: string, maxBytes: number): Promise<string> {
+async function readNamingFile(
+  readFile: ReadTextFile,
+  path: string,
+  maxBytes: number,
+): Promise<string> {
   try {
     return await readFile(path, maxBytes);
   } catch (error) {
@@ -35,7 +36,7 @@ async function readNamingFile(readFile: ReadText, path: string, maxBytes: number
 export interface UrlSourceOptions {
   jwt: Pick<CallerJwtConfig, 'issuer' | 'keys' | 'bearerFile'>;
   dispatcher: Dispatcher;
-  readFile: ReadText;
+  readFile: ReadTextFile;
   timeoutMs?: number;
 }
 
@@ -49,7 +50,7 @@ async function getJson(
   url: string,
   how: {
     dispatcher: Dispatcher;
-    readFile: ReadText;
+    readFile: ReadTextFile;
     bearerFile: string | undefined;
     timeoutMs: number;
   },
@@ -131,7 +132,7 @@ export function urlSource(options: UrlSourceOptions): JwksSource {
  * A mounted JWKS (`callers.jwt.jwksFile`): read at each refresh, so a changed file is seen; one
  * larger than MAX_JWKS_BYTES is refused, as an answer that large is.
  */
-export function fileSource(file: string, readFile: ReadText): JwksSource {
+export function fileSource(file: string, readFile: ReadTextFile): JwksSource {
   return {
     description: file,
     async fetch() {
