@@ -138,6 +138,26 @@ export function waitUntilUp(
  */
 export const TEST_STORE_COMMAND_TIMEOUT_MS = 5_000;
 
+/**
+ * `start`, again on fresh ports (at most 3 attempts) when it fails with `retried` (a server that
+ * exited before it was ready, one that found its port taken): a port freePort(s) handed out can be
+ * taken before redis-server binds it (by another test's process or an outgoing connection's
+ * ephemeral port; 12 ports for a 3+3 cluster, test files in parallel). Any other failure is thrown
+ * as it is.
+ */
+export async function onFreshPorts<T>(
+  start: () => Promise<T>,
+  retried: abstract new (...args: never[]) => Error,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start();
+    } catch (error) {
+      if (!(error instanceof retried) || attempt === 3) throw error;
+    }
+  }
+}
+
 /** A redis-server could not bind the port it was given: another process took it after freePort. */
 class PortTaken extends Error {}
 
@@ -179,15 +199,10 @@ export async function startRedisServer(options: { password?: string } = {}): Pro
     clearTimeout(timer);
   };
 
-  for (let attempt = 1; ; attempt++) {
+  await onFreshPorts(async () => {
     port = await freePort();
-    try {
-      await launch();
-      break;
-    } catch (error) {
-      if (!(error instanceof PortTaken) || attempt === 3) throw error;
-    }
-  }
+    await launch();
+  }, PortTaken);
   const auth = options.password;
   return {
     port,

@@ -12,6 +12,7 @@ import { Fatal } from './wait.js';
 import {
   freePorts,
   missingRedisServer,
+  onFreshPorts,
   redisServerArgs,
   send,
   spawnRedisServer,
@@ -58,23 +59,7 @@ export interface RedisCluster {
 export async function startRedisCluster(
   options: { masters?: number; replicas?: number } = {},
 ): Promise<RedisCluster> {
-  return onFreshPorts(() => startRedisClusterOnce(options));
-}
-
-/**
- * `start`, again on fresh ports (at most 3 attempts) when one of its servers exited before it was
- * ready: a port freePorts handed out can be taken before redis-server binds it (by another test's
- * process or an outgoing connection's ephemeral port; 12 ports for a 3+3 cluster, test files in
- * parallel). Any other failure is thrown as it is.
- */
-async function onFreshPorts<T>(start: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await start();
-    } catch (error) {
-      if (!(error instanceof NodeExited) || attempt === 3) throw error;
-    }
-  }
+  return onFreshPorts(() => startRedisClusterOnce(options), NodeExited);
 }
 
 /** A cluster node's redis-server exited before it answered (its output says why); ends the wait. */
@@ -225,7 +210,7 @@ export function sentinelEnv(sentinels: Pick<RedisSentinels, 'url' | 'primaryName
 export async function startRedisSentinels(
   options: { sentinelPassword?: string } = {},
 ): Promise<RedisSentinels> {
-  return onFreshPorts(() => startRedisSentinelsOnce(options));
+  return onFreshPorts(() => startRedisSentinelsOnce(options), NodeExited);
 }
 
 /** Throws {@link NodeExited} when one of `procs` has exited (its output says why). */
