@@ -202,8 +202,16 @@ describe.concurrent('a fleet of three sidecars sharing a token through Redis', (
         fleet.sidecars.map((s) => metric(s, 'oauth_sidecar_token_adopted_total')),
       );
       expect(adopted.reduce((a, b) => a! + b!, 0)).toBeGreaterThanOrEqual(2 * (grants.length - 1));
-      for (const s of fleet.sidecars)
-        expect(await metric(s, 'oauth_sidecar_token_store_up')).toBe(1);
+      // Up on each: a verdict that is live, so waited for. One store call past its 500 ms bound (a
+      // starved machine) shows the store down until the next call or health check, 2 s at most.
+      await waitFor(
+        async () =>
+          (
+            await Promise.all(fleet.sidecars.map((s) => metric(s, 'oauth_sidecar_token_store_up')))
+          ).every((up) => up === 1),
+        5_000,
+        'token_store_up 1 on every process',
+      );
       // A renewal (every ~3.1 s) can land between the three probes, one process sending the new
       // token before the others adopt it: what holds is that they share one within a renewal.
       await waitFor(
@@ -212,10 +220,16 @@ describe.concurrent('a fleet of three sidecars sharing a token through Redis', (
         'one shared token',
         { everyMs: 100 },
       );
-      const st = await status(fleet.sidecars[0]!);
-      // Up and in use. `lastError` is not asserted: on a starved machine (a busy loop pinned beside
-      // the suite) one store script found no answer within its 500 ms limit, which the process
-      // records and retries; the requests, the grants and the sharing above are what must hold.
+      let st = await status(fleet.sidecars[0]!);
+      // Up and in use, waited for as above. `lastError` is not asserted: on a starved machine (a
+      // busy loop pinned beside the suite) one store script found no answer within its 500 ms
+      // limit, which the process records and retries; the requests, the grants and the sharing
+      // above are what must hold.
+      await waitFor(
+        async () => (st = await status(fleet.sidecars[0]!)).store.up === true,
+        5_000,
+        'store up',
+      );
       expect(st.store).toMatchObject({ url: fleet.redis.url, up: true });
       expect(st.store.generation).toBeGreaterThanOrEqual(grants.length);
       await expectNothingReadable(fleet);
