@@ -114,6 +114,19 @@ async function status(sidecar: SidecarProcess): Promise<{ store: Record<string, 
   return (await res.body.json()) as { store: Record<string, unknown> };
 }
 
+/** Within 5 s, `oauth_sidecar_token_store_up` reads `value` on every process of `fleet`. */
+async function storeUpOnEvery(fleet: Fleet, value: 0 | 1, what: string): Promise<void> {
+  await waitFor(
+    async () =>
+      (
+        await Promise.all(fleet.sidecars.map((s) => metric(s, 'oauth_sidecar_token_store_up')))
+      ).every((v) => v === value),
+    5_000,
+    what,
+    { everyMs: 100 },
+  );
+}
+
 /** The bearer each process sends now: one tagged request through each, read back at the stand-in. */
 async function tokensInUse(fleet: Fleet): Promise<string[]> {
   const tags = await Promise.all(
@@ -204,14 +217,7 @@ describe.concurrent('a fleet of three sidecars sharing a token through Redis', (
       expect(adopted.reduce((a, b) => a! + b!, 0)).toBeGreaterThanOrEqual(2 * (grants.length - 1));
       // Up on each: a verdict that is live, so waited for. One store call past its 500 ms bound (a
       // starved machine) shows the store down until the next call or health check, 2 s at most.
-      await waitFor(
-        async () =>
-          (
-            await Promise.all(fleet.sidecars.map((s) => metric(s, 'oauth_sidecar_token_store_up')))
-          ).every((up) => up === 1),
-        5_000,
-        'token_store_up 1 on every process',
-      );
+      await storeUpOnEvery(fleet, 1, 'token_store_up 1 on every process');
       // A renewal (every ~3.1 s) can land between the three probes, one process sending the new
       // token before the others adopt it: what holds is that they share one within a renewal.
       await waitFor(
@@ -291,15 +297,7 @@ describe.concurrent('a fleet of three sidecars sharing a token through Redis', (
       const load = drive(fleet.sidecars);
       const grantsBefore = await Promise.all(fleet.sidecars.map(ownGrants));
       await fleet.redis.stop();
-      await waitFor(
-        async () =>
-          (
-            await Promise.all(fleet.sidecars.map((s) => metric(s, 'oauth_sidecar_token_store_up')))
-          ).every((v) => v === 0),
-        5_000,
-        'token_store_up 0 on every process within 5 s',
-        { everyMs: 100 },
-      );
+      await storeUpOnEvery(fleet, 0, 'token_store_up 0 on every process within 5 s');
       const st = await status(fleet.sidecars[1]!);
       expect(st.store).toMatchObject({ up: false, lastError: { message: expect.any(String) } });
       // Down until each process has renewed on its own (within one 6 s token), requests going on.
@@ -311,15 +309,7 @@ describe.concurrent('a fleet of three sidecars sharing a token through Redis', (
         { everyMs: 250 }, // each look renders three /metrics pages
       );
       await fleet.redis.start();
-      await waitFor(
-        async () =>
-          (
-            await Promise.all(fleet.sidecars.map((s) => metric(s, 'oauth_sidecar_token_store_up')))
-          ).every((v) => v === 1),
-        5_000,
-        'token_store_up 1 again',
-        { everyMs: 100 },
-      );
+      await storeUpOnEvery(fleet, 1, 'token_store_up 1 again');
       // Within renewals (6 s tokens renewed about every 3.1 s) every process uses one token.
       await waitFor(
         async () => new Set(await tokensInUse(fleet)).size === 1,
