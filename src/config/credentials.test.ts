@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { systemClock } from '../clock.js';
 import {
   CredentialsFileError,
+  FileReadError,
   createCredentialsReader,
   readClientCredentials,
   credentialsFingerprint,
@@ -298,5 +299,22 @@ describe('bounded credential reading', () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  it('an attempt ends when both reads have: one file failing at once does not leave the other read behind to refuse the next attempt', async () => {
+    // The secret file became a FIFO (refused at once); the id file's read takes a moment longer.
+    const readFile = vi.fn((path: string) =>
+      path.endsWith('secret')
+        ? Promise.reject(new FileReadError('is a FIFO (named pipe), not a regular file'))
+        : new Promise<string>((resolve) => setImmediate(() => resolve('an-id'))),
+    );
+    const read = createCredentialsReader(files('/secret'), readFile);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      // Each retry names the FIFO, not "its previous read has not finished".
+      expect((await rejection(read())).message).toBe(
+        'client secret file /secret: cannot read (is a FIFO (named pipe), not a regular file)',
+      );
+    }
+    expect(readFile).toHaveBeenCalledTimes(6);
   });
 });

@@ -287,11 +287,15 @@ export async function readClientCredentials(
     case 'inline':
       return redacted({ clientId: credentials.clientId, clientSecret: credentials.clientSecret });
     case 'files': {
-      const [clientId, clientSecret] = await Promise.all([
+      // Settled, not raced: a file refused at once must not end the attempt while the other's read
+      // goes on, which the next attempt would take for a hung mount ({@link oneReadAtATime}).
+      const [clientId, clientSecret] = await Promise.allSettled([
         readValueFile(readFile, credentials.clientIdFile, 'client id file'),
         readValueFile(readFile, credentials.clientSecretFile, 'client secret file'),
       ]);
-      return redacted({ clientId, clientSecret });
+      if (clientId.status === 'rejected') throw clientId.reason;
+      if (clientSecret.status === 'rejected') throw clientSecret.reason;
+      return redacted({ clientId: clientId.value, clientSecret: clientSecret.value });
     }
     case 'csv': {
       const path = credentials.csvFile;
