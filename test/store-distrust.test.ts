@@ -239,8 +239,11 @@ describe.concurrent('what the store says is never trusted', () => {
       // The reader gives the lease its own TTL, token.timeoutMs + 2 s: 5 s with a 3 s timeout.
       const member = await sidecar(s, { TOKEN_TIMEOUT_MS: '3000' }, false);
       await waitReady(member, 20_000);
-      // The lease was the member's own, not one it never looked at: its entry sits beside it.
-      expect([...(await s.redis.dump()).keys()]).toContain(keys.entry);
+      // The lease was the member's own, not one it never looked at: its reader gave the restored
+      // lease a TTL (PTTL -1 is a key that never expires). Not "its entry sits beside it": one
+      // store call past the shipped 500 ms bound (a loaded machine) has the member grant without
+      // publishing, by design (docs/token-store.md "What happens when it fails").
+      expect(await s.redis.command('PTTL', keys.lease)).not.toBe(':-1\r\n');
       expect((await get(member)).status).toBe(200);
     },
     SCENARIO_TIMEOUT_MS,
