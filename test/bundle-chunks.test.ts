@@ -21,6 +21,7 @@ import {
   runCli,
   startDemo,
   startSidecarProcess,
+  storeOnceUp,
   tempDir,
   waitFor,
   waitReady,
@@ -149,15 +150,7 @@ describe.concurrent('the bundle, through every lazily loaded part', { timeout: 6
       const second = await request(`${sidecar.proxyUrl}/v1.0/contracts/`);
       await second.body.text();
       expect(second.headers['cache-status']).toMatch(/hit/);
-      await waitFor(
-        async () => {
-          const res = await request(`${sidecar.adminUrl}/status`);
-          const status = (await res.body.json()) as { store?: { up?: boolean } };
-          return status.store?.up === true;
-        },
-        10_000,
-        'the store up in /status',
-      );
+      await storeOnceUp(sidecar, 10_000);
       const keys = await redis!.dump();
       expect(keys.size).toBeGreaterThan(0); // the token set (and the quota) went through Redis
       expect([...keys.values()].join('\n')).not.toContain('bundle-secret');

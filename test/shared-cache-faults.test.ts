@@ -12,6 +12,7 @@ import { useFileFixtures } from './helpers/fixtures.js';
 import type { RedisServer } from './helpers/redis-server.js';
 import {
   startSidecarProcess,
+  storeOnceUp,
   waitFor,
   waitReady,
   type SidecarProcess,
@@ -87,13 +88,6 @@ async function cacheWaiting(sidecar: SidecarProcess): Promise<number> {
     cache?: { waiting?: number };
   };
   return status.cache?.waiting ?? 0;
-}
-
-async function storeUp(sidecar: SidecarProcess): Promise<unknown> {
-  const status = (await (await request(`${sidecar.adminUrl}/status`)).body.json()) as {
-    store?: { up?: boolean };
-  };
-  return status.store?.up;
 }
 
 /** Every key in the store (KEYS *), without reading a value. */
@@ -187,7 +181,7 @@ describe('the shared cache tier on a hostile day (bundle, real redis-server)', (
       'every key 64 MiB',
     );
     // Forging blocks the server for a while: the reader's store is up again before it reads.
-    await waitFor(async () => (await storeUp(reader)) === true, 10_000, 'the store up again');
+    await storeOnceUp(reader, 10_000);
     const readFrom = reader.stdout.length;
     // Sampled until the end: a reply that arrives after its call was given up counts too.
     let peak = 0;

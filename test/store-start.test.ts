@@ -20,6 +20,7 @@ import { realClock } from './helpers/wait.js';
 import {
   metricValue,
   readyInTests,
+  storeStatus,
   waitFor,
   type SidecarProcess,
 } from './helpers/sidecar-process.js';
@@ -92,11 +93,6 @@ async function thirtyGets(member: SidecarProcess): Promise<number[]> {
       return res.statusCode;
     }),
   );
-}
-
-async function storeStatus(member: SidecarProcess) {
-  const res = await request(`${member.adminUrl}/status`);
-  return ((await res.body.json()) as { store: { up: boolean; lastError: unknown } }).store;
 }
 
 /** The bearer each member sends now: one tagged request through each, read at the stand-in. */

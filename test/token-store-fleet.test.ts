@@ -11,6 +11,8 @@ import { useFileFixtures } from './helpers/fixtures.js';
 import type { RedisServer } from './helpers/redis-server.js';
 import {
   startSidecarProcess,
+  storeOnceUp,
+  storeStatus,
   waitFor,
   waitReady,
   type SidecarProcess,
@@ -107,11 +109,6 @@ async function metric(sidecar: SidecarProcess, name: string): Promise<number | u
   const text = await res.body.text();
   const line = text.split('\n').find((l) => l.startsWith(`${name} `));
   return line === undefined ? undefined : Number(line.split(' ')[1]);
-}
-
-async function status(sidecar: SidecarProcess): Promise<{ store: Record<string, unknown> }> {
-  const res = await request(`${sidecar.adminUrl}/status`);
-  return (await res.body.json()) as { store: Record<string, unknown> };
 }
 
 /** Within 5 s, `oauth_sidecar_token_store_up` reads `value` on every process of `fleet`. */
@@ -226,18 +223,13 @@ describe.concurrent('a fleet of three sidecars sharing a token through Redis', (
         'one shared token',
         { everyMs: 100 },
       );
-      let st = await status(fleet.sidecars[0]!);
       // Up and in use, waited for as above. `lastError` is not asserted: on a starved machine (a
       // busy loop pinned beside the suite) one store script found no answer within its 500 ms
       // limit, which the process records and retries; the requests, the grants and the sharing
       // above are what must hold.
-      await waitFor(
-        async () => (st = await status(fleet.sidecars[0]!)).store.up === true,
-        5_000,
-        'store up',
-      );
-      expect(st.store).toMatchObject({ url: fleet.redis.url, up: true });
-      expect(st.store.generation).toBeGreaterThanOrEqual(grants.length);
+      const store = await storeOnceUp(fleet.sidecars[0]!);
+      expect(store).toMatchObject({ url: fleet.redis.url, up: true });
+      expect(store.generation).toBeGreaterThanOrEqual(grants.length);
       await expectNothingReadable(fleet);
     },
     SCENARIO_TIMEOUT_MS,
@@ -298,8 +290,10 @@ describe.concurrent('a fleet of three sidecars sharing a token through Redis', (
       const grantsBefore = await Promise.all(fleet.sidecars.map(ownGrants));
       await fleet.redis.stop();
       await storeUpOnEvery(fleet, 0, 'token_store_up 0 on every process within 5 s');
-      const st = await status(fleet.sidecars[1]!);
-      expect(st.store).toMatchObject({ up: false, lastError: { message: expect.any(String) } });
+      expect(await storeStatus(fleet.sidecars[1]!)).toMatchObject({
+        up: false,
+        lastError: { message: expect.any(String) },
+      });
       // Down until each process has renewed on its own (within one 6 s token), requests going on.
       await waitFor(
         async () =>

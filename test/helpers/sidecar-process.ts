@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll } from 'vitest';
 import { startStandin, type Standin } from '../../src/standin/index.js';
+import type { StoreStatus } from '../../src/token/coordination.js';
 import { closed, exitOf, outputOf } from './command.js';
 import { waitFor } from './wait.js';
 
@@ -216,4 +217,32 @@ export async function metricValue(
   const text = await (await request(`${sidecar.adminUrl}/metrics`)).body.text();
   const line = text.split('\n').find((l) => l.startsWith(`${sample} `));
   return line === undefined ? 0 : Number(line.slice(sample.length + 1));
+}
+
+/** `/status`'s store: what the process says of its store now. */
+export async function storeStatus(sidecar: Pick<SidecarProcess, 'adminUrl'>): Promise<StoreStatus> {
+  const { store } = (await (await request(`${sidecar.adminUrl}/status`)).body.json()) as {
+    store?: StoreStatus;
+  };
+  if (store === undefined) throw new Error('/status shows no store');
+  return store;
+}
+
+/**
+ * `/status`'s store once it shows `up`. The verdict is live: one store call past the shipped
+ * 500 ms bound (a machine running the whole suite) shows the store down until the next call or
+ * health check (docs/token-store.md "What happens when it fails"). Not up within `timeoutMs`
+ * fails with the last status, its `lastError` included.
+ */
+export async function storeOnceUp(
+  sidecar: Pick<SidecarProcess, 'adminUrl'>,
+  timeoutMs = 5_000,
+): Promise<StoreStatus> {
+  let last: StoreStatus | undefined;
+  try {
+    await waitFor(async () => (last = await storeStatus(sidecar)).up, timeoutMs, 'the store up');
+  } catch (error) {
+    throw new Error(`${String(error)}; the last /status store: ${JSON.stringify(last)}`);
+  }
+  return last!;
 }
