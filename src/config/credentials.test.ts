@@ -216,6 +216,14 @@ describe('bounded credential reading', () => {
     expect(await readTextFile(file)).toHaveLength(1024);
   });
 
+  it('reads no further than the bound a file whose size says less (procfs says 0)', async () => {
+    // A few KiB of text, and a size of 0: its size cannot refuse it, the bound on the read does.
+    await expect(readTextFile('/proc/self/maps', 1024)).rejects.toThrow(
+      'holds more than the 1024 bytes read (its size says 0)',
+    );
+    expect(await readTextFile('/proc/self/maps', 1024 * 1024)).toContain('\n');
+  });
+
   it('refuses a FIFO at once instead of blocking on it', async () => {
     await writeFile(join(dir, 'id'), 'client-id\n');
     execFileSync('mkfifo', [join(dir, 'secret')]);

@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { constants, type Stats } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { open, type FileHandle } from 'node:fs/promises';
 import { inspect } from 'node:util';
 import { systemClock, withDeadline, type Clock } from '../clock.js';
 import type { ClientCredentials, CredentialsConfig, CredentialsReader } from './types.js';
@@ -40,17 +40,35 @@ export const readTextFile: ReadTextFile = async (path, maxBytes) => {
     const stats = await handle.stat();
     if (stats.isDirectory()) throw new FileReadError('is a directory');
     if (!stats.isFile()) throw new FileReadError(`${fileKind(stats)}, not a regular file`);
-    const tooLarge = (size: number) =>
-      new FileReadError(`is ${size} bytes, more than the ${maxBytes} read`);
-    if (maxBytes !== undefined && stats.size > maxBytes) throw tooLarge(stats.size);
-    const bytes = await handle.readFile();
-    // Grown since the stat: still refused.
-    if (maxBytes !== undefined && bytes.length > maxBytes) throw tooLarge(bytes.length);
+    if (maxBytes === undefined) return decodeText(await handle.readFile());
+    if (stats.size > maxBytes) {
+      throw new FileReadError(`is ${stats.size} bytes, more than the ${maxBytes} read`);
+    }
+    // One byte past the bound, however much is there: a file that grew since the stat, or one
+    // whose size says less than it holds (procfs and sysfs say 0), is refused at the bound.
+    const bytes = await readUpTo(handle, maxBytes + 1);
+    if (bytes.length > maxBytes) {
+      throw new FileReadError(
+        `holds more than the ${maxBytes} bytes read (its size says ${stats.size})`,
+      );
+    }
     return decodeText(bytes);
   } finally {
     await handle.close();
   }
 };
+
+/** The first `limit` bytes of `handle`, or all of it if it holds fewer. */
+async function readUpTo(handle: FileHandle, limit: number): Promise<Uint8Array> {
+  const buffer = Buffer.allocUnsafe(limit);
+  let length = 0;
+  while (length < limit) {
+    const { bytesRead } = await handle.read(buffer, length, limit - length, length);
+    if (bytesRead === 0) break;
+    length += bytesRead;
+  }
+  return buffer.subarray(0, length);
+}
 
 /**
  * `readFile`, one read of a file at a time: while one is still pending (a hung NFS or FUSE mount:
